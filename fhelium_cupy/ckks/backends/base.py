@@ -1,0 +1,168 @@
+"""The backend contract of the CKKS engine: exact RNS primitives over [..., limb, N] arrays.
+
+Two backends implement it: ``numpy_backend.NumpyBackend`` (the exact CPU reference and
+CPU engine) and ``cupy_backend.CupyBackend`` (our CUDA kernels in ``kernels/``). They
+must agree **bit for bit** on every primitive, so the contract is defined by integer
+math only, never by an implementation:
+
+* Every array is ``uint64``, C-contiguous, shaped ``[..., L, N]`` (any leading batch or
+  component axes), ``N = context.ring_degree``. Limb ``i`` is a residue modulo
+  ``context.moduli[rows[i]]``; ``rows`` is a tuple of prime ids (indices into
+  ``context.moduli``, Q primes first, then P primes).
+* Inputs and outputs are canonical: every residue in ``[0, q)``. Kernels may be lazy
+  inside, never at the boundary.
+* "Montgomery form" of x is ``x * 2**64 mod q`` (R = 2**64). Ciphertexts are always
+  stored in standard form; plaintexts prepared for multiplication and key-switch keys
+  are stored in Montgomery form so ``mul_montgomery(ct, pt_mont) == ct * pt mod q``.
+* NTT: negacyclic over Z_q[X]/(X^N + 1) with ``psi = context.psi[row]`` (a primitive
+  2N-th root of unity fixed by the context). ``ntt_forward`` takes natural-order
+  coefficients and returns evaluations in bit-reversed order: output index ``k`` holds
+  ``a(psi ** (2 * bitrev(k) + 1))`` with ``bitrev`` over log2(N) bits. ``ntt_inverse``
+  is its exact inverse (including the factor N^-1).
+* ``centered(x, q)`` is ``x`` if ``x <= (q - 1) // 2`` else ``x - q`` (q odd).
+
+Key switching (hybrid, ``context.digits`` = the level-0 partition of Q prime ids into
+contiguous digits; at a level only the surviving primes of each digit remain and empty
+digits are dropped; digit ``d`` of the key always sits at index ``d`` of the key's first
+axis):
+
+* ``modup``: for active digit D (prime ids ``D``, product ``Q_D``) and every row ``r``
+  of ``rows + p_rows``: ``digit_D[r] = sum_j centered((c_j * inv_j) mod q_j, q_j) *
+  (Q_D / q_j)  mod m_r`` over ``j in D``, with ``inv_j = (Q_D / q_j)^-1 mod q_j``,
+  ``m_r = context.moduli[r]``, and for rows ``r in D`` the digit is simply ``c_r``
+  (exact). The negative centered terms are reduced into ``[0, m_r)``.
+* inner product (NTT domain): ``acc_k = sum_D NTT(digit_D) * key[D, k]`` (key in
+  Montgomery form, so ``mul_montgomery``), ``k = 0, 1``, over rows ``rows + p_rows``.
+  The key rows used are exactly the prime ids ``rows + p_rows`` of the key's full QP
+  row axis (which holds all Q then all P primes).
+* ``moddown`` (coefficient domain, rounding): with P = prod of P primes, for each Q row
+  ``i``: ``y_i = (x_i - e_i) * P^-1 mod q_i`` where ``e_i = sum_j centered((x_pj *
+  Pinv_j) mod p_j, p_j) * (P / p_j) mod q_i`` and ``Pinv_j = (P / p_j)^-1 mod p_j``.
+  With one P prime this is exact rounding division by P.
+* ``rescale`` drops ``rows[0]`` (prime ``q``): ``r = centered(c_0, q)`` then
+  ``c'_i = (c_i - (r mod q_i)) * q^-1 mod q_i`` for the remaining rows (coefficient
+  domain). In the NTT domain the same result is computed via an inverse NTT of the
+  dropped limb and forward NTTs of ``r mod q_i`` (the output is the NTT of the
+  coefficient-domain result).
+
+Automorphisms (Galois element ``g`` odd, ``1 <= g < 2N``):
+
+* coefficient domain: ``X^j -> X^(j*g mod 2N)``: coefficient j goes to index
+  ``(j*g) mod N`` negated when ``(j*g) mod 2N >= N``.
+* NTT domain (bit-reversed storage): output index ``i`` reads input index
+  ``bitrev(((2*bitrev(i) + 1) * g mod 2N - 1) // 2)``. Pure permutation.
+
+The context handed to a backend provides only plain Python integers (``RingContext``);
+each backend derives its own tables from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = ["CkksBackend", "Domain", "RingContext"]
+
+Domain = Literal["coefficient", "ntt"]
+Array = Any  # numpy.ndarray or cupy.ndarray of uint64
+
+
+@runtime_checkable
+class RingContext(Protocol):
+    """Plain-integer description of the ring a backend computes in."""
+
+    @property
+    def ring_degree(self) -> int: ...  # N, a power of two
+
+    @property
+    def moduli(self) -> tuple[int, ...]: ...  # Q primes (ids 0..q_count-1), then P primes
+
+    @property
+    def psi(self) -> tuple[int, ...]: ...  # primitive 2N-th root per modulus
+
+    @property
+    def q_count(self) -> int: ...
+
+    @property
+    def p_count(self) -> int: ...
+
+    @property
+    def digits(self) -> tuple[tuple[int, ...], ...]: ...  # level-0 partition of Q ids
+
+
+class CkksBackend(Protocol):
+    """Exact RNS primitives. ``rows`` is always a tuple of prime ids, one per limb.
+
+    Every method allocates its result unless ``out=`` is given (then writes there and
+    returns it; ``out`` may alias an input for element-wise methods). Methods never
+    synchronize the host (the CuPy backend must stay capturable) and run on the
+    current stream of their array module.
+    """
+
+    name: str  # "numpy" or "cupy"
+    xp: Any  # the array module
+
+    # --- residency -------------------------------------------------------------
+    def asarray(self, host: Array) -> Array: ...  # host uint64 -> backend array (copy)
+
+    def to_numpy(self, array: Array) -> Array: ...  # backend array -> numpy (copy; may sync)
+
+    # --- element-wise mod q ----------------------------------------------------
+    def add(self, a: Array, b: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def sub(self, a: Array, b: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def neg(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def mul(self, a: Array, b: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def mul_montgomery(self, a: Array, b: Array, rows: Sequence[int], *, out: Array | None = None) -> Array:
+        """``a * b * 2**-64 mod q``; with b in Montgomery form this is the plain product."""
+        ...
+
+    def to_montgomery(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def from_montgomery(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def mul_scalar(self, a: Array, scalars: Sequence[int], rows: Sequence[int], *, out: Array | None = None) -> Array:
+        """``a_i * (scalars[i] mod q_i) mod q_i`` per limb ``i``."""
+        ...
+
+    def sum_batch(self, a: Array, axis: int, rows: Sequence[int]) -> Array:
+        """Sum over ``axis`` (not one of the last two) modulo q."""
+        ...
+
+    def tensor_product(self, a: Array, b: Array, rows: Sequence[int]) -> Array:
+        """``[2, ..., L, N] x [2, ..., L, N] -> [3, ...]``: (a0 b0, a0 b1 + a1 b0, a1 b1) mod q."""
+        ...
+
+    # --- transforms --------------------------------------------------------------
+    def ntt_forward(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def ntt_inverse(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
+
+    def automorphism(self, a: Array, galois_element: int, rows: Sequence[int], *, domain: Domain) -> Array: ...
+
+    def rescale(self, a: Array, rows: Sequence[int], *, domain: Domain) -> Array:
+        """Drop ``rows[0]`` with rounding (see module docstring); returns ``[..., L-1, N]``."""
+        ...
+
+    # --- key switching -----------------------------------------------------------
+    def modup(self, c: Array, rows: Sequence[int]) -> Array:
+        """Coefficient-domain ``c [..., L, N]`` over Q rows -> digits ``[D, ..., L+K, N]``
+        over ``rows + p_rows`` in the NTT domain (modup followed by ``ntt_forward``)."""
+        ...
+
+    def keyswitch_from_digits(
+        self,
+        digits_ntt: Array,
+        key: Array,
+        rows: Sequence[int],
+        *,
+        galois_element: int | None = None,
+    ) -> Array:
+        """Inner product with ``key [dnum, 2, nQ+nP, N]`` (NTT, Montgomery), inverse NTT and
+        rounding ModDown: returns ``[2, ..., L, N]`` coefficient-domain (y0, y1) over
+        ``rows``. With ``galois_element`` the digits are first permuted by the NTT-domain
+        automorphism (hoisted rotation)."""
+        ...

@@ -1,0 +1,172 @@
+"""The value protocol: how the runtime sees an FHE value without knowing its scheme.
+
+A *value* (ciphertext, plaintext, key, or any user type) is, for the runtime, four
+things: a registered type name, a schema version, frozen metadata (level, scale,
+context identity, key identity, ...) and an ordered set of named array leaves. The
+runtime validates, copies and rebuilds values only through this module, so it never
+imports the CKKS package (dependencies flow downward).
+
+A value class takes part by implementing three methods and registering itself::
+
+    class MyValue:
+        def value_metadata(self) -> Mapping[str, object]: ...
+        def value_tensors(self) -> Mapping[str, Array]: ...   # ordered by name
+        def with_value_tensors(self, tensors: Mapping[str, Array]) -> "MyValue": ...
+
+    register_value_type(MyValue, type_name="MyValue", schema_version=1)
+
+``with_value_tensors`` must return a new object of the same type and metadata whose
+leaves are exactly the given arrays (no copy, no validation beyond cheap checks): the
+runtime uses it to rebuild values around fixed-address storage on every replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "RegisteredValueType",
+    "SerializableValue",
+    "ValueEnvelope",
+    "freeze_metadata",
+    "is_registered_value",
+    "register_value_type",
+    "registered_value_types",
+    "value_envelope",
+    "value_type_info",
+]
+
+
+@runtime_checkable
+class SerializableValue(Protocol):
+    """Structural protocol of a value the runtime can stage, validate and rebuild."""
+
+    def value_metadata(self) -> Mapping[str, object]: ...
+
+    def value_tensors(self) -> Mapping[str, Any]: ...
+
+    def with_value_tensors(self, tensors: Mapping[str, Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RegisteredValueType:
+    """Registry entry: the class, its serialized type name and schema version."""
+
+    cls: type
+    type_name: str
+    schema_version: int
+
+
+@dataclass(frozen=True)
+class ValueEnvelope:
+    """A value taken apart: type, schema, frozen metadata and named tensors (sorted by name).
+
+    ``metadata`` is a tuple of ``(key, frozen value)`` pairs sorted by key; ``tensors`` a
+    tuple of ``(name, array)`` pairs sorted by name. The arrays are the value's own leaves
+    (no copies).
+    """
+
+    type_name: str
+    schema_version: int
+    metadata: tuple[tuple[str, object], ...]
+    tensors: tuple[tuple[str, Any], ...]
+
+
+_REGISTRY: dict[type, RegisteredValueType] = {}
+_BY_NAME: dict[str, RegisteredValueType] = {}
+
+
+def register_value_type(cls: type, *, type_name: str | None = None, schema_version: int = 1) -> type:
+    """Register ``cls`` as a value type the runtime accepts as a tree leaf.
+
+    Matching is by exact class: a subclass must register itself. Registering the same
+    class twice with the same name and version is a no-op; a different class under a
+    taken name raises ``ValueError``.
+
+    Returns ``cls`` so it can be used as a class decorator through ``functools.partial``.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_value_type expects a class, got {type(cls).__name__}")
+    for method in ("value_metadata", "value_tensors", "with_value_tensors"):
+        if not callable(getattr(cls, method, None)):
+            raise TypeError(f"{cls.__qualname__} cannot be registered: it has no {method}() method")
+    if isinstance(schema_version, bool) or not isinstance(schema_version, int) or schema_version < 1:
+        raise ValueError(f"schema_version must be a positive int, got {schema_version!r}")
+    name = type_name if type_name is not None else cls.__name__
+    if not isinstance(name, str) or not name:
+        raise ValueError("type_name must be a non-empty string")
+    entry = RegisteredValueType(cls=cls, type_name=name, schema_version=schema_version)
+    taken = _BY_NAME.get(name)
+    if taken is not None and taken.cls is not cls:
+        raise ValueError(
+            f"value type name {name!r} is already registered for {taken.cls.__module__}.{taken.cls.__qualname__}"
+        )
+    _REGISTRY[cls] = entry
+    _BY_NAME[name] = entry
+    return cls
+
+
+def registered_value_types() -> tuple[str, ...]:
+    """Names of all registered value types, sorted."""
+    return tuple(sorted(_BY_NAME))
+
+
+def is_registered_value(obj: object) -> bool:
+    """True when ``type(obj)`` itself (not a base class) is registered."""
+    return type(obj) in _REGISTRY
+
+
+def value_type_info(obj_or_name: object) -> RegisteredValueType:
+    """Registry entry for a value, a value class or a type name; ``TypeError`` if unknown."""
+    if isinstance(obj_or_name, str):
+        entry = _BY_NAME.get(obj_or_name)
+    elif isinstance(obj_or_name, type):
+        entry = _REGISTRY.get(obj_or_name)
+    else:
+        entry = _REGISTRY.get(type(obj_or_name))
+    if entry is None:
+        label = obj_or_name if isinstance(obj_or_name, str) else getattr(obj_or_name, "__name__", type(obj_or_name).__name__)
+        raise TypeError(
+            f"{label} is not a registered value type; registered: {list(registered_value_types())}. "
+            "Register it with fhelium_cupy.values.register_value_type."
+        )
+    return entry
+
+
+def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
+    """Turn metadata into a hashable, deterministic form.
+
+    Mappings become tuples of ``(key, frozen)`` sorted by key; lists and tuples become
+    tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and ``bytes`` pass through.
+    Anything else raises ``TypeError`` naming the path.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, Mapping):
+        items = []
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f"{_path} keys must be strings, got {type(key).__name__}")
+            items.append((key, freeze_metadata(value[key], _path=f"{_path}.{key}")))
+        return tuple(sorted(items, key=lambda kv: kv[0]))
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze_metadata(v, _path=f"{_path}[{i}]") for i, v in enumerate(value))
+    raise TypeError(f"Unsupported metadata in value signature at {_path}: {type(value).__name__}")
+
+
+def value_envelope(value: object) -> ValueEnvelope:
+    """Take a registered value apart (no copies). ``TypeError`` for unregistered objects."""
+    entry = value_type_info(value)
+    metadata = freeze_metadata(dict(value.value_metadata()))  # type: ignore[attr-defined]
+    tensors = value.value_tensors()  # type: ignore[attr-defined]
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"{entry.type_name}.value_tensors() must return a mapping")
+    ordered = tuple(sorted(tensors.items(), key=lambda kv: kv[0]))
+    return ValueEnvelope(
+        type_name=entry.type_name,
+        schema_version=entry.schema_version,
+        metadata=metadata,  # type: ignore[arg-type]
+        tensors=ordered,
+    )
