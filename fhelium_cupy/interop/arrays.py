@@ -1,0 +1,219 @@
+"""Array leaves of NumPy, CuPy and torch: one vocabulary for kind, device, topology and storage.
+
+Every supported leaf is described by the same facts: its framework (``"numpy"``,
+``"cupy"`` or ``"torch"``), its device, its shape, its strides *in elements*, its NumPy
+dtype, its ``requires_grad`` flag (torch only) and the byte range it spans in memory.
+Views between frameworks are zero-copy through DLPack (``to_cupy``, ``to_numpy``,
+``wrap_like``); torch never receives a negative-stride array (torch aborts the whole
+process on one), and tensors that require grad are detached before export.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from .capabilities import cupy_or_none, loaded_torch
+from .devices import CPU, Device
+
+__all__ = [
+    "LeafKind",
+    "element_strides",
+    "is_array_leaf",
+    "leaf_device",
+    "leaf_dtype",
+    "leaf_kind",
+    "leaf_requires_grad",
+    "leaf_span",
+    "low_offset_bytes",
+    "numpy_dtype_of",
+    "to_cupy",
+    "to_numpy",
+    "wrap_like",
+]
+
+LeafKind = Literal["numpy", "cupy", "torch"]
+
+
+def leaf_kind(obj: object) -> LeafKind | None:
+    """Framework of an array leaf, or ``None`` if ``obj`` is not a supported array."""
+    if isinstance(obj, np.ndarray):
+        return "numpy"
+    module = type(obj).__module__
+    if module.startswith("cupy"):
+        cupy = cupy_or_none()
+        if cupy is not None and isinstance(obj, cupy.ndarray):
+            return "cupy"
+        return None
+    if module.startswith("torch"):
+        torch = loaded_torch()
+        if torch is not None and isinstance(obj, torch.Tensor):
+            return "torch"
+    return None
+
+
+def is_array_leaf(obj: object) -> bool:
+    return leaf_kind(obj) is not None
+
+
+_TORCH_TO_NUMPY: dict[Any, np.dtype] = {}
+
+
+def _torch_dtype_table() -> dict[Any, np.dtype]:
+    if not _TORCH_TO_NUMPY:
+        torch = loaded_torch()
+        assert torch is not None
+        for name in (
+            "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+            "complex64", "complex128", "uint16", "uint32", "uint64",
+        ):
+            tdt = getattr(torch, name, None)
+            if tdt is not None:
+                _TORCH_TO_NUMPY[tdt] = np.dtype(name)
+    return _TORCH_TO_NUMPY
+
+
+def numpy_dtype_of(dtype: object) -> np.dtype:
+    """The NumPy dtype equivalent to a NumPy, CuPy or torch dtype.
+
+    Raises:
+        TypeError: for torch dtypes NumPy cannot represent (bfloat16, float8, ...).
+    """
+    if type(dtype).__module__.startswith("torch"):
+        table = _torch_dtype_table()
+        if dtype not in table:
+            raise TypeError(f"torch dtype {dtype} has no NumPy equivalent and cannot be staged")
+        return table[dtype]
+    return np.dtype(dtype)  # type: ignore[arg-type]
+
+
+def leaf_dtype(leaf: Any) -> np.dtype:
+    if leaf_kind(leaf) == "torch":
+        return numpy_dtype_of(leaf.dtype)
+    return leaf.dtype
+
+
+def element_strides(leaf: Any) -> tuple[int, ...]:
+    """Strides in elements (torch convention) for any leaf.
+
+    Raises:
+        ValueError: if a NumPy/CuPy byte stride is not a multiple of the item size.
+    """
+    if leaf_kind(leaf) == "torch":
+        return tuple(int(s) for s in leaf.stride())
+    itemsize = leaf.dtype.itemsize
+    out = []
+    for s in leaf.strides:
+        if s % itemsize:
+            raise ValueError(f"array stride {s} bytes is not a multiple of its item size {itemsize}")
+        out.append(s // itemsize)
+    return tuple(out)
+
+
+def leaf_requires_grad(leaf: Any) -> bool:
+    return bool(getattr(leaf, "requires_grad", False)) if leaf_kind(leaf) == "torch" else False
+
+
+def leaf_device(leaf: Any) -> Device:
+    kind = leaf_kind(leaf)
+    if kind == "numpy":
+        return CPU
+    if kind == "cupy":
+        return Device("cuda", int(leaf.device.id))
+    if kind == "torch":
+        dev = leaf.device
+        if dev.type == "cpu":
+            return CPU
+        if dev.type == "cuda":
+            return Device("cuda", int(dev.index))
+        raise TypeError(f"torch tensors on {dev.type} are not supported; use CPU or CUDA tensors")
+    raise TypeError(f"{type(leaf).__name__} is not a NumPy, CuPy or torch array")
+
+
+def low_offset_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """Bytes from the lowest addressed element up to element 0 (non-zero for negative strides)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return -sum(min(0, s) * (n - 1) for n, s in zip(shape, strides)) * itemsize
+
+
+def span_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """Bytes from the lowest to one past the highest addressed element (0 for empty arrays)."""
+    if any(n == 0 for n in shape):
+        return 0
+    extent = sum(abs(s) * (n - 1) for n, s in zip(shape, strides))
+    return (extent + 1) * itemsize
+
+
+def data_pointer(leaf: Any) -> int:
+    """Address of element 0 (host or device)."""
+    kind = leaf_kind(leaf)
+    if kind == "cupy":
+        return int(leaf.data.ptr)
+    if kind == "numpy":
+        return int(leaf.__array_interface__["data"][0])
+    return int(leaf.data_ptr())
+
+
+def leaf_span(leaf: Any) -> tuple[int, int]:
+    """``(lowest address, span bytes)`` of the memory a leaf touches."""
+    shape = tuple(int(n) for n in leaf.shape)
+    strides = element_strides(leaf)
+    itemsize = leaf_dtype(leaf).itemsize
+    return data_pointer(leaf) - low_offset_bytes(shape, strides, itemsize), span_nbytes(shape, strides, itemsize)
+
+
+def to_cupy(leaf: Any) -> Any:
+    """Zero-copy CuPy view of a CUDA leaf (CuPy arrays pass through)."""
+    kind = leaf_kind(leaf)
+    if kind == "cupy":
+        return leaf
+    if kind == "torch" and leaf.device.type == "cuda":
+        cupy = cupy_or_none()
+        assert cupy is not None
+        return cupy.from_dlpack(leaf.detach())
+    raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no CuPy view")
+
+
+def to_numpy(leaf: Any) -> np.ndarray:
+    """Zero-copy NumPy view of a CPU leaf (NumPy arrays pass through)."""
+    kind = leaf_kind(leaf)
+    if kind == "numpy":
+        return leaf
+    if kind == "torch" and leaf.device.type == "cpu":
+        return leaf.detach().resolve_conj().resolve_neg().numpy()
+    raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no NumPy view")
+
+
+def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False) -> Any:
+    """Present ``storage`` (a NumPy or CuPy array) as a leaf of framework ``kind``, zero-copy.
+
+    ``kind == "torch"`` wraps through DLPack (CUDA) or ``torch.from_numpy`` (CPU). Negative
+    strides are refused before torch sees them.
+
+    Raises:
+        ValueError: negative strides for a torch leaf.
+    """
+    if kind == "torch":
+        torch = loaded_torch()
+        if torch is None:
+            raise TypeError("a torch leaf was requested but torch is not imported")
+        if any(s < 0 for s in storage.strides):
+            raise ValueError("torch cannot view an array with negative strides (it would abort the process)")
+        if isinstance(storage, np.ndarray):
+            tensor = torch.from_numpy(storage)
+        else:
+            tensor = torch.from_dlpack(storage)
+        if requires_grad:
+            tensor.requires_grad_(True)
+        return tensor
+    if kind == "numpy":
+        if isinstance(storage, np.ndarray):
+            return storage
+        raise TypeError("a NumPy leaf needs host storage")
+    if kind == "cupy":
+        if isinstance(storage, np.ndarray):
+            raise TypeError("a CuPy leaf needs device storage")
+        return storage
+    raise ValueError(f"unknown leaf kind {kind!r}")

@@ -1,0 +1,99 @@
+"""Device names normalized: ``int | "cpu" | "cuda" | "cuda:N" | cupy.cuda.Device | torch.device``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .capabilities import require_cupy
+
+__all__ = ["Device", "as_device", "current_cuda_index"]
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A resolved device: ``Device("cpu")`` or ``Device("cuda", index)`` with a concrete index.
+
+    Unlike FHElium 0.30.0 (bug 7.1), an unindexed ``"cuda"`` is always resolved to the
+    current CUDA device when normalized, so device comparisons never fail spuriously.
+    """
+
+    type: Literal["cpu", "cuda"]
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.type == "cpu":
+            if self.index is not None:
+                raise ValueError("a CPU device has no index")
+        elif self.type == "cuda":
+            if not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
+                raise ValueError(f"a CUDA device needs a non-negative index, got {self.index!r}")
+        else:
+            raise ValueError(f"device type must be 'cpu' or 'cuda', got {self.type!r}")
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.type == "cuda"
+
+    def __str__(self) -> str:
+        return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"Device({str(self)!r})"
+
+
+CPU = Device("cpu")
+
+
+def current_cuda_index() -> int:
+    """CuPy's current device index (needs CuPy and a GPU)."""
+    cupy = require_cupy("resolving the current CUDA device")
+    return int(cupy.cuda.runtime.getDevice())
+
+
+def as_device(spec: object) -> Device:
+    """Normalize a device description.
+
+    Accepts ``Device``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a non-negative ``int`` (CUDA
+    index), a ``cupy.cuda.Device`` and a ``torch.device``. An unindexed CUDA device is
+    resolved to the current CuPy device.
+
+    Raises:
+        TypeError: for other types.
+        ValueError: for malformed strings or negative indices.
+        CudaUnavailableError: when ``"cuda"`` must be resolved without CuPy/GPU.
+    """
+    if isinstance(spec, Device):
+        return spec
+    if isinstance(spec, bool):
+        raise TypeError("a device cannot be a bool")
+    if isinstance(spec, int):
+        if spec < 0:
+            raise ValueError(f"CUDA device index must be non-negative, got {spec}")
+        return Device("cuda", spec)
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == "cpu":
+            return CPU
+        if text == "cuda":
+            return Device("cuda", current_cuda_index())
+        if text.startswith("cuda:"):
+            tail = text[5:]
+            if tail.isdigit():
+                return Device("cuda", int(tail))
+        raise ValueError(f"unknown device {spec!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    module = type(spec).__module__
+    if module.startswith("torch") and type(spec).__name__ == "device":
+        kind = spec.type  # type: ignore[attr-defined]
+        index = spec.index  # type: ignore[attr-defined]
+        if kind == "cpu":
+            return CPU
+        if kind == "cuda":
+            return Device("cuda", current_cuda_index() if index is None else int(index))
+        raise ValueError(f"unsupported torch device type {kind!r}; use cpu or cuda")
+    if module.startswith("cupy") and hasattr(spec, "id"):
+        return Device("cuda", int(spec.id))  # type: ignore[attr-defined]
+    raise TypeError(
+        f"cannot interpret {type(spec).__name__} as a device; use 'cpu', 'cuda', 'cuda:N', an int, "
+        "a cupy.cuda.Device or a torch.device"
+    )

@@ -1,0 +1,139 @@
+"""Streams and events from CuPy, torch or any ``__cuda_stream__`` object, as CuPy objects.
+
+Library code never relies on a ``with stream:`` context: it resolves the caller's
+stream once with :func:`resolve_stream` and passes it explicitly.
+
+The *current stream* of a device is CuPy's current stream; when that is the default
+stream and the caller has made a non-default torch stream current (``with
+torch.cuda.stream(s):``), the torch stream is used, so code written for FHElium's torch
+API keeps its meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .capabilities import loaded_torch, require_cupy
+from .devices import Device
+
+__all__ = [
+    "event_handle",
+    "event_handles",
+    "resolve_stream",
+    "stream_device_index",
+]
+
+
+class _StreamProtocolAdapter:
+    """Presents a raw stream handle through the CUDA stream protocol for ``Stream.from_external``."""
+
+    __slots__ = ("_owner", "_ptr")
+
+    def __init__(self, ptr: int, owner: object) -> None:
+        self._ptr = ptr
+        self._owner = owner  # keeps the foreign stream alive while CuPy uses it
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self._ptr)
+
+
+def _from_handle(ptr: int, owner: object) -> Any:
+    cupy = require_cupy("using a foreign CUDA stream")
+    return cupy.cuda.Stream.from_external(_StreamProtocolAdapter(ptr, owner))
+
+
+def stream_device_index(stream: Any) -> int | None:
+    """CUDA device index a stream belongs to, when the object tells it."""
+    for attr in ("device_id",):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int) and value >= 0:
+            return value
+    dev = getattr(stream, "device", None)
+    index = getattr(dev, "index", None)
+    if isinstance(index, int):
+        return index
+    dev_id = getattr(dev, "device_id", None)
+    if isinstance(dev_id, int):
+        return dev_id
+    return None
+
+
+def _torch_current_stream(index: int) -> Any | None:
+    torch = loaded_torch()
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    current = torch.cuda.current_stream(index)
+    if current.cuda_stream == torch.cuda.default_stream(index).cuda_stream:
+        return None
+    return current
+
+
+def resolve_stream(stream: object | None, device: Device) -> Any:
+    """A ``cupy.cuda.Stream`` for ``stream`` on ``device``.
+
+    ``None`` means the caller's current stream of ``device`` (see module docstring). A
+    CuPy stream passes through; a torch stream or a ``__cuda_stream__`` object is wrapped
+    without copying.
+
+    Raises:
+        ValueError: the stream belongs to another device.
+        TypeError: the object is not a stream.
+    """
+    cupy = require_cupy("choosing a CUDA stream")
+    if stream is None:
+        current = cupy.cuda.get_current_stream(device.index)
+        if current.ptr == 0 or current.ptr == 1:
+            foreign = _torch_current_stream(device.index)  # type: ignore[arg-type]
+            if foreign is not None:
+                return _from_handle(int(foreign.cuda_stream), foreign)
+        return current
+    if isinstance(stream, cupy.cuda.Stream):
+        result = stream
+    elif type(stream).__module__.startswith("torch") and hasattr(stream, "cuda_stream"):
+        result = _from_handle(int(stream.cuda_stream), stream)  # type: ignore[attr-defined]
+        index = stream_device_index(stream)
+        if index is not None and index != device.index:
+            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
+        return result
+    elif hasattr(stream, "__cuda_stream__"):
+        result = cupy.cuda.Stream.from_external(stream)
+    else:
+        raise TypeError(
+            f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream "
+            "or an object with __cuda_stream__"
+        )
+    index = stream_device_index(stream)
+    if index is None:
+        index = stream_device_index(result)
+    if index is not None and index != device.index:
+        raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
+    return result
+
+
+def event_handle(event: object) -> int | None:
+    """Raw ``cudaEvent_t`` of a CuPy or torch event; ``None`` for a torch event never recorded.
+
+    Raises:
+        TypeError: for objects that are not CUDA events.
+    """
+    cupy = require_cupy("waiting on a CUDA event")
+    if isinstance(event, cupy.cuda.Event):
+        return int(event.ptr)
+    if type(event).__module__.startswith("torch") and hasattr(event, "cuda_event"):
+        handle = int(event.cuda_event)  # type: ignore[attr-defined]
+        return handle or None
+    raise TypeError(f"{type(event).__name__} is not a CUDA event; pass a cupy.cuda.Event or torch.cuda.Event")
+
+
+def event_handles(wait_for: object | Sequence[object] | None) -> tuple[int, ...]:
+    """Normalize ``None``, one event, or a list/tuple of events to raw handles (validated first)."""
+    if wait_for is None:
+        return ()
+    events = wait_for if isinstance(wait_for, (list, tuple)) else (wait_for,)
+    handles = []
+    for ev in events:
+        handle = event_handle(ev)
+        if handle is not None:
+            handles.append(handle)
+    return tuple(handles)

@@ -1,0 +1,20 @@
+"""CUDA execution mechanics: signatures, reusable buffers, copy handles, graph capture and replay.
+
+Nothing in this package knows about CKKS; values take part through
+:mod:`fhelium_cupy.values`.
+"""
+
+from __future__ import annotations
+
+from .buffer import CopyHandle, ReusableValueBuffer, pin_value_tree, value_tree_nbytes
+from .signature import TensorSignature, ValueSignature, ValueTreeSignature
+
+__all__ = [
+    "CopyHandle",
+    "ReusableValueBuffer",
+    "TensorSignature",
+    "ValueSignature",
+    "ValueTreeSignature",
+    "pin_value_tree",
+    "value_tree_nbytes",
+]

@@ -1,0 +1,509 @@
+"""Reusable fixed-address buffers for execution values, and the copy handles that feed them.
+
+A :class:`ReusableValueBuffer` owns storage shaped exactly like an example tree (same
+strides, same dtypes, same value metadata). ``copy_from`` replaces the payload bytes;
+the addresses never change, which is what lets a captured CUDA Graph read new inputs on
+every replay. A :class:`CopyHandle` is the receipt of one copy: its CUDA event says
+when the bytes have landed, and it keeps the submitted sources alive until then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from ..errors import ExecutionError, ExecutionInputError
+from ..interop.arrays import (
+    leaf_device,
+    leaf_kind,
+    leaf_span,
+    low_offset_bytes,
+    span_nbytes,
+    wrap_like,
+)
+from ..interop.capabilities import cupy_or_none, require_cupy
+from ..interop.devices import CPU, Device, as_device
+from ..interop.streams import event_handles, resolve_stream
+from .signature import TensorSignature, ValueTreeSignature
+
+__all__ = ["CopyHandle", "ReusableValueBuffer", "pin_value_tree", "value_tree_nbytes"]
+
+_ValueT = TypeVar("_ValueT")
+_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addressing
+
+
+class CopyHandle:
+    """Receipt of one payload copy into a :class:`ReusableValueBuffer`.
+
+    Ownership: until the copy is observed complete (``query()``/``done()`` returning
+    True, ``synchronize()``, or the owning buffer closing), the handle holds strong
+    references to every submitted source array, so a pinned source cannot be freed or
+    reused while DMA may still read it.
+
+    Stream: ``event`` is recorded on the copy stream after the last byte was enqueued.
+    CPU-target copies are synchronous and carry no event. Direct construction is not
+    public; handles come from ``ReusableValueBuffer.copy_from`` and
+    ``CudaGraphProgram.copy_inputs_from``.
+    """
+
+    __slots__ = ("_bytes_copied", "_device", "_event", "_sources", "_token", "__weakref__")
+
+    def __init__(self, *, event: Any, device: Device, sources: tuple[Any, ...], bytes_copied: int, token: object) -> None:
+        self._event = event
+        self._device = device
+        self._sources: tuple[Any, ...] | None = sources if event is not None else None
+        self._bytes_copied = int(bytes_copied)
+        self._token = token
+
+    @property
+    def event(self) -> Any:
+        """The ``cupy.cuda.Event`` recorded after the copy, or ``None`` for a CPU target."""
+        return self._event
+
+    @property
+    def device(self) -> Device:
+        """Target device of the copy."""
+        return self._device
+
+    @property
+    def bytes_copied(self) -> int:
+        """Logical payload bytes of the whole buffer."""
+        return self._bytes_copied
+
+    def query(self) -> bool:
+        """True when the copy has completed (never blocks); releases the sources then."""
+        if self._event is None:
+            return True
+        if self._sources is None:
+            return True
+        if self._event.done:
+            self._sources = None
+            return True
+        return False
+
+    done = query
+
+    @property
+    def holds_sources(self) -> bool:
+        """Whether the submitted sources are still retained (the copy may be in flight)."""
+        return self._sources is not None
+
+    def wait_on(self, stream: object | None = None) -> CopyHandle:
+        """Make ``stream`` (default: the caller's current stream) wait for the copy; no host block.
+
+        Raises:
+            ValueError: ``stream`` belongs to another device than the copy's target.
+        """
+        if self._event is None:
+            if stream is not None and self._device.type == "cpu":
+                pass  # nothing to order: CPU copies completed synchronously
+            return self
+        target = resolve_stream(stream, self._device)
+        target.wait_event(self._event)
+        return self
+
+    def synchronize(self) -> None:
+        """Block the host until the copy completed, then release the sources."""
+        if self._event is not None:
+            self._event.synchronize()
+        self._sources = None
+
+    def _belongs_to(self, token: object) -> bool:
+        return self._token is token
+
+    def __repr__(self) -> str:
+        state = "cpu" if self._event is None else ("pending" if self._sources is not None else "complete")
+        return f"<CopyHandle device={self._device} bytes={self._bytes_copied} {state}>"
+
+
+# ---------------------------------------------------------------------------------------
+# storage
+
+
+def _allocate(sig: TensorSignature, device: Device, pinned: bool) -> Any:
+    """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array)."""
+    itemsize = sig.dtype.itemsize
+    span = span_nbytes(sig.shape, sig.stride, itemsize)
+    offset = low_offset_bytes(sig.shape, sig.stride, itemsize)
+    byte_strides = tuple(s * itemsize for s in sig.stride)
+    if device.type == "cpu":
+        if pinned:
+            cupy = require_cupy("pinned host memory")
+            raw = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(span, 1)), dtype=np.uint8, count=max(span, 1))
+        else:
+            raw = np.empty(max(span, 1), dtype=np.uint8)
+        return np.ndarray(sig.shape, sig.dtype, buffer=raw, offset=offset, strides=byte_strides)
+    cupy = require_cupy("a CUDA buffer")
+    with cupy.cuda.Device(device.index):
+        mem = cupy.cuda.alloc(max(span, 1))
+        return cupy.ndarray(sig.shape, sig.dtype, memptr=mem + offset, strides=byte_strides)
+
+
+def _target_kind(example_leaf: Any, device: Device) -> str:
+    if leaf_kind(example_leaf) == "torch":
+        return "torch"
+    return "numpy" if device.type == "cpu" else "cupy"
+
+
+class _Plan:
+    """Flat copy plan: one entry per array leaf, in flattened order."""
+
+    __slots__ = ("kinds", "spans", "storages", "targets", "target_lows")
+
+    def __init__(self) -> None:
+        self.storages: list[Any] = []  # NumPy/CuPy arrays we own
+        self.targets: list[Any] = []  # the leaves handed out (torch views where the example was torch)
+        self.target_lows: list[int] = []
+        self.spans: list[int] = []
+        self.kinds: list[str] = []
+
+
+def _iter_example_leaves(signature: ValueTreeSignature, example: object) -> list[Any]:
+    leaves: list[Any] = []
+    signature.collect_leaves(example, "example", leaves)
+    return leaves
+
+
+def _check_aliasing(leaves: Sequence[Any]) -> None:
+    """Reject example trees whose arrays overlap in memory (disjoint views are fine)."""
+    ranges = []
+    for leaf in leaves:
+        low, span = leaf_span(leaf)
+        if span:
+            ranges.append((str(leaf_device(leaf)), low, low + span))
+    ranges.sort()
+    for (dev_a, _, end_a), (dev_b, start_b, _) in zip(ranges, ranges[1:]):
+        if dev_a == dev_b and start_b < end_a:
+            raise ValueError(
+                "Aliased representative storage is not supported by ReusableValueBuffer; pass independent "
+                "values or keep the shared object outside the reusable payload"
+            )
+
+
+def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
+    """Synchronous copy of ``n`` span bytes into host memory at ``dst_low``."""
+    if n == 0:
+        return
+    src_low, _ = leaf_span(source)
+    dev = leaf_device(source)
+    if dev.type == "cpu":
+        ctypes.memmove(dst_low, src_low, n)
+        return
+    cupy = require_cupy("copying a CUDA array to the host")
+    with cupy.cuda.Device(dev.index):
+        cupy.cuda.get_current_stream().synchronize()  # order after the source's producer
+        cupy.cuda.runtime.memcpy(dst_low, src_low, n, _MEMCPY_DEFAULT)
+
+
+class ReusableValueBuffer(Generic[_ValueT]):
+    """Fixed-structure, fixed-address storage whose payload is replaced by ``copy_from``.
+
+    ``value`` rebuilds ordinary containers, arrays and value objects around the owned
+    storage, so eager evaluators consume it directly. Array leaves keep their framework:
+    a torch example gives torch tensors (zero-copy views), NumPy/CuPy examples give
+    NumPy arrays on a CPU target and CuPy arrays on a CUDA target.
+
+    Ownership: the buffer owns its storage until ``close()``; objects returned by
+    ``value`` view it and must not be used after close. Readiness of the payload is
+    governed by copy handles and stream order, not by ``value`` access.
+
+    Direct construction is not public: use :meth:`like`.
+    """
+
+    def __init__(self, *, signature: ValueTreeSignature, device: Device, pinned: bool, plan: _Plan, templates: list[Any]) -> None:
+        self._signature = signature
+        self._device = device
+        self._pinned = pinned
+        self._plan = plan
+        self._templates = templates
+        self._nbytes = signature.nbytes
+        self._token = object()
+        self._inflight: list[CopyHandle] = []
+        self._closed = False
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def like(cls, example: _ValueT, *, device: object | None = None, pin_memory: bool = False) -> ReusableValueBuffer[_ValueT]:
+        """Allocate a buffer shaped like ``example`` and copy ``example`` into it.
+
+        Args:
+            example: array/value tree (lists, tuples, dicts nest) defining the signature.
+            device: target device; ``None`` takes the single device of every example
+                leaf. ``"cuda"`` resolves to the current CUDA device.
+            pin_memory: allocate page-locked host storage (CPU target only), suitable for
+                asynchronous host-to-device copies.
+
+        Raises:
+            TypeError: unsupported leaf or container (the message names the path).
+            ValueError: no array leaves; examples span several devices without
+                ``device``; ``pin_memory`` with a non-CPU target; overlapping leaves.
+            CudaUnavailableError: a CUDA target or pinned memory without CuPy/GPU.
+        """
+        signature = ValueTreeSignature.from_value(example)
+        leaf_sigs = signature.leaf_signatures()
+        if not leaf_sigs:
+            raise ValueError("ReusableValueBuffer requires at least one tensor")
+        leaves = _iter_example_leaves(signature, example)
+        if device is None:
+            devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
+            if len(devices) != 1:
+                raise ValueError(
+                    "ReusableValueBuffer requires an indexed target device when example tensors span multiple "
+                    f"devices: devices={devices}"
+                )
+            target = leaf_device(leaves[0])
+        else:
+            target = as_device(device)
+        if pin_memory and target.type != "cpu":
+            raise ValueError("pin_memory=True requires a CPU target device")
+        if target.type == "cuda" or pin_memory:
+            require_cupy("pinned host memory" if pin_memory else f"a buffer on {target}")
+        _check_aliasing(leaves)
+
+        plan = _Plan()
+        for leaf, sig in zip(leaves, leaf_sigs):
+            storage = _allocate(sig, target, pin_memory)
+            kind = _target_kind(leaf, target)
+            plan.storages.append(storage)
+            plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad))  # type: ignore[arg-type]
+            low, span = leaf_span(storage)
+            plan.target_lows.append(low)
+            plan.spans.append(span)
+            plan.kinds.append(kind)
+        templates = _value_templates(signature, example, iter(plan.targets))
+        buffer: ReusableValueBuffer[_ValueT] = cls(signature=signature, device=target, pinned=pin_memory, plan=plan, templates=templates)
+        if target.type == "cpu":
+            for low, span, leaf in zip(plan.target_lows, plan.spans, leaves):
+                _copy_host_leaf(low, leaf, span)
+        else:
+            stream = resolve_stream(None, target)
+            buffer._inflight.append(buffer._submit(leaves, stream, (), non_blocking=True))
+        return buffer
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def signature(self) -> ValueTreeSignature:
+        """Signature every source must match (available after close)."""
+        return self._signature
+
+    @property
+    def device(self) -> Device:
+        """Target residency (available after close)."""
+        return self._device
+
+    @property
+    def is_pinned(self) -> bool:
+        """Whether the host storage was allocated page-locked."""
+        return self._pinned
+
+    @property
+    def nbytes(self) -> int:
+        """Logical bytes of the payload (sum of elements times item size)."""
+        return self._nbytes
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def value(self) -> _ValueT:
+        """A fresh tree of containers and value wrappers around the fixed storage.
+
+        Arrays are the same objects on every access (stable addresses); value wrappers
+        and containers are new each time, so mutating one cannot corrupt the buffer.
+        """
+        self._require_open()
+        return _rebuild(self._signature, iter(self._plan.targets), iter(self._templates))  # type: ignore[return-value]
+
+    def storage_arrays(self) -> tuple[Any, ...]:
+        """The owned NumPy/CuPy arrays in flattened leaf order (for address checks)."""
+        self._require_open()
+        return tuple(self._plan.storages)
+
+    # -- copies -------------------------------------------------------------------------
+
+    def copy_from(
+        self,
+        source: _ValueT,
+        *,
+        stream: object | None = None,
+        non_blocking: bool = True,
+        wait_for: object | Sequence[object] | None = None,
+    ) -> CopyHandle:
+        """Validate the whole ``source`` tree, then copy its payload into the fixed storage.
+
+        Ownership: addresses never change; the returned handle retains ``source``'s
+        arrays until its event completes.
+        Stream: a CUDA target copies on ``stream`` (default: the caller's current stream
+        of the target device) after waiting for ``wait_for`` events and for earlier
+        unfinished copies into this buffer (write-after-write). It does not wait for the
+        stream that produced a CUDA source, nor for earlier *readers* of the payload:
+        pass their events in ``wait_for``. Pinned host sources give true asynchronous
+        H2D; pageable ones are staged by the driver. A CPU target copies synchronously.
+
+        Raises:
+            ExecutionError: the buffer is closed.
+            ExecutionInputError: ``source`` differs in structure, array topology or value
+                metadata (nothing was written).
+            ValueError: ``stream`` belongs to another device; a stream or events passed
+                to a CPU-target buffer.
+        """
+        self._require_open()
+        leaves: list[Any] = []
+        self._signature.collect_leaves(source, "source", leaves)
+        if self._device.type == "cpu":
+            if stream is not None:
+                raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream")
+            if wait_for is not None and (not isinstance(wait_for, (list, tuple)) or len(wait_for)):
+                raise ValueError("CPU ReusableValueBuffer does not accept CUDA events")
+            for low, span, leaf in zip(self._plan.target_lows, self._plan.spans, leaves):
+                _copy_host_leaf(low, leaf, span)
+            return CopyHandle(event=None, device=self._device, sources=(), bytes_copied=self._nbytes, token=self._token)
+        copy_stream = resolve_stream(stream, self._device)
+        waits = event_handles(wait_for)
+        return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+
+    def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
+        """Copy already-validated leaves (CUDA target) after ordering behind in-flight copies."""
+        self._prune()
+        deps = tuple(handle.event.ptr for handle in self._inflight) + waits
+        handle = self._submit(leaves, stream, deps, non_blocking=non_blocking)
+        self._inflight.append(handle)
+        return handle
+
+    def _submit(self, leaves: Sequence[Any], stream: Any, deps: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
+        cupy = cupy_or_none()
+        assert cupy is not None
+        runtime = cupy.cuda.runtime
+        sptr = stream.ptr
+        for dep in deps:
+            runtime.streamWaitEvent(sptr, dep, 0)
+        for low, span, leaf in zip(self._plan.target_lows, self._plan.spans, leaves):
+            if span:
+                runtime.memcpyAsync(low, leaf_span(leaf)[0], span, _MEMCPY_DEFAULT, sptr)
+        with cupy.cuda.Device(self._device.index):
+            event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
+        handle = CopyHandle(event=event, device=self._device, sources=tuple(leaves), bytes_copied=self._nbytes, token=self._token)
+        if not non_blocking:
+            handle.synchronize()
+        return handle
+
+    def _prune(self) -> None:
+        if self._inflight:
+            self._inflight = [h for h in self._inflight if not h.query()]
+
+    def wait_for(self, handle: CopyHandle, stream: object | None = None) -> None:
+        """Make ``stream`` wait for ``handle`` (which must come from this buffer); no host block.
+
+        Raises:
+            ExecutionError: the buffer is closed.
+            ExecutionInputError: ``handle`` belongs to another buffer.
+            ValueError: ``stream`` belongs to another device.
+        """
+        self._require_open()
+        if not isinstance(handle, CopyHandle) or not handle._belongs_to(self._token):
+            raise ExecutionInputError("CopyHandle belongs to another ReusableValueBuffer")
+        handle.wait_on(stream)
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for in-flight copies, release sources and drop the storage. Idempotent.
+
+        Does not wait for readers of the storage (evaluators, graph replays): order those
+        first. Objects previously returned by ``value`` keep the memory alive but must not
+        be used.
+        """
+        if self._closed:
+            return
+        for handle in self._inflight:
+            handle.synchronize()
+        self._inflight = []
+        self._plan = _Plan()
+        self._templates = []
+        self._closed = True
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ExecutionError("ReusableValueBuffer is closed")
+
+    def __enter__(self) -> ReusableValueBuffer[_ValueT]:
+        self._require_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._nbytes} bytes"
+        return f"<ReusableValueBuffer device={self._device} {state}>"
+
+
+# ---------------------------------------------------------------------------------------
+# tree rebuilding
+
+
+def _value_templates(signature: ValueTreeSignature, example: object, targets: Iterator[Any]) -> list[Any]:
+    """One template per value leaf: the example's value rebuilt around target arrays."""
+    out: list[Any] = []
+
+    def walk(sig: ValueTreeSignature, node: object) -> None:
+        if sig.kind == "value":
+            names = [name for name, _ in sig.leaf.tensors]  # type: ignore[union-attr]
+            arrays = {name: next(targets) for name in names}
+            out.append(node.with_value_tensors(arrays))  # type: ignore[attr-defined]
+        elif sig.kind == "tensor":
+            next(targets)
+        elif sig.kind == "dict":
+            for key, child in zip(sig.keys, sig.children):
+                walk(child, node[key])  # type: ignore[index]
+        else:
+            for child, item in zip(sig.children, node):  # type: ignore[call-overload]
+                walk(child, item)
+
+    walk(signature, example)
+    return out
+
+
+def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterator[Any]) -> object:
+    kind = sig.kind
+    if kind == "tensor":
+        return next(targets)
+    if kind == "value":
+        template = next(templates)
+        arrays = {name: next(targets) for name, _ in sig.leaf.tensors}  # type: ignore[union-attr]
+        return template.with_value_tensors(arrays)
+    if kind == "list":
+        return [_rebuild(child, targets, templates) for child in sig.children]
+    if kind == "tuple":
+        return tuple(_rebuild(child, targets, templates) for child in sig.children)
+    return {key: _rebuild(child, targets, templates) for key, child in zip(sig.keys, sig.children)}
+
+
+def pin_value_tree(value: _ValueT) -> _ValueT:
+    """An independent copy of ``value`` in page-locked host memory (same signature).
+
+    Sources may be on CPU or CUDA. Containers come back as plain list/tuple/dict.
+
+    Raises:
+        TypeError, ValueError: as :meth:`ReusableValueBuffer.like`.
+        CudaUnavailableError: pinned memory needs CuPy and a CUDA driver.
+    """
+    buffer = ReusableValueBuffer.like(value, device=CPU, pin_memory=True)
+    return buffer.value
+
+
+def value_tree_nbytes(value: object) -> int:
+    """Logical bytes of every array in a tree (value leaves count their arrays).
+
+    Raises:
+        TypeError: unsupported leaf or container.
+    """
+    return ValueTreeSignature.from_value(value).nbytes
+

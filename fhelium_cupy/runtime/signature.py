@@ -1,0 +1,314 @@
+"""Exact, device-independent signatures of arrays, values and nested value trees.
+
+A signature says what a reusable buffer accepts: shape, strides (in elements), dtype,
+layout and ``requires_grad`` for arrays; type, schema, frozen metadata (level, scale,
+context and key identity, ...) and named array signatures for values; and the nesting
+of lists, tuples and dicts. The device is deliberately absent: a pinned NumPy array,
+a CPU torch tensor, a CuPy array and a CUDA torch tensor of the same topology all fit
+one buffer, because the buffer, not the signature, owns residency.
+
+Validation walks the whole candidate tree before any consumer copies a byte, so a
+mismatch can never leave a buffer half updated. Dictionary keys are kept in sorted order
+when they are all strings (so signature equality does not depend on insertion order)
+and validation accepts any insertion order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import ExecutionInputError
+from ..interop.arrays import element_strides, leaf_dtype, leaf_kind, leaf_requires_grad
+from ..values import freeze_metadata, is_registered_value, value_envelope, value_type_info
+
+__all__ = ["TensorSignature", "TreeKind", "ValueSignature", "ValueTreeSignature"]
+
+TreeKind = Literal["tensor", "value", "list", "tuple", "dict"]
+
+_UNSUPPORTED = (
+    "Execution value trees must contain arrays (NumPy, CuPy, torch), registered FHE values, or nested "
+    "list/tuple/dict containers; got {name} at {path}"
+)
+
+
+@dataclass(frozen=True)
+class TensorSignature:
+    """Device-independent array topology accepted by one execution buffer.
+
+    Attributes:
+        shape: dimensions.
+        stride: strides in elements (torch convention; NumPy byte strides are divided by
+            the item size).
+        dtype: the NumPy dtype (torch and CuPy dtypes map to it).
+        layout: always ``"strided"`` (the only layout the bridges support).
+        requires_grad: torch autograd flag of the payload (always False for NumPy/CuPy).
+    """
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: np.dtype
+    layout: str = "strided"
+    requires_grad: bool = False
+    _byte_strides: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+        if len(self.shape) != len(self.stride):
+            raise ValueError("shape and stride must have the same length")
+        object.__setattr__(self, "_byte_strides", tuple(s * self.dtype.itemsize for s in self.stride))
+
+    @classmethod
+    def from_tensor(cls, tensor: Any) -> TensorSignature:
+        """Signature of a NumPy, CuPy or torch array (its device is not recorded).
+
+        Raises:
+            TypeError: ``tensor`` is not a supported array.
+        """
+        if leaf_kind(tensor) is None:
+            raise TypeError(f"TensorSignature.from_tensor needs a NumPy, CuPy or torch array, got {type(tensor).__name__}")
+        return cls(
+            shape=tuple(int(n) for n in tensor.shape),
+            stride=element_strides(tensor),
+            dtype=leaf_dtype(tensor),
+            layout="strided",
+            requires_grad=leaf_requires_grad(tensor),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Logical bytes: number of elements times item size."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def matches(self, array: Any) -> bool:
+        """True when ``array`` has exactly this topology (device ignored)."""
+        kind = leaf_kind(array)
+        if kind == "cupy" or kind == "numpy":
+            return array.shape == self.shape and array.strides == self._byte_strides and array.dtype == self.dtype and not self.requires_grad
+        if kind == "torch":
+            try:
+                return TensorSignature.from_tensor(array) == self
+            except TypeError:
+                return False
+        return False
+
+
+@dataclass(frozen=True)
+class ValueSignature:
+    """Registered value state plus device-independent array topology.
+
+    Attributes:
+        type_name: registered type name (``"Ciphertext"``, ...).
+        schema_version: the type's registered schema version.
+        metadata: frozen ``(key, value)`` pairs sorted by key (level, scale, prime_ids,
+            domain, basis, representation, context and key identity, ...).
+        tensors: ``(name, TensorSignature)`` pairs sorted by name.
+    """
+
+    type_name: str
+    schema_version: int
+    metadata: tuple[tuple[str, object], ...]
+    tensors: tuple[tuple[str, TensorSignature], ...]
+    _metadata_dict: dict = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_metadata_dict", dict(self.metadata))
+
+    @classmethod
+    def from_value(cls, value: object) -> ValueSignature:
+        """Describe one registered value.
+
+        Raises:
+            TypeError: ``value`` is not a registered value type, or has unsupported
+                metadata or non-array tensors.
+        """
+        envelope = value_envelope(value)
+        tensors = []
+        for name, array in envelope.tensors:
+            if leaf_kind(array) is None:
+                raise TypeError(f"{envelope.type_name}.{name} is a {type(array).__name__}, not an array")
+            tensors.append((name, TensorSignature.from_tensor(array)))
+        return cls(envelope.type_name, envelope.schema_version, envelope.metadata, tuple(tensors))  # type: ignore[arg-type]
+
+
+def _describe(obj: object) -> str:
+    return type(obj).__name__
+
+
+@dataclass(frozen=True)
+class ValueTreeSignature:
+    """Structure of arrays and registered values in a reusable execution payload.
+
+    Attributes:
+        kind: ``"tensor"``, ``"value"``, ``"list"``, ``"tuple"`` or ``"dict"``.
+        leaf: the leaf signature for ``tensor``/``value`` nodes, else ``None``.
+        children: child signatures of a container, in order.
+        keys: dict keys parallel to ``children`` (sorted when all keys are strings).
+    """
+
+    kind: TreeKind
+    leaf: TensorSignature | ValueSignature | None = None
+    children: tuple[ValueTreeSignature, ...] = ()
+    keys: tuple[object, ...] = ()
+
+    @classmethod
+    def from_value(cls, value: object) -> ValueTreeSignature:
+        """Describe a supported array/value tree.
+
+        Raises:
+            TypeError: a leaf is neither an array nor a registered value, or a container
+                is not a list, tuple or dict (the message names the path).
+        """
+        return cls._build(value, "value")
+
+    @classmethod
+    def _build(cls, value: object, path: str) -> ValueTreeSignature:
+        if is_registered_value(value):
+            signature = ValueSignature.from_value(value)
+            if not signature.tensors:
+                raise ValueError(f"value {signature.type_name} at {path} has no arrays")
+            return cls("value", signature)
+        if leaf_kind(value) is not None:
+            return cls("tensor", TensorSignature.from_tensor(value))
+        if isinstance(value, list):
+            return cls("list", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
+        if isinstance(value, tuple):
+            return cls("tuple", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
+        if isinstance(value, dict):
+            keys = _canonical_keys(value)
+            return cls("dict", None, tuple(cls._build(value[k], f"{path}[{k!r}]") for k in keys), keys)
+        raise TypeError(_UNSUPPORTED.format(name=_describe(value), path=path))
+
+    def validate(self, value: object, *, path: str = "value") -> None:
+        """Require ``value`` to have exactly this structure and state (devices may differ).
+
+        Raises:
+            ExecutionInputError: on the first mismatch, naming its path and both sides.
+        """
+        self.collect_leaves(value, path, [])
+
+    def collect_leaves(self, value: object, path: str, out: list[Any]) -> None:
+        """Validate ``value`` and append its arrays to ``out`` in flattened order.
+
+        The flattened order is depth-first: list/tuple by index, dict in signature key
+        order, a value's arrays by sorted name. Nothing is appended for a subtree that
+        fails (the caller discards ``out`` on error anyway).
+        """
+        kind = self.kind
+        if kind == "value":
+            _collect_value(self.leaf, value, path, out)  # type: ignore[arg-type]
+        elif kind == "tensor":
+            expected: TensorSignature = self.leaf  # type: ignore[assignment]
+            if leaf_kind(value) is None:
+                raise ExecutionInputError(
+                    f"Execution {path} structure differs from the buffer: expected=tensor, actual={_describe(value)}"
+                )
+            if not expected.matches(value):
+                raise ExecutionInputError(
+                    f"Execution {path} tensor signature differs from the buffer: expected={expected}, "
+                    f"actual={_safe_signature(value)}"
+                )
+            out.append(value)
+        elif kind == "list" or kind == "tuple":
+            container = list if kind == "list" else tuple
+            if not isinstance(value, container):
+                raise ExecutionInputError(
+                    f"Execution {path} structure differs from the buffer: expected={kind}, actual={_describe(value)}"
+                )
+            if len(value) != len(self.children):  # type: ignore[arg-type]
+                raise ExecutionInputError(
+                    f"Execution {path} length differs from the buffer: expected={len(self.children)}, actual={len(value)}"  # type: ignore[arg-type]
+                )
+            for i, (child, item) in enumerate(zip(self.children, value)):  # type: ignore[call-overload]
+                child.collect_leaves(item, f"{path}[{i}]", out)
+        else:
+            if not isinstance(value, dict):
+                raise ExecutionInputError(
+                    f"Execution {path} structure differs from the buffer: expected=dict, actual={_describe(value)}"
+                )
+            if len(value) != len(self.keys) or any(k not in value for k in self.keys):
+                raise ExecutionInputError(
+                    f"Execution {path} dictionary keys differ from the buffer: expected={self.keys}, actual={tuple(value)}"
+                )
+            for key, child in zip(self.keys, self.children):
+                child.collect_leaves(value[key], f"{path}[{key!r}]", out)
+
+    def leaf_signatures(self) -> list[TensorSignature]:
+        """Array signatures in flattened order."""
+        out: list[TensorSignature] = []
+        self._leaf_signatures(out)
+        return out
+
+    def _leaf_signatures(self, out: list[TensorSignature]) -> None:
+        if self.kind == "tensor":
+            out.append(self.leaf)  # type: ignore[arg-type]
+        elif self.kind == "value":
+            out.extend(sig for _, sig in self.leaf.tensors)  # type: ignore[union-attr]
+        else:
+            for child in self.children:
+                child._leaf_signatures(out)
+
+    @property
+    def nbytes(self) -> int:
+        """Logical bytes of all arrays in the tree."""
+        return sum(sig.nbytes for sig in self.leaf_signatures())
+
+
+def _canonical_keys(mapping: Mapping) -> tuple[object, ...]:
+    keys = tuple(mapping)
+    if all(isinstance(k, str) for k in keys):
+        return tuple(sorted(keys))  # type: ignore[type-var]
+    return keys
+
+
+def _safe_signature(value: object) -> object:
+    try:
+        return TensorSignature.from_tensor(value)
+    except (TypeError, ValueError) as error:
+        return f"<{error}>"
+
+
+def _collect_value(expected: ValueSignature, value: object, path: str, out: list[Any]) -> None:
+    if not is_registered_value(value):
+        raise ExecutionInputError(
+            f"Execution {path} structure differs from the buffer: expected=value {expected.type_name}, "
+            f"actual={_describe(value)}"
+        )
+    info = value_type_info(value)
+    if info.type_name != expected.type_name or info.schema_version != expected.schema_version:
+        raise ExecutionInputError(
+            f"Execution {path} value signature differs from the buffer: type expected="
+            f"{expected.type_name} v{expected.schema_version}, actual={info.type_name} v{info.schema_version}"
+        )
+    metadata = value.value_metadata()  # type: ignore[attr-defined]
+    if metadata != expected._metadata_dict:
+        frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[arg-type]
+        if frozen != expected._metadata_dict:
+            for key in sorted(set(frozen) | set(expected._metadata_dict)):
+                want = expected._metadata_dict.get(key, "<missing>")
+                got = frozen.get(key, "<missing>")
+                if want != got or type(want) is not type(got):
+                    raise ExecutionInputError(
+                        f"Execution {path} value signature differs from the buffer: {expected.type_name} metadata "
+                        f"{key!r} expected={want!r}, actual={got!r}"
+                    )
+    tensors = value.value_tensors()  # type: ignore[attr-defined]
+    if len(tensors) != len(expected.tensors):
+        raise ExecutionInputError(
+            f"Execution {path} value signature differs from the buffer: {expected.type_name} arrays expected="
+            f"{[n for n, _ in expected.tensors]}, actual={sorted(tensors)}"
+        )
+    for name, sig in expected.tensors:
+        array = tensors.get(name)
+        if array is None or not sig.matches(array):
+            actual = "<missing>" if array is None else _safe_signature(array)
+            raise ExecutionInputError(
+                f"Execution {path} value signature differs from the buffer: {expected.type_name}.{name} "
+                f"expected={sig}, actual={actual}"
+            )
+        out.append(array)
