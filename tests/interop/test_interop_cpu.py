@@ -1,0 +1,92 @@
+"""Interop on the CPU: devices, leaf facts, torch <-> NumPy zero-copy, negative strides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.interop import Device, as_device
+from fhelium_cupy.interop.arrays import (
+    element_strides,
+    leaf_device,
+    leaf_kind,
+    leaf_span,
+    numpy_dtype_of,
+    to_numpy,
+    wrap_like,
+)
+from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+from fhelium_cupy.runtime import ReusableValueBuffer, TensorSignature
+
+torch = pytest.importorskip("torch", reason="torch is an optional dependency")
+
+
+def test_device_normalization():
+    assert as_device("cpu") == Device("cpu")
+    assert as_device("cuda:3") == Device("cuda", 3)
+    assert as_device(2) == Device("cuda", 2)
+    assert as_device(torch.device("cpu")) == Device("cpu")
+    assert as_device(torch.device("cuda", 1)) == Device("cuda", 1)
+    assert str(Device("cuda", 0)) == "cuda:0"
+    with pytest.raises(ValueError, match="unknown device"):
+        as_device("gpu")
+    with pytest.raises(ValueError, match="non-negative"):
+        as_device(-1)
+    with pytest.raises(TypeError, match="cannot interpret"):
+        as_device(3.0)
+    with pytest.raises(TypeError):
+        as_device(True)
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="checks the CPU-only error path")
+def test_unindexed_cuda_without_a_gpu_names_the_missing_piece():
+    from fhelium_cupy.errors import CudaUnavailableError
+
+    with pytest.raises(CudaUnavailableError, match="needs a CUDA GPU"):
+        as_device("cuda")
+
+
+def test_torch_and_numpy_leaves_share_one_signature():
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, ::2]
+    n = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    assert leaf_kind(t) == "torch" and leaf_kind(n) == "numpy"
+    assert element_strides(t) == element_strides(n) == (4, 2)
+    assert TensorSignature.from_tensor(t) == TensorSignature.from_tensor(n)
+    assert leaf_device(t) == Device("cpu")
+    assert numpy_dtype_of(torch.int64) == np.int64
+    assert leaf_span(t)[1] == leaf_span(n)[1] == (2 * 4 + 1 * 2 + 1) * 4
+
+
+def test_unsupported_torch_dtype_is_a_clear_type_error():
+    with pytest.raises(TypeError, match="bfloat16 has no NumPy equivalent"):
+        TensorSignature.from_tensor(torch.zeros(2, dtype=torch.bfloat16))
+
+
+def test_requires_grad_is_recorded_and_detached_for_transfer():
+    t = torch.zeros(4, requires_grad=True)
+    sig = TensorSignature.from_tensor(t)
+    assert sig.requires_grad is True
+    assert TensorSignature.from_tensor(t.detach()) != sig
+    view = to_numpy(t)
+    assert view.__array_interface__["data"][0] == t.data_ptr()
+    buffer = ReusableValueBuffer.like([t], device="cpu")
+    target = buffer.value[0]
+    assert isinstance(target, torch.Tensor) and target.requires_grad
+    buffer.copy_from([torch.full((4,), 3.0, requires_grad=True)])
+    assert torch.equal(buffer.value[0].detach(), torch.full((4,), 3.0))
+
+
+def test_torch_never_receives_negative_strides():
+    reversed_view = np.arange(5)[::-1]
+    with pytest.raises(ValueError, match="negative strides"):
+        wrap_like(reversed_view, "torch")
+
+
+def test_torch_examples_give_torch_targets_and_accept_numpy_sources():
+    example = {"a": torch.zeros(2, 3, dtype=torch.int64), "b": np.zeros(3)}
+    buffer = ReusableValueBuffer.like(example, device="cpu")
+    value = buffer.value
+    assert isinstance(value["a"], torch.Tensor) and isinstance(value["b"], np.ndarray)
+    buffer.copy_from({"a": np.arange(6, dtype=np.int64).reshape(2, 3), "b": torch.ones(3, dtype=torch.float64)})
+    assert buffer.value["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    np.testing.assert_array_equal(buffer.value["b"], np.ones(3))

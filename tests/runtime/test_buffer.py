@@ -1,0 +1,148 @@
+"""ReusableValueBuffer on CPU targets: addresses, validation before copy, lifetime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from fhelium_cupy.errors import CudaUnavailableError, ExecutionError, ExecutionInputError
+from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+from fhelium_cupy.runtime import ReusableValueBuffer, ValueTreeSignature, pin_value_tree, value_tree_nbytes
+from tests.helpers.toy_values import ToyValue
+from tests.helpers.trees import build_tree, mutate_spec, tree_specs
+
+
+def _addresses(buffer):
+    return [a.__array_interface__["data"][0] for a in buffer.storage_arrays()]
+
+
+def _snapshot(buffer):
+    return [a.copy() for a in buffer.storage_arrays()]
+
+
+def test_reusable_value_buffer_preserves_addresses_and_validates_before_copy():
+    prototype = {"tensor": np.arange(4, dtype=np.float64), "values": [ToyValue(np.array([1, 2], np.uint64))]}
+    buffer = ReusableValueBuffer.like(prototype, device="cpu")
+    before = _addresses(buffer)
+    handle = buffer.copy_from({"tensor": np.full(4, 7.0), "values": [ToyValue(np.array([3, 4], np.uint64))]})
+    assert handle.query() and handle.event is None
+    assert _addresses(buffer) == before
+    value = buffer.value
+    np.testing.assert_array_equal(value["tensor"], np.full(4, 7.0))
+    np.testing.assert_array_equal(value["values"][0].data, [3, 4])
+    assert buffer.signature == ValueTreeSignature.from_value(prototype)
+    assert buffer.nbytes == value_tree_nbytes(prototype) == 32 + 16
+    with pytest.raises(ExecutionInputError, match="value signature"):
+        buffer.copy_from({"tensor": np.full(4, 99.0), "values": [ToyValue(np.array([5, 6], np.uint64), level=1)]})
+    np.testing.assert_array_equal(buffer.value["tensor"], np.full(4, 7.0))
+    buffer.close()
+    buffer.close()
+    with pytest.raises(ExecutionError, match="closed"):
+        buffer.value  # noqa: B018
+    with pytest.raises(ExecutionError, match="closed"):
+        buffer.copy_from(prototype)
+
+
+def test_buffer_keeps_gapped_and_negative_strides_exactly():
+    example = np.arange(24, dtype=np.int64).reshape(4, 6)[::2, ::-2]
+    buffer = ReusableValueBuffer.like(example, device="cpu")
+    target = buffer.value
+    assert target.strides == example.strides
+    np.testing.assert_array_equal(target, example)
+    assert ValueTreeSignature.from_value(target) == buffer.signature
+    source = (np.arange(24, dtype=np.int64).reshape(4, 6) * 10)[::2, ::-2]
+    buffer.copy_from(source)
+    np.testing.assert_array_equal(buffer.value, source)
+
+
+def test_value_returns_fresh_wrappers_around_the_same_arrays():
+    buffer = ReusableValueBuffer.like([ToyValue(np.zeros(3, np.uint64))], device="cpu")
+    a, b = buffer.value[0], buffer.value[0]
+    assert a is not b
+    assert a.data is b.data
+    a.level = 9  # mutating a wrapper cannot corrupt the buffer
+    assert buffer.value[0].level == 0
+
+
+def test_eager_consumption_of_buffer_value():
+    buffer = ReusableValueBuffer.like((np.zeros(5), np.zeros(5)), device="cpu")
+    buffer.copy_from((np.arange(5.0), np.full(5, 2.0)))
+    x, y = buffer.value
+    np.testing.assert_array_equal(x * y, np.arange(5.0) * 2)
+
+
+def test_like_argument_errors():
+    with pytest.raises(ValueError, match="at least one tensor"):
+        ReusableValueBuffer.like([[], {}], device="cpu")
+    with pytest.raises(TypeError, match="got int at value\\[0\\]"):
+        ReusableValueBuffer.like([3], device="cpu")
+    base = np.zeros(10)
+    with pytest.raises(ValueError, match="Aliased representative storage"):
+        ReusableValueBuffer.like((base[:6], base[4:]), device="cpu")
+    with pytest.raises(ValueError, match="Aliased"):
+        ReusableValueBuffer.like((base, base), device="cpu")
+    buffer = ReusableValueBuffer.like((base[:5], base[5:]), device="cpu")  # disjoint views are fine
+    assert buffer.nbytes == 80
+
+
+def test_pin_memory_needs_a_cpu_target_and_cuda():
+    if cuda_unavailable_reason() is None:
+        pytest.skip("this test checks the CPU-only error path")
+    with pytest.raises(CudaUnavailableError, match="pinned host memory needs a CUDA GPU"):
+        ReusableValueBuffer.like(np.zeros(4), device="cpu", pin_memory=True)
+    with pytest.raises(CudaUnavailableError, match="needs a CUDA GPU"):
+        ReusableValueBuffer.like(np.zeros(4), device="cuda:0")
+    with pytest.raises(CudaUnavailableError):
+        pin_value_tree([np.zeros(2)])
+
+
+def test_cpu_buffer_rejects_streams_and_events():
+    buffer = ReusableValueBuffer.like(np.zeros(4), device="cpu")
+    with pytest.raises(ValueError, match="does not accept a CUDA stream"):
+        buffer.copy_from(np.ones(4), stream=object())
+    with pytest.raises(ValueError, match="does not accept CUDA events"):
+        buffer.copy_from(np.ones(4), wait_for=[object()])
+    np.testing.assert_array_equal(buffer.value, np.zeros(4))
+
+
+def test_foreign_copy_handle_is_rejected():
+    a = ReusableValueBuffer.like(np.zeros(4), device="cpu")
+    b = ReusableValueBuffer.like(np.zeros(4), device="cpu")
+    handle = b.copy_from(np.ones(4))
+    with pytest.raises(ExecutionInputError, match="belongs to another ReusableValueBuffer"):
+        a.wait_for(handle)
+    a.wait_for(a.copy_from(np.ones(4)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1))
+def test_matching_random_trees_copy_exactly_at_fixed_addresses(spec, seed):
+    buffer = ReusableValueBuffer.like(build_tree(spec, seed), device="cpu")
+    addresses = _addresses(buffer)
+    source = build_tree(spec, seed + 7)
+    buffer.copy_from(source)
+    assert _addresses(buffer) == addresses
+    leaves: list = []
+    buffer.signature.collect_leaves(source, "source", leaves)
+    for target, src in zip(buffer.storage_arrays(), leaves):
+        np.testing.assert_array_equal(target, src)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1), where=st.integers(0, 50), what=st.integers(0, 50))
+def test_any_single_change_is_rejected_and_leaves_the_buffer_bit_identical(spec, seed, where, what):
+    mutated = mutate_spec(spec, where, what)
+    candidate = build_tree(mutated, seed + 3)
+    try:
+        other = ValueTreeSignature.from_value(candidate)
+    except (TypeError, ValueError):
+        other = None
+    buffer = ReusableValueBuffer.like(build_tree(spec, seed), device="cpu")
+    assume(other != buffer.signature)
+    before = _snapshot(buffer)
+    with pytest.raises(ExecutionInputError):
+        buffer.copy_from(candidate)
+    for old, new in zip(before, buffer.storage_arrays()):
+        assert old.tobytes() == new.tobytes()

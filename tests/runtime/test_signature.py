@@ -1,0 +1,130 @@
+"""Exact signatures: topology, value state, tree structure and path-qualified errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from fhelium_cupy.errors import ExecutionInputError
+from fhelium_cupy.runtime import TensorSignature, ValueSignature, ValueTreeSignature
+from tests.helpers.toy_values import ToyValue
+from tests.helpers.trees import build_tree, mutate_spec, tree_specs
+
+
+def test_tensor_signature_records_element_strides_dtype_and_no_device():
+    a = np.zeros((3, 4), dtype=np.float32)[:, ::-2]
+    sig = TensorSignature.from_tensor(a)
+    assert sig.shape == (3, 2)
+    assert sig.stride == (4, -2)
+    assert sig.dtype == np.float32
+    assert sig.layout == "strided"
+    assert sig.requires_grad is False
+    assert not hasattr(sig, "device")
+    assert sig.nbytes == 3 * 2 * 4
+
+
+def test_tensor_signature_rejects_non_arrays():
+    with pytest.raises(TypeError, match="needs a NumPy, CuPy or torch array"):
+        TensorSignature.from_tensor([1, 2, 3])
+
+
+def test_value_signature_sorts_metadata_and_freezes_containers():
+    value = ToyValue(data=np.zeros(4, np.uint64), extras={"b": [1, 2], "a": {"z": 1, "y": (3,)}})
+    sig = ValueSignature.from_value(value)
+    assert sig.type_name == "ToyValue"
+    assert sig.schema_version == 1
+    keys = [k for k, _ in sig.metadata]
+    assert keys == sorted(keys)
+    extras = dict(sig.metadata)["extras"]
+    assert extras == (("a", (("y", (3,)), ("z", 1))), ("b", (1, 2)))
+    assert sig.tensors == (("data", TensorSignature((4,), (1,), np.dtype(np.uint64))),)
+    hash(sig)
+
+
+def test_value_signature_rejects_unregistered_objects():
+    class NotRegistered:
+        def value_metadata(self):
+            return {}
+
+        def value_tensors(self):
+            return {"data": np.zeros(1)}
+
+        def with_value_tensors(self, t):
+            return self
+
+    with pytest.raises(TypeError, match="not a registered value type"):
+        ValueSignature.from_value(NotRegistered())
+
+
+@pytest.mark.parametrize("leaf", [1, 2.0, "s", None, object(), {1, 2}])
+def test_tree_signature_rejects_unsupported_leaves_naming_the_path(leaf):
+    with pytest.raises(TypeError, match=r"got .* at value\[1\]\['k'\]"):
+        ValueTreeSignature.from_value([np.zeros(1), {"k": leaf}])
+
+
+def test_dict_key_order_does_not_change_the_signature_or_validation():
+    a = {"x": np.zeros(2), "y": np.ones(3)}
+    b = {"y": np.ones(3), "x": np.zeros(2)}
+    sig = ValueTreeSignature.from_value(a)
+    assert sig == ValueTreeSignature.from_value(b)
+    sig.validate(b)
+    assert sig.keys == ("x", "y")
+
+
+def test_validate_messages_name_path_and_both_sides():
+    sig = ValueTreeSignature.from_value((np.zeros((2, 3)), [ToyValue(np.zeros(4, np.uint64), level=1)]))
+    with pytest.raises(ExecutionInputError, match=r"source\[0\] tensor signature differs.*shape=\(2, 3\).*shape=\(3, 2\)"):
+        sig.validate((np.zeros((3, 2)), [ToyValue(np.zeros(4, np.uint64), level=1)]), path="source")
+    with pytest.raises(ExecutionInputError, match=r"value\[1\]\[0\] value signature differs.*'level' expected=1, actual=2"):
+        sig.validate((np.zeros((2, 3)), [ToyValue(np.zeros(4, np.uint64), level=2)]))
+    with pytest.raises(ExecutionInputError, match=r"value\[1\] length differs from the buffer: expected=1, actual=0"):
+        sig.validate((np.zeros((2, 3)), []))
+    with pytest.raises(ExecutionInputError, match=r"value\[1\] structure differs from the buffer: expected=list, actual=tuple"):
+        sig.validate((np.zeros((2, 3)), (ToyValue(np.zeros(4, np.uint64), level=1),)))
+    with pytest.raises(ExecutionInputError, match=r"value\[1\]\[0\] structure differs.*expected=value ToyValue, actual=ndarray"):
+        sig.validate((np.zeros((2, 3)), [np.zeros(4, np.uint64)]))
+
+
+def test_key_and_context_identity_are_part_of_the_signature():
+    base = ToyValue(np.zeros(4, np.uint64))
+    sig = ValueTreeSignature.from_value(base)
+    with pytest.raises(ExecutionInputError, match="'key_id' expected='key-a', actual='key-b'"):
+        sig.validate(ToyValue(np.zeros(4, np.uint64), key_id="key-b"))
+    with pytest.raises(ExecutionInputError, match="'context_id'"):
+        sig.validate(ToyValue(np.zeros(4, np.uint64), context_id="ctx-b"))
+
+
+def test_scale_is_compared_exactly():
+    sig = ValueTreeSignature.from_value(ToyValue(np.zeros(4, np.uint64), scale=2.0**40))
+    with pytest.raises(ExecutionInputError, match="'scale'"):
+        sig.validate(ToyValue(np.zeros(4, np.uint64), scale=2.0**40 * (1 + 2**-52)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1))
+def test_random_matching_trees_validate_and_leaves_follow_flattened_order(spec, seed):
+    example = build_tree(spec, seed)
+    candidate = build_tree(spec, seed + 1)
+    sig = ValueTreeSignature.from_value(example)
+    assert sig == ValueTreeSignature.from_value(candidate)
+    leaves: list = []
+    sig.collect_leaves(candidate, "value", leaves)
+    assert [TensorSignature.from_tensor(x) for x in leaves] == sig.leaf_signatures()
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1), where=st.integers(0, 50), what=st.integers(0, 50))
+def test_any_single_change_is_rejected(spec, seed, where, what):
+    mutated = mutate_spec(spec, where, what)
+    assume(mutated is not None)
+    sig = ValueTreeSignature.from_value(build_tree(spec, seed))
+    candidate = build_tree(mutated, seed)
+    try:
+        other = ValueTreeSignature.from_value(candidate)
+    except (TypeError, ValueError):
+        other = None
+    assume(other != sig)
+    with pytest.raises(ExecutionInputError):
+        sig.validate(candidate)
