@@ -1,0 +1,55 @@
+"""Print (and optionally write as JSON) the machine facts every GPU record carries."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import sys
+
+
+def environment() -> dict:
+    info: dict = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    import numpy
+
+    info["numpy"] = numpy.__version__
+    try:
+        import cupy
+
+        info["cupy"] = cupy.__version__
+        if cupy.cuda.is_available():
+            props = cupy.cuda.runtime.getDeviceProperties(0)
+            info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            info["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+            info["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+            try:
+                import subprocess
+
+                info["driver"] = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True, text=True, timeout=20,
+                ).stdout.strip()
+            except Exception:
+                info["driver"] = None
+    except ImportError:
+        info["cupy"] = None
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except ImportError:
+        info["torch"] = None
+    return info
+
+
+if __name__ == "__main__":
+    env = environment()
+    text = json.dumps(env, indent=2)
+    print(text)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as fh:
+            fh.write(text + "\n")

@@ -1,0 +1,121 @@
+"""Interop and buffers on a CUDA device: streams, events, DLPack views, copy paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.interop import Device, as_device
+from fhelium_cupy.interop.arrays import leaf_span, to_cupy
+from fhelium_cupy.interop.streams import event_handles, resolve_stream
+from fhelium_cupy.runtime import ReusableValueBuffer, pin_value_tree
+from tests.helpers.toy_values import ToyValue
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def cp():
+    import cupy
+
+    return cupy
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch", reason="torch is optional")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA on this machine")
+    return torch
+
+
+def test_unindexed_cuda_resolves_to_the_current_device(cp):
+    assert as_device("cuda") == Device("cuda", cp.cuda.runtime.getDevice())
+
+
+def test_resolve_stream_accepts_cupy_torch_and_protocol_streams(cp):
+    dev = Device("cuda", 0)
+    s = cp.cuda.Stream(non_blocking=True)
+    assert resolve_stream(s, dev) is s
+    assert resolve_stream(None, dev).ptr == cp.cuda.get_current_stream().ptr
+    with s:
+        assert resolve_stream(None, dev).ptr == s.ptr
+    torch = _torch_cuda()
+    ts = torch.cuda.Stream()
+    assert resolve_stream(ts, dev).ptr == ts.cuda_stream
+    with torch.cuda.stream(ts):
+        assert resolve_stream(None, dev).ptr == ts.cuda_stream
+
+    class Fake:
+        device_id = 99
+
+        def __cuda_stream__(self):
+            return (0, s.ptr)
+
+    with pytest.raises(ValueError, match="stream is on the wrong device"):
+        resolve_stream(Fake(), dev)
+
+
+def test_event_handles_for_cupy_and_torch_events(cp):
+    e = cp.cuda.Event()
+    e.record()
+    assert event_handles(e) == (e.ptr,)
+    torch = _torch_cuda()
+    te = torch.cuda.Event()
+    assert event_handles([te]) == ()  # never recorded: nothing to wait for
+    te.record()
+    assert event_handles([te, e]) == (te.cuda_event, e.ptr)
+    with pytest.raises(TypeError, match="not a CUDA event"):
+        event_handles([object()])
+
+
+@pytest.mark.parametrize("source_kind", ["cupy", "numpy", "pinned", "torch_cpu", "torch_cuda"])
+def test_cuda_buffer_accepts_every_source_kind_at_fixed_addresses(cp, source_kind):
+    rng = np.random.default_rng(1)
+    example = cp.asarray(rng.integers(0, 2**60, size=(2, 3, 64), dtype=np.uint64))
+    buffer = ReusableValueBuffer.like([ToyValue(example)])
+    assert buffer.device == Device("cuda", example.device.id)
+    ptr = buffer.value[0].data.data.ptr
+    host = rng.integers(0, 2**60, size=(2, 3, 64), dtype=np.uint64)
+    if source_kind == "cupy":
+        source = cp.asarray(host)
+    elif source_kind == "numpy":
+        source = host
+    elif source_kind == "pinned":
+        source = pin_value_tree(host)
+        assert isinstance(source, np.ndarray)
+    else:
+        torch = _torch_cuda()
+        source = torch.from_numpy(host.view(np.int64)).view(torch.uint64) if hasattr(torch, "uint64") else None
+        if source is None:
+            pytest.skip("torch has no uint64")
+        if source_kind == "torch_cuda":
+            source = source.cuda()
+    handle = buffer.copy_from([ToyValue(source)])
+    handle.synchronize()
+    out = buffer.value[0].data
+    assert out.data.ptr == ptr
+    np.testing.assert_array_equal(cp.asnumpy(out), host)
+
+
+def test_torch_examples_give_zero_copy_torch_targets_on_cuda(cp):
+    torch = _torch_cuda()
+    example = torch.arange(12, device="cuda", dtype=torch.float32).reshape(3, 4)[:, ::2]
+    buffer = ReusableValueBuffer.like({"t": example})
+    target = buffer.value["t"]
+    assert isinstance(target, torch.Tensor) and target.is_cuda
+    assert target.stride() == example.stride()
+    assert target.data_ptr() == to_cupy(target).data.ptr
+    source = torch.full((3, 4), 5.0, device="cuda")[:, ::2]
+    torch.cuda.synchronize()
+    buffer.copy_from({"t": source}).synchronize()
+    assert torch.equal(buffer.value["t"], source)
+
+
+def test_negative_strides_on_cuda_copy_exactly(cp):
+    base = cp.arange(40, dtype=cp.int64).reshape(4, 10)
+    buffer = ReusableValueBuffer.like(base[::-1, ::3])
+    new = (cp.arange(40, dtype=cp.int64) * 3).reshape(4, 10)[::-1, ::3]
+    buffer.copy_from(new).synchronize()
+    assert bool((buffer.value == new).all())
+    low, span = leaf_span(buffer.value)
+    assert span == leaf_span(new)[1]
