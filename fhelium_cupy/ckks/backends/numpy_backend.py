@@ -1,0 +1,298 @@
+"""The exact NumPy backend: the bit-for-bit CPU reference of the ``CkksBackend`` contract.
+
+Every primitive follows the integer definitions in ``base.py`` literally and returns
+canonical residues. Products use ``modarith`` (exact 128-bit emulation from 32-bit
+halves: Shoup for constants, Montgomery R = 2**64 for array x array). Tables are derived
+from the context's plain integers and cached per tuple of prime ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from ..modarith import (
+    MASK32,
+    add_mod,
+    as_u64,
+    montgomery_inverse,
+    mul_montgomery,
+    mul_shoup,
+    neg_mod,
+    shoup_companion,
+    sub_mod,
+)
+from ..ntt import (
+    coefficient_automorphism_indices,
+    ntt_automorphism_indices,
+    ntt_forward_u64,
+    ntt_inverse_u64,
+    ntt_tables,
+    stack_ntt_tables,
+)
+from .base import Domain, RingContext
+
+__all__ = ["NumpyBackend"]
+
+_S32 = np.uint64(32)
+_R = 1 << 64
+
+
+class _Const:
+    """A per-limb constant ``[L, 1]`` with its Shoup companion halves."""
+
+    __slots__ = ("w", "split")
+
+    def __init__(self, values: Sequence[int], moduli: Sequence[int]) -> None:
+        L = len(values)
+        self.w = as_u64([v % q for v, q in zip(values, moduli)], (L, 1))
+        s = as_u64([shoup_companion(v % q, q) for v, q in zip(values, moduli)], (L, 1))
+        self.split = (s & MASK32, s >> _S32)
+
+
+class _Rows:
+    """Tables of one tuple of prime ids."""
+
+    def __init__(self, context: RingContext, rows: tuple[int, ...]) -> None:
+        moduli = [context.moduli[r] for r in rows]
+        L = len(rows)
+        self.moduli = moduli
+        self.q = as_u64(moduli, (L, 1))
+        self.q_inv = as_u64([montgomery_inverse(q) for q in moduli], (L, 1))
+        self.q_split = (self.q & MASK32, self.q >> _S32)
+        self.r_mod = _Const([_R % q for q in moduli], moduli)  # x -> x * R
+        self.r_inv = _Const([pow(_R, -1, q) for q in moduli], moduli)  # x -> x * R^-1
+        self.one = _Const([1] * L, moduli)  # x (any < 2^64) -> x mod q
+        self.half = as_u64([(q - 1) // 2 for q in moduli], (L, 1))
+        n = context.ring_degree
+        self.ntt = stack_ntt_tables(tuple(ntt_tables(context.moduli[r], context.psi[r], n) for r in rows))
+
+
+class _BasisConversion:
+    """Centred fast basis conversion from ``src`` primes to ``dst`` primes (contract formula).
+
+    ``out_r = sum_j centered((x_j * inv_j) mod s_j, s_j) * (S / s_j) mod m_r`` with
+    ``S = prod(src)``, ``inv_j = (S / s_j)^-1 mod s_j``.
+    """
+
+    def __init__(self, context: RingContext, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
+        s_mod = [context.moduli[r] for r in src]
+        d_mod = [context.moduli[r] for r in dst]
+        S = 1
+        for s in s_mod:
+            S *= s
+        J, T = len(src), len(dst)
+        self.inv = _Const([pow(S // s, -1, s) for s in s_mod], s_mod)
+        self.src_q = as_u64(s_mod, (J, 1))
+        self.half = as_u64([(s - 1) // 2 for s in s_mod], (J, 1))
+        w = [[(S // s) % m for m in d_mod] for s in s_mod]
+        self.w = as_u64([v for row in w for v in row], (J, T, 1))
+        ws = as_u64([shoup_companion(v, m) for row in w for v, m in zip(row, d_mod)], (J, T, 1))
+        self.w_split = (ws & MASK32, ws >> _S32)
+        self.s_mod_dst = _Const([S % m for m in d_mod], d_mod)
+        self.dst_q = as_u64(d_mod, (T, 1))
+        self.J = J
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x [..., J, N]`` canonical over src -> ``[..., T, N]`` canonical over dst."""
+        y = mul_shoup(x, self.inv.w, None, self.src_q, w_split=self.inv.split)
+        neg_count = (y > self.half).sum(axis=-2, dtype=np.uint64)  # [..., N]
+        acc = None
+        for j in range(self.J):
+            term = mul_shoup(
+                y[..., j : j + 1, :], self.w[j], None, self.dst_q, w_split=(self.w_split[0][j], self.w_split[1][j])
+            )
+            acc = term if acc is None else add_mod(acc, term, self.dst_q, out=acc)
+        corr = mul_shoup(neg_count[..., None, :], self.s_mod_dst.w, None, self.dst_q, w_split=self.s_mod_dst.split)
+        return sub_mod(acc, corr, self.dst_q, out=acc)
+
+
+class NumpyBackend:
+    """Exact CPU implementation of ``CkksBackend`` (``name = "numpy"``, ``xp = numpy``).
+
+    Args:
+        context: any ``RingContext`` (a ``CkksContext``).
+
+    Notes:
+        Results are new arrays unless ``out=`` is given; ``out`` may alias an input.
+        Nothing here synchronizes anything: it is plain NumPy on the host.
+    """
+
+    name = "numpy"
+    xp = np
+
+    def __init__(self, context: RingContext) -> None:
+        self.context = context
+        self._rows = lru_cache(maxsize=None)(lambda rows: _Rows(context, rows))
+        self._conv = lru_cache(maxsize=None)(lambda src, dst: _BasisConversion(context, src, dst))
+        self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+
+    def tables(self, rows: Sequence[int]) -> _Rows:
+        """Cached tables for a tuple of prime ids."""
+        return self._rows(tuple(int(r) for r in rows))
+
+    # --- residency -------------------------------------------------------------
+    def asarray(self, host) -> np.ndarray:
+        return np.array(host, dtype=np.uint64, copy=True, order="C")
+
+    def to_numpy(self, array) -> np.ndarray:
+        return np.array(array, dtype=np.uint64, copy=True, order="C")
+
+    @staticmethod
+    def _emit(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            return result
+        out[...] = result
+        return out
+
+    # --- element-wise mod q ----------------------------------------------------
+    def add(self, a, b, rows, *, out=None):
+        return self._emit(add_mod(a, b, self.tables(rows).q), out)
+
+    def sub(self, a, b, rows, *, out=None):
+        return self._emit(sub_mod(a, b, self.tables(rows).q), out)
+
+    def neg(self, a, rows, *, out=None):
+        return self._emit(neg_mod(a, self.tables(rows).q), out)
+
+    def mul(self, a, b, rows, *, out=None):
+        t = self.tables(rows)
+        m = mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
+        return self._emit(mul_shoup(m, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
+
+    def mul_montgomery(self, a, b, rows, *, out=None):
+        t = self.tables(rows)
+        return self._emit(mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split), out)
+
+    def to_montgomery(self, a, rows, *, out=None):
+        t = self.tables(rows)
+        return self._emit(mul_shoup(a, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
+
+    def from_montgomery(self, a, rows, *, out=None):
+        t = self.tables(rows)
+        return self._emit(mul_shoup(a, t.r_inv.w, None, t.q, w_split=t.r_inv.split), out)
+
+    def mul_scalar(self, a, scalars, rows, *, out=None):
+        t = self.tables(rows)
+        c = _Const([int(s) for s in scalars], t.moduli)
+        return self._emit(mul_shoup(a, c.w, None, t.q, w_split=c.split), out)
+
+    def sum_batch(self, a, axis, rows):
+        nd = a.ndim
+        ax = axis % nd
+        if ax >= nd - 2:
+            raise ValueError("sum_batch cannot sum over the limb or coefficient axis")
+        q = self.tables(rows).q
+        acc = np.array(np.take(a, 0, axis=ax), copy=True)
+        for k in range(1, a.shape[ax]):
+            add_mod(acc, np.take(a, k, axis=ax), q, out=acc)
+        return acc
+
+    def tensor_product(self, a, b, rows):
+        mid = self.add(self.mul(a[0], b[1], rows), self.mul(a[1], b[0], rows), rows)
+        return np.stack([self.mul(a[0], b[0], rows), mid, self.mul(a[1], b[1], rows)])
+
+    # --- transforms --------------------------------------------------------------
+    def ntt_forward(self, a, rows, *, out=None):
+        return self._emit(ntt_forward_u64(a, self.tables(rows).ntt), out)
+
+    def ntt_inverse(self, a, rows, *, out=None):
+        return self._emit(ntt_inverse_u64(a, self.tables(rows).ntt), out)
+
+    def automorphism(self, a, galois_element: int, rows, *, domain: Domain):
+        n = self.context.ring_degree
+        g = int(galois_element) % (2 * n)
+        if g % 2 == 0:
+            raise ValueError(f"galois element must be odd, got {galois_element}")
+        if domain == "ntt":
+            return np.ascontiguousarray(a[..., ntt_automorphism_indices(n, g)])
+        if domain != "coefficient":
+            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+        source, negate = coefficient_automorphism_indices(n, g)
+        gathered = np.ascontiguousarray(a[..., source])
+        return np.where(negate, neg_mod(gathered, self.tables(rows).q), gathered)
+
+    def rescale(self, a, rows, *, domain: Domain):
+        rows = tuple(int(r) for r in rows)
+        if len(rows) < 2:
+            raise ValueError("rescale needs at least two limbs")
+        head, rest = rows[:1], rows[1:]
+        c0 = a[..., 0:1, :]
+        if domain == "ntt":
+            c0 = self.ntt_inverse(c0, head)
+        elif domain != "coefficient":
+            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+        r_rows = self._centered_lift(c0, head[0], rest)
+        if domain == "ntt":
+            r_rows = self.ntt_forward(r_rows, rest)
+        t = self.tables(rest)
+        q = self.context.moduli[head[0]]
+        qinv = _Const([pow(q, -1, m) for m in t.moduli], t.moduli)
+        diff = sub_mod(a[..., 1:, :], r_rows, t.q)
+        return mul_shoup(diff, qinv.w, None, t.q, w_split=qinv.split, out=diff)
+
+    def _centered_lift(self, c: np.ndarray, row: int, targets: tuple[int, ...]) -> np.ndarray:
+        """``centered(c, q_row) mod m_t`` for each target row: ``c [..., 1, N]`` -> ``[..., T, N]``."""
+        t = self.tables(targets)
+        q = self.context.moduli[row]
+        reduced = mul_shoup(c, t.one.w, None, t.q, w_split=t.one.split)
+        q_mod = as_u64([q % m for m in t.moduli], (len(targets), 1))
+        corr = np.where(c > np.uint64((q - 1) // 2), q_mod, np.uint64(0))
+        return sub_mod(reduced, corr, t.q, out=reduced)
+
+    # --- key switching -----------------------------------------------------------
+    def _active_digits(self, rows: tuple[int, ...]) -> list[tuple[int, tuple[int, ...]]]:
+        present = set(rows)
+        active = []
+        for index, digit in enumerate(self.context.digits):
+            kept = tuple(r for r in digit if r in present)
+            if kept:
+                active.append((index, kept))
+        return active
+
+    def modup(self, c, rows):
+        rows = tuple(int(r) for r in rows)
+        targets = rows + self.p_rows
+        position = {r: i for i, r in enumerate(rows)}
+        out = np.empty((len(self._active_digits(rows)),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
+        for d, (_, kept) in enumerate(self._active_digits(rows)):
+            idx = [position[r] for r in kept]
+            src = c[..., idx[0] : idx[-1] + 1, :]
+            out[d] = self._conv(kept, targets)(src)
+        return self.ntt_forward(out, targets)
+
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+        rows = tuple(int(r) for r in rows)
+        targets = rows + self.p_rows
+        active = self._active_digits(rows)
+        if digits_ntt.shape[0] != len(active):
+            raise ValueError(f"expected {len(active)} active digits for these rows, got {digits_ntt.shape[0]}")
+        if galois_element is not None:
+            perm = ntt_automorphism_indices(
+                self.context.ring_degree, int(galois_element) % (2 * self.context.ring_degree)
+            )
+            digits_ntt = digits_ntt[..., perm]
+        t = self.tables(targets)
+        key_rows = np.asarray(targets)
+        acc = np.empty((2,) + digits_ntt.shape[1:], dtype=np.uint64)
+        for k in range(2):
+            total = None
+            for d, (index, _) in enumerate(active):
+                prod = mul_montgomery(digits_ntt[d], key[index, k][key_rows], t.q, t.q_inv, q_split=t.q_split)
+                total = prod if total is None else add_mod(total, prod, t.q, out=total)
+            acc[k] = total
+        coeff = self.ntt_inverse(acc, targets)
+        return self._moddown(coeff, rows)
+
+    def _moddown(self, x: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
+        L = len(rows)
+        t = self.tables(rows)
+        e = self._conv(self.p_rows, rows)(x[..., L:, :])
+        P = 1
+        for r in self.p_rows:
+            P *= self.context.moduli[r]
+        pinv = _Const([pow(P, -1, q) for q in t.moduli], t.moduli)
+        diff = sub_mod(x[..., :L, :], e, t.q)
+        return mul_shoup(diff, pinv.w, None, t.q, w_split=pinv.split, out=diff)

@@ -1,0 +1,160 @@
+"""Exact modular arithmetic on uint64 NumPy arrays for primes below 2**61.
+
+NumPy has no 128-bit integer, so every product is assembled exactly from 32-bit halves:
+
+* ``mulhi(a, b)``: the high word of the 128-bit product (four 32x32 -> 64 products).
+* Shoup multiplication by a constant ``w``: ``w' = floor(w * 2**64 / q)``,
+  ``q^ = mulhi(x, w')``, ``r = x*w - q^*q`` (wrapping) lies in ``[0, 2q)`` for any
+  ``x < 2**64``; one conditional subtraction makes it canonical.
+* Montgomery multiplication with ``R = 2**64``: ``m = lo(a*b) * q^-1 mod 2**64``,
+  ``r = hi(a*b) - mulhi(m, q)`` in ``(-q, q)``; adding ``q`` on borrow gives
+  ``a * b * 2**-64 mod q`` in ``[0, q)`` whenever ``a * b < q * 2**64``.
+
+Conditional subtractions use ``minimum(r, r - q)``: when ``r < q`` the wrapped
+difference is huge and ``minimum`` keeps ``r``. All functions take ``q`` and constants as
+uint64 arrays broadcastable against the data (e.g. shape ``(L, 1)`` for ``[..., L, N]``)
+and return canonical residues in ``[0, q)``. Module-level helpers compute the Python-int
+constants (Shoup companions, ``q^-1 mod 2**64``, Montgomery radix powers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "MASK32",
+    "add_mod",
+    "as_u64",
+    "montgomery_inverse",
+    "mul_montgomery",
+    "mul_shoup",
+    "mulhi",
+    "neg_mod",
+    "reduce_once",
+    "shoup_companion",
+    "sub_mod",
+]
+
+U64 = np.uint64
+MASK32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+_TWO64 = 1 << 64
+
+
+def as_u64(values, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Python ints (each < 2**64) -> uint64 array, optionally reshaped."""
+    array = np.array([int(v) for v in values], dtype=U64) if not isinstance(values, np.ndarray) else values.astype(U64)
+    return array.reshape(shape) if shape is not None else array
+
+
+def shoup_companion(w: int, q: int) -> int:
+    """``floor(w * 2**64 / q)`` for ``0 <= w < q``: the Shoup constant of ``w``."""
+    return (w << 64) // q
+
+
+def montgomery_inverse(q: int) -> int:
+    """``q**-1 mod 2**64`` (q odd)."""
+    return pow(q, -1, _TWO64)
+
+
+def mulhi(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """High 64 bits of the exact 128-bit product ``a * b`` (element-wise, broadcasting)."""
+    a0 = a & MASK32
+    a1 = a >> _S32
+    b0 = b & MASK32
+    b1 = b >> _S32
+    p01 = a0 * b1
+    p10 = a1 * b0
+    mid = (a0 * b0) >> _S32
+    mid += p01 & MASK32
+    mid += p10 & MASK32
+    hi = a1 * b1
+    hi += p01 >> _S32
+    hi += p10 >> _S32
+    hi += mid >> _S32
+    return hi
+
+
+def _mulhi_split(x: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """``mulhi(x, w)`` with ``w``'s 32-bit halves precomputed."""
+    x0 = x & MASK32
+    x1 = x >> _S32
+    p01 = x0 * w1
+    p10 = x1 * w0
+    mid = (x0 * w0) >> _S32
+    mid += p01 & MASK32
+    mid += p10 & MASK32
+    hi = x1 * w1
+    hi += p01 >> _S32
+    hi += p10 >> _S32
+    hi += mid >> _S32
+    return hi
+
+
+def reduce_once(x: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``x - q`` if ``x >= q`` else ``x`` (input in ``[0, 2q)``)."""
+    return np.minimum(x, x - q, out=out)
+
+
+def add_mod(a: np.ndarray, b: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``(a + b) mod q`` for canonical inputs."""
+    s = np.add(a, b, out=out)
+    return np.minimum(s, s - q, out=s)
+
+
+def sub_mod(a: np.ndarray, b: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``(a - b) mod q`` for canonical inputs."""
+    d = np.subtract(a, b, out=out)
+    d += q
+    return np.minimum(d, d - q, out=d)
+
+
+def neg_mod(a: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``-a mod q`` for canonical input (0 stays 0)."""
+    d = np.subtract(q, a, out=out)
+    return np.minimum(d, d - q, out=d)
+
+
+def mul_shoup(
+    x: np.ndarray,
+    w: np.ndarray,
+    w_shoup: np.ndarray,
+    q: np.ndarray,
+    *,
+    w_split: tuple[np.ndarray, np.ndarray] | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``x * w mod q`` for a constant ``w < q`` with companion ``w_shoup``; any ``x < 2**64``.
+
+    ``w_split`` optionally passes ``(w_shoup & 0xFFFFFFFF, w_shoup >> 32)`` precomputed.
+    Requires ``q < 2**63``.
+    """
+    if w_split is None:
+        w_split = (w_shoup & MASK32, w_shoup >> _S32)
+    qhat = _mulhi_split(x, w_split[0], w_split[1])
+    qhat *= q
+    r = np.multiply(x, w, out=out)
+    r -= qhat
+    return np.minimum(r, r - q, out=r)
+
+
+def mul_montgomery(
+    a: np.ndarray,
+    b: np.ndarray,
+    q: np.ndarray,
+    q_inv: np.ndarray,
+    *,
+    q_split: tuple[np.ndarray, np.ndarray] | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``a * b * 2**-64 mod q`` (Montgomery product, R = 2**64); needs ``a * b < q * 2**64``.
+
+    ``q_inv`` is ``q**-1 mod 2**64``; ``q_split`` optionally passes ``q``'s 32-bit halves.
+    """
+    if q_split is None:
+        q_split = (q & MASK32, q >> _S32)
+    hi = mulhi(a, b)
+    m = a * b
+    m *= q_inv
+    r = np.subtract(hi, _mulhi_split(m, q_split[0], q_split[1]), out=out)
+    return np.minimum(r, r + q, out=r)

@@ -1,0 +1,247 @@
+"""CKKS parameter sets: an unchecked literal, a validated frozen ``Parameters`` and presets.
+
+Lattigo style: ``ParametersLiteral`` holds public, unchecked fields (ring size, prime sizes
+or explicit primes, scale, digit count); ``Parameters.from_literal`` validates them
+(NTT-friendly primes below 2**61, distinct, digit partition, the HE-standard 128-bit bound
+on log2(QP)) and returns an immutable object. Presets are named literals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import ConfigurationError, InsecureParametersError
+from .primes import MAX_MODULUS_BITS, generate_ntt_primes, is_ntt_friendly
+
+__all__ = [
+    "PRESETS",
+    "SECURITY_BOUNDS_128",
+    "Parameters",
+    "ParametersLiteral",
+    "balanced_digits",
+    "preset_names",
+]
+
+SECURITY_BOUNDS_128: dict[int, int] = {4096: 109, 8192: 218, 16384: 438, 32768: 881, 65536: 1772}
+"""Maximum log2(QP) for 128-bit security (HE standard, ternary secret) per ring degree N."""
+
+
+@dataclass(frozen=True)
+class ParametersLiteral:
+    """Unchecked description of a CKKS parameter set.
+
+    Attributes:
+        log_n: log2 of the ring degree N (slots = N/2).
+        q_bits: bit sizes of the Q chain, first prime first (it is dropped by the first
+            rescale; the last one is the terminal prime). Ignored when ``q_moduli`` is set.
+        p_bits: bit sizes of the special primes. Ignored when ``p_moduli`` is set.
+        scale: default encoding scale (e.g. ``2.0**40``).
+        dnum: number of key-switching digits (contiguous, balanced groups of Q primes);
+            ``None`` means one digit per Q prime.
+        q_moduli / p_moduli: explicit primes (override the bit sizes).
+        sigma: standard deviation of the discrete Gaussian error.
+        name: label (part of the context identity).
+    """
+
+    log_n: int
+    q_bits: tuple[int, ...] = ()
+    p_bits: tuple[int, ...] = ()
+    scale: float = 2.0**40
+    dnum: int | None = None
+    q_moduli: tuple[int, ...] = ()
+    p_moduli: tuple[int, ...] = ()
+    sigma: float = 3.2
+    name: str = "custom"
+
+
+def balanced_digits(q_count: int, dnum: int) -> tuple[tuple[int, ...], ...]:
+    """Contiguous partition of Q ids ``0..q_count-1`` into ``dnum`` digits whose sizes differ by at most one."""
+    base, extra = divmod(q_count, dnum)
+    digits, start = [], 0
+    for d in range(dnum):
+        size = base + (1 if d < extra else 0)
+        digits.append(tuple(range(start, start + size)))
+        start += size
+    return tuple(digits)
+
+
+def _generate_chain(bits: tuple[int, ...], n: int, *, balanced: bool, exclude: set[int]) -> tuple[int, ...]:
+    by_size: dict[int, list[int]] = {}
+    for b in bits:
+        by_size.setdefault(b, [])
+    for size in by_size:
+        count = sum(1 for b in bits if b == size)
+        by_size[size] = list(generate_ntt_primes(size, count, n, balanced=balanced, exclude=exclude))
+        exclude.update(by_size[size])
+    return tuple(by_size[b].pop(0) for b in bits)
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """Validated, immutable CKKS parameters. Build with ``from_literal`` or ``preset``.
+
+    Attributes:
+        name: label of the set.
+        ring_degree: N.
+        q_moduli: Q chain (prime id ``i`` = ``q_moduli[i]``), first prime dropped first.
+        p_moduli: special primes (prime ids ``len(q_moduli) ..``).
+        scale: default encoding scale.
+        digits: level-0 partition of Q prime ids into contiguous key-switching digits.
+        sigma: error standard deviation.
+        insecure: True when the set exceeds the 128-bit bound and the caller opted in.
+    """
+
+    name: str
+    ring_degree: int
+    q_moduli: tuple[int, ...]
+    p_moduli: tuple[int, ...]
+    scale: float
+    digits: tuple[tuple[int, ...], ...]
+    sigma: float = 3.2
+    insecure: bool = field(default=False)
+
+    @classmethod
+    def from_literal(cls, literal: ParametersLiteral, *, insecure: bool = False) -> Parameters:
+        """Validate ``literal`` (generating primes from bit sizes when needed).
+
+        Raises:
+            ConfigurationError: bad ring size, non-NTT-friendly / duplicate / oversize
+                primes, bad scale, sigma or digit count.
+            InsecureParametersError: log2(QP) exceeds the 128-bit bound for N (or N has
+                no tabulated bound) and ``insecure`` is False.
+        """
+        if not isinstance(literal, ParametersLiteral):
+            raise ConfigurationError(f"expected a ParametersLiteral, got {type(literal).__name__}")
+        if not isinstance(literal.log_n, int) or not 1 <= literal.log_n <= 17:
+            raise ConfigurationError(f"log_n must be an int in [1, 17], got {literal.log_n!r}")
+        n = 1 << literal.log_n
+        try:
+            taken: set[int] = set()
+            q = tuple(int(v) for v in literal.q_moduli) or _generate_chain(
+                tuple(literal.q_bits), n, balanced=True, exclude=taken
+            )
+            taken.update(q)
+            p = tuple(int(v) for v in literal.p_moduli) or _generate_chain(
+                tuple(literal.p_bits), n, balanced=False, exclude=taken
+            )
+        except ValueError as error:
+            raise ConfigurationError(f"cannot generate primes for {literal.name!r}: {error}") from error
+        if not q:
+            raise ConfigurationError("the Q chain needs at least one prime (q_bits or q_moduli)")
+        if not p:
+            raise ConfigurationError("hybrid key switching needs at least one special prime (p_bits or p_moduli)")
+        for m in q + p:
+            if m.bit_length() > MAX_MODULUS_BITS:
+                raise ConfigurationError(
+                    f"modulus {m} has {m.bit_length()} bits; every modulus must be below 2**{MAX_MODULUS_BITS}"
+                )
+            if not is_ntt_friendly(m, n):
+                raise ConfigurationError(
+                    f"modulus {m} is not an NTT-friendly prime for N={n}: it must be an odd prime with q = 1 (mod {2 * n})"
+                )
+        if len(set(q + p)) != len(q) + len(p):
+            raise ConfigurationError("moduli must be pairwise distinct")
+        scale = float(literal.scale)
+        if not math.isfinite(scale) or scale <= 1.0:
+            raise ConfigurationError(f"scale must be a finite float > 1, got {literal.scale!r}")
+        if not math.isfinite(literal.sigma) or literal.sigma <= 0:
+            raise ConfigurationError(f"sigma must be positive, got {literal.sigma!r}")
+        dnum = len(q) if literal.dnum is None else literal.dnum
+        if not isinstance(dnum, int) or not 1 <= dnum <= len(q):
+            raise ConfigurationError(f"dnum must be an int in [1, {len(q)}], got {literal.dnum!r}")
+        log_qp = sum(math.log2(m) for m in q + p)
+        bound = SECURITY_BOUNDS_128.get(n)
+        if not insecure:
+            if bound is None:
+                raise InsecureParametersError(
+                    f"no 128-bit HE-standard bound is tabulated for N={n} (known: {sorted(SECURITY_BOUNDS_128)}); "
+                    "pass insecure=True to use this set for testing only"
+                )
+            if log_qp > bound:
+                raise InsecureParametersError(
+                    f"log2(QP) = {log_qp:.1f} bits exceeds the 128-bit HE-standard bound of {bound} bits for N={n}; "
+                    "use fewer or smaller primes, a larger N, or pass insecure=True for testing only"
+                )
+        return cls(
+            name=literal.name,
+            ring_degree=n,
+            q_moduli=q,
+            p_moduli=p,
+            scale=scale,
+            digits=balanced_digits(len(q), dnum),
+            sigma=float(literal.sigma),
+            insecure=bool(bound is None or log_qp > bound),
+        )
+
+    @classmethod
+    def preset(cls, name: str, *, insecure: bool = False) -> Parameters:
+        """Validated preset by name (see ``preset_names()``)."""
+        try:
+            literal = PRESETS[name]
+        except KeyError:
+            raise ConfigurationError(f"unknown CKKS preset {name!r}; known presets: {preset_names()}") from None
+        return cls.from_literal(literal, insecure=insecure)
+
+    @property
+    def num_slots(self) -> int:
+        """N/2 complex slots."""
+        return self.ring_degree // 2
+
+    @property
+    def moduli(self) -> tuple[int, ...]:
+        """Q primes then P primes (index = prime id)."""
+        return self.q_moduli + self.p_moduli
+
+    @property
+    def max_level(self) -> int:
+        """Last level (only the terminal prime left)."""
+        return len(self.q_moduli) - 1
+
+    @property
+    def dnum(self) -> int:
+        return len(self.digits)
+
+    @property
+    def log2_qp(self) -> float:
+        return sum(math.log2(m) for m in self.moduli)
+
+    def describe(self) -> dict[str, object]:
+        """Canonical JSON-ready description (the input of the context identity hash)."""
+        return {
+            "scheme": "ckks-rns-hybrid",
+            "version": 1,
+            "name": self.name,
+            "ring_degree": self.ring_degree,
+            "q_moduli": list(self.q_moduli),
+            "p_moduli": list(self.p_moduli),
+            "scale": self.scale.hex(),
+            "digits": [list(d) for d in self.digits],
+            "sigma": self.sigma.hex(),
+            "secret": "ternary-uniform",
+            "galois_generator": 5,
+        }
+
+
+PRESETS: dict[str, ParametersLiteral] = {
+    "test-n4096-scale40": ParametersLiteral(
+        log_n=12, q_bits=(40, 40, 50), p_bits=(60,), scale=2.0**40, name="test-n4096-scale40"
+    ),
+    "test-n4096-scale30": ParametersLiteral(
+        log_n=12, q_bits=(30, 30, 40), p_bits=(60,), scale=2.0**30, name="test-n4096-scale30"
+    ),
+    "slots8192-scale40-depth7": ParametersLiteral(
+        log_n=14, q_bits=(40,) * 8, p_bits=(60,), scale=2.0**40, dnum=8, name="slots8192-scale40-depth7"
+    ),
+    "slots16384-scale40-depth16": ParametersLiteral(
+        log_n=15, q_bits=(40,) * 17, p_bits=(60, 60), scale=2.0**40, dnum=6, name="slots16384-scale40-depth16"
+    ),
+    "slots32768-scale40-depth34": ParametersLiteral(
+        log_n=16, q_bits=(40,) * 35, p_bits=(60,) * 4, scale=2.0**40, dnum=7, name="slots32768-scale40-depth34"
+    ),
+}
+
+
+def preset_names() -> tuple[str, ...]:
+    """Names of the built-in presets (``test-*`` ones need ``insecure=True``)."""
+    return tuple(PRESETS)

@@ -1,0 +1,75 @@
+"""Exactness of the uint64 modular arithmetic against Python integers."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fhelium_cupy.ckks.modarith import (
+    add_mod,
+    montgomery_inverse,
+    mul_montgomery,
+    mul_shoup,
+    mulhi,
+    neg_mod,
+    shoup_companion,
+    sub_mod,
+)
+from fhelium_cupy.ckks.primes import generate_ntt_primes
+
+PRIMES = [
+    *generate_ntt_primes(30, 2, 4096),
+    *generate_ntt_primes(40, 2, 4096),
+    *generate_ntt_primes(50, 1, 4096),
+    *generate_ntt_primes(60, 2, 4096, balanced=False),
+    *generate_ntt_primes(61, 1, 4096, balanced=False),
+]
+prime = st.sampled_from(PRIMES)
+
+
+def _pairs(q: int, data, size: int = 16):
+    xs = data.draw(st.lists(st.integers(0, q - 1), min_size=size, max_size=size))
+    ys = data.draw(st.lists(st.integers(0, q - 1), min_size=size, max_size=size))
+    edge = [0, 1, q - 1, q - 2, (q - 1) // 2, (q + 1) // 2]
+    return xs + edge + edge[::-1], ys + edge + edge
+
+
+def _u(values):
+    return np.array(values, dtype=np.uint64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=32), b=st.integers(0, 2**64 - 1))
+def test_mulhi_is_the_exact_high_word_of_the_128_bit_product(a, b):
+    got = mulhi(_u(a), _u([b]))
+    assert [int(v) for v in got] == [(x * b) >> 64 for x in a]
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=prime, data=st.data())
+def test_add_sub_neg_mod_are_exact_and_canonical(q, data):
+    xs, ys = _pairs(q, data)
+    qa = _u([q])
+    assert [int(v) for v in add_mod(_u(xs), _u(ys), qa)] == [(x + y) % q for x, y in zip(xs, ys)]
+    assert [int(v) for v in sub_mod(_u(xs), _u(ys), qa)] == [(x - y) % q for x, y in zip(xs, ys)]
+    assert [int(v) for v in neg_mod(_u(xs), qa)] == [(-x) % q for x in xs]
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=prime, data=st.data())
+def test_montgomery_product_equals_a_b_r_inverse_mod_q(q, data):
+    xs, ys = _pairs(q, data)
+    got = mul_montgomery(_u(xs), _u(ys), _u([q]), _u([montgomery_inverse(q)]))
+    r_inv = pow(2**64, -1, q)
+    assert [int(v) for v in got] == [x * y * r_inv % q for x, y in zip(xs, ys)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=prime, data=st.data(), x_any=st.lists(st.integers(0, 2**64 - 1), min_size=4, max_size=4))
+def test_shoup_product_is_exact_for_any_64_bit_input(q, data, x_any):
+    xs, _ = _pairs(q, data)
+    xs = xs + x_any
+    w = data.draw(st.integers(0, q - 1))
+    got = mul_shoup(_u(xs), _u([w]), _u([shoup_companion(w, q)]), _u([q]))
+    assert [int(v) for v in got] == [x * w % q for x in xs]
