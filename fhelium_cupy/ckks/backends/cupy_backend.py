@@ -1,0 +1,630 @@
+"""The CuPy backend: the ``CkksBackend`` contract on our CUDA kernels (``kernels/*.cu``).
+
+Bit-identical to ``NumpyBackend`` (the contract is integer math with canonical residues).
+Every primitive is a fixed number of ``RawKernel`` launches on the current stream, batched
+over every limb, component and batch entry; nothing synchronizes the host. Tables (moduli
+constants, twiddles, row maps, Galois index maps, ModUp/ModDown/rescale constants) are built
+with Python integers on the first call for a given ``rows`` tuple (or Galois element) and
+cached on the device, so every later call is capturable in a CUDA graph.
+
+The host-side table builders at the top of this module need only NumPy; CuPy is imported
+when a ``CupyBackend`` is constructed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import Domain, RingContext
+
+__all__ = [
+    "CupyBackend",
+    "bitrev_indices",
+    "coefficient_automorphism_map",
+    "modulus_constants",
+    "moddown_table",
+    "modup_tables",
+    "ntt_automorphism_permutation",
+    "rescale_table",
+    "shoup_companion",
+    "twiddle_tables",
+]
+
+_R = 1 << 64
+_CHUNK_LOG = 12  # shared-memory chunk of the NTT: 4096 words = 32 KiB
+_MAX_COLUMN_STAGES = 5  # ntt.cu instantiates 1..5 register column stages (N <= 2^17)
+_BLOCK = 256
+_COLUMN_BLOCK = 128
+_MAX_GRID_YZ = 65535
+
+
+# --- host-side tables (NumPy + Python ints) ------------------------------------------
+def shoup_companion(w: int, q: int) -> int:
+    """floor(w * 2^64 / q) for 0 <= w < q."""
+    return (w << 64) // q
+
+
+def bitrev_indices(n: int) -> np.ndarray:
+    """``bitrev(k)`` over log2(n) bits for k < n (int64)."""
+    bits = n.bit_length() - 1
+    idx = np.arange(n, dtype=np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    for b in range(bits):
+        out |= ((idx >> b) & 1) << (bits - 1 - b)
+    return out
+
+
+def modulus_constants(moduli: Sequence[int], n: int) -> np.ndarray:
+    """The ``[6, M]`` per-modulus constant table of ``modarith.cuh`` (same row order)."""
+    rows = []
+    for q in moduli:
+        ninv = pow(n, -1, q)
+        rows.append([q, pow(q, -1, _R), _R * _R % q, _R // q, ninv, shoup_companion(ninv, q)])
+    return np.array(rows, dtype=np.uint64).T.copy()
+
+
+def _powers(base: int, q: int, n: int) -> np.ndarray:
+    """base^k mod q for k < n as an object array (two-level table, vectorized)."""
+    lo = 1 << ((n.bit_length() - 1) // 2)
+    hi = n // lo
+    small = [1] * lo
+    for k in range(1, lo):
+        small[k] = small[k - 1] * base % q
+    step = small[-1] * base % q
+    big = [1] * hi
+    for k in range(1, hi):
+        big[k] = big[k - 1] * step % q
+    return (np.array(big, dtype=object)[:, None] * np.array(small, dtype=object)[None, :] % q).reshape(n)
+
+
+def twiddle_tables(q: int, psi: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(psi^br(k), Shoup, psi^-br(k), Shoup)`` for k < n, uint64 (ntt_stages.cuh tables)."""
+    br = bitrev_indices(n)
+    fwd = _powers(psi, q, n)[br]
+    inv = _powers(pow(psi, -1, q), q, n)[br]
+    shift = (fwd * (1 << 64)) // q, (inv * (1 << 64)) // q
+    return (fwd.astype(np.uint64), shift[0].astype(np.uint64), inv.astype(np.uint64), shift[1].astype(np.uint64))
+
+
+def ntt_automorphism_permutation(n: int, g: int) -> np.ndarray:
+    """Output i reads input ``bitrev(((2 bitrev(i) + 1) g mod 2N - 1) / 2)`` (int32)."""
+    br = bitrev_indices(n)
+    return br[(((2 * br + 1) * g) % (2 * n) - 1) // 2].astype(np.int32)
+
+
+def coefficient_automorphism_map(n: int, g: int) -> np.ndarray:
+    """Source index of each output coefficient of X^j -> X^(jg); bit 31 set = negate (uint32)."""
+    j = np.arange(n, dtype=np.int64)
+    e = (j * g) % (2 * n)
+    out = np.empty(n, dtype=np.uint32)
+    out[e % n] = (j | ((e >= n).astype(np.int64) << 31)).astype(np.uint32)
+    return out
+
+
+def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """(level-0 digit index, surviving prime ids) of each non-empty digit at ``rows``."""
+    present = set(rows)
+    active = []
+    for index, digit in enumerate(context.digits):
+        kept = tuple(r for r in digit if r in present)
+        if kept:
+            active.append((index, kept))
+    return active
+
+
+def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
+    """ModUp constants for ``rows`` (layout documented in keyswitch.cu)."""
+    rows = tuple(rows)
+    p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+    out_rows = rows + p_rows
+    R = len(out_rows)
+    active = active_digits(context, rows)
+    D = len(active)
+    dstride = max(len(kept) for _, kept in active)
+    position = {r: i for i, r in enumerate(rows)}
+    dsize = np.zeros(D, dtype=np.int32)
+    cols = np.zeros((D, dstride), dtype=np.int32)
+    selfidx = np.full((D, R), -1, dtype=np.int32)
+    wtab = np.zeros((D, dstride, R), dtype=np.uint64)
+    qdm = np.zeros((D, R), dtype=np.uint64)
+    scale = [0] * len(rows)
+    for d, (_, kept) in enumerate(active):
+        dsize[d] = len(kept)
+        q_d = math.prod(context.moduli[j] for j in kept)
+        for j, prime in enumerate(kept):
+            cols[d, j] = position[prime]
+            q_j = context.moduli[prime]
+            scale[position[prime]] = pow(q_d // q_j, -1, q_j)
+            for r, out_row in enumerate(out_rows):
+                m = context.moduli[out_row]
+                wtab[d, j, r] = (q_d // q_j) % m * _R % m
+                if out_row == prime:
+                    selfidx[d, r] = j
+        for r, out_row in enumerate(out_rows):
+            qdm[d, r] = q_d % context.moduli[out_row]
+    moduli = [context.moduli[r] for r in rows]
+    scal = np.array(scale + [shoup_companion(s, q) for s, q in zip(scale, moduli)], dtype=np.uint64)
+    return {
+        "out_rows": out_rows,
+        "key_digits": np.array([index for index, _ in active], dtype=np.int32),
+        "dsize": dsize,
+        "cols": cols,
+        "selfidx": selfidx,
+        "wtab": wtab,
+        "qdm": qdm,
+        "scale": scal,
+        "dstride": dstride,
+    }
+
+
+def moddown_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
+    """Table ``md`` of keyswitch_moddown_rounding (layout documented in keyswitch.cu)."""
+    p_ids = range(context.q_count, context.q_count + context.p_count)
+    ps = [context.moduli[j] for j in p_ids]
+    qs = [context.moduli[r] for r in rows]
+    big_p = math.prod(ps)
+    pinv = [pow(big_p // p, -1, p) for p in ps]
+    table = pinv + [shoup_companion(v, p) for v, p in zip(pinv, ps)]
+    table += [(big_p // p) % q * _R % q for p in ps for q in qs]
+    p_inv_q = [pow(big_p, -1, q) for q in qs]
+    table += [big_p % q for q in qs] + p_inv_q + [shoup_companion(v, q) for v, q in zip(p_inv_q, qs)]
+    return np.array(table, dtype=np.uint64)
+
+
+def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
+    """``[q0 mod q_i, q0^-1 mod q_i, Shoup]`` over the remaining rows (rns.cu rescale kernels)."""
+    q0 = context.moduli[rows[0]]
+    qs = [context.moduli[r] for r in rows[1:]]
+    inv = [pow(q0, -1, q) for q in qs]
+    return np.array([q0 % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)], dtype=np.uint64)
+
+
+def _prod(shape: Sequence[int]) -> int:
+    return int(math.prod(shape))
+
+
+class CupyBackend:
+    """Exact RNS primitives on the GPU (``CkksBackend``), bit-identical to ``NumpyBackend``.
+
+    Args:
+        context: the ring (any ``RingContext``).
+        device: ``"cuda"``, ``"cuda:N"``, an int or a ``cupy.cuda.Device``; arrays handed to
+            this backend must live there.
+        l2_group_bytes: forward/inverse NTTs larger than this are issued in groups of at most
+            this many bytes, so the second pass finds the first pass's output in L2
+            (0 disables grouping: 2 launches per transform).
+
+    Stream: every method enqueues on CuPy's current stream and never synchronizes, except
+    ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
+    uploads tables; warm up before capturing.
+
+    Raises:
+        CudaUnavailableError: If CuPy, a GPU or NVRTC is missing.
+    """
+
+    name = "cupy"
+
+    def __init__(self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 16 << 20) -> None:
+        from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
+
+        cp = require_cuda()
+        self.xp = cp
+        self.context = context
+        self._device = self._parse_device(cp, device)
+        self._library = KernelLibrary.for_device(self._device.id)
+        n = int(context.ring_degree)
+        if n < 2 or n & (n - 1):
+            raise ValueError(f"ring_degree must be a power of two, got {n}")
+        self.n = n
+        self.log_n = n.bit_length() - 1
+        if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES:
+            raise ValueError(f"ring_degree {n} exceeds the NTT kernels' limit 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}")
+        self.log_chunk = min(self.log_n, _CHUNK_LOG)
+        self.num_moduli = len(context.moduli)
+        if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
+            raise ValueError("every modulus must be odd and < 2^61")
+        self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+        self.l2_group_bytes = int(l2_group_bytes)
+        self.launch_count = 0
+        with self._device:
+            self._consts = cp.asarray(modulus_constants(context.moduli, n))
+        self._twiddles: tuple[Any, ...] | None = None
+        self._cache: dict[Any, Any] = {}
+
+    @staticmethod
+    def _parse_device(cp: Any, device: Any) -> Any:
+        if isinstance(device, cp.cuda.Device):
+            return device
+        if device is None or device == "cuda":
+            return cp.cuda.Device()
+        if isinstance(device, int):
+            return cp.cuda.Device(device)
+        if isinstance(device, str) and device.startswith("cuda:"):
+            return cp.cuda.Device(int(device[5:]))
+        index = getattr(device, "index", None)  # torch.device
+        if getattr(device, "type", None) == "cuda":
+            return cp.cuda.Device(0 if index is None else index)
+        raise ValueError(f"unsupported device {device!r}")
+
+    # --- launch + cached device tables ----------------------------------------------
+    def _launch(self, name: str, grid: tuple[int, int, int], block: int, args: tuple, shared_mem: int = 0) -> None:
+        if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
+            raise ValueError(f"{name}: grid {grid} exceeds 65535 limbs or batch entries")
+        if min(grid) == 0:
+            return
+        self.launch_count += 1
+        self._library.function(name)(grid, (block, 1, 1), args, shared_mem=shared_mem)
+
+    def _cached(self, key: Any, build: Any) -> Any:
+        value = self._cache.get(key)
+        if value is None:
+            value = build()
+            self._cache[key] = value
+        return value
+
+    def _upload(self, host: np.ndarray) -> Any:
+        with self._device:
+            return self.xp.asarray(np.ascontiguousarray(host))
+
+    def _rows(self, rows: Sequence[int]) -> tuple[tuple[int, ...], Any]:
+        rows = tuple(int(r) for r in rows)
+
+        def build() -> Any:
+            if any(r < 0 or r >= self.num_moduli for r in rows):
+                raise ValueError(f"rows {rows} are not prime ids of this context")
+            return self._upload(np.array(rows, dtype=np.int32))
+
+        return rows, self._cached(("rows", rows), build)
+
+    def _tw(self) -> tuple[Any, ...]:
+        if self._twiddles is None:
+            tables = [twiddle_tables(q, psi, self.n) for q, psi in zip(self.context.moduli, self.context.psi)]
+            self._twiddles = tuple(self._upload(np.stack([t[i] for t in tables])) for i in range(4))
+        return self._twiddles
+
+    def _check(self, a: Any, rows: tuple[int, ...], what: str) -> Any:
+        if a.dtype != np.uint64 or a.ndim < 2 or a.shape[-1] != self.n or a.shape[-2] != len(rows):
+            raise ValueError(
+                f"{what}: expected uint64 [..., {len(rows)}, {self.n}] for rows {rows}, got {a.dtype} {a.shape}"
+            )
+        return a if a.flags.c_contiguous else self.xp.ascontiguousarray(a)
+
+    def _out(self, out: Any, shape: tuple[int, ...], what: str) -> Any:
+        if out is None:
+            return self.xp.empty(shape, dtype=np.uint64)
+        if tuple(out.shape) != tuple(shape) or out.dtype != np.uint64 or not out.flags.c_contiguous:
+            raise ValueError(f"{what}: out must be C-contiguous uint64 {shape}, got {out.dtype} {out.shape}")
+        return out
+
+    # --- residency -------------------------------------------------------------------
+    def asarray(self, host: Any) -> Any:
+        with self._device:
+            return self.xp.array(np.asarray(host, dtype=np.uint64), dtype=np.uint64, order="C", copy=True)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.ascontiguousarray(self.xp.asnumpy(array), dtype=np.uint64)
+
+    # --- element-wise ----------------------------------------------------------------
+    def _binary(self, name: str, a: Any, b: Any, rows: Sequence[int], out: Any) -> Any:
+        rows, rowmap = self._rows(rows)
+        shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+        a = self._check(a, rows, name)
+        b = self._check(b, rows, name)
+        plane = len(rows) * self.n
+        strides = []
+        for x in (a, b):
+            if tuple(x.shape) == shape:
+                strides.append(plane)
+            elif _prod(x.shape[:-2]) == 1:
+                strides.append(0)
+            else:
+                strides.append(None)
+        if None in strides:
+            a = self.xp.ascontiguousarray(self.xp.broadcast_to(a, shape))
+            b = self.xp.ascontiguousarray(self.xp.broadcast_to(b, shape))
+            strides = [plane, plane]
+        out = self._out(out, shape, name)
+        batch = _prod(shape[:-2])
+        grid = (-(-self.n // _BLOCK), len(rows), batch)
+        args = (a, b, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
+                np.int64(strides[0]), np.int64(strides[1]), np.int64(plane))
+        self._launch(name, grid, _BLOCK, args)
+        return out
+
+    def _unary(self, name: str, a: Any, rows: Sequence[int], out: Any, extra: tuple = ()) -> Any:
+        rows, rowmap = self._rows(rows)
+        a = self._check(a, rows, name)
+        out = self._out(out, tuple(a.shape), name)
+        plane = len(rows) * self.n
+        grid = (-(-self.n // _BLOCK), len(rows), _prod(a.shape[:-2]))
+        if extra:  # rns_mul_scalar: (a, out, scal, rowmap, consts, M, n, limbs, a_bs, out_bs)
+            args = (a, out, *extra, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
+                    np.int32(len(rows)), np.int64(plane), np.int64(plane))
+        else:
+            args = (a, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
+                    np.int64(plane), np.int64(plane))
+        self._launch(name, grid, _BLOCK, args)
+        return out
+
+    def add(self, a, b, rows, *, out=None):
+        return self._binary("rns_add", a, b, rows, out)
+
+    def sub(self, a, b, rows, *, out=None):
+        return self._binary("rns_sub", a, b, rows, out)
+
+    def mul(self, a, b, rows, *, out=None):
+        return self._binary("rns_mul", a, b, rows, out)
+
+    def mul_montgomery(self, a, b, rows, *, out=None):
+        return self._binary("rns_mul_montgomery", a, b, rows, out)
+
+    def neg(self, a, rows, *, out=None):
+        return self._unary("rns_neg", a, rows, out)
+
+    def to_montgomery(self, a, rows, *, out=None):
+        return self._unary("rns_to_montgomery", a, rows, out)
+
+    def from_montgomery(self, a, rows, *, out=None):
+        return self._unary("rns_from_montgomery", a, rows, out)
+
+    def _scalar_table(self, rows: tuple[int, ...], scalars: Sequence[int]) -> Any:
+        values = tuple(int(s) for s in scalars)
+        if len(values) != len(rows):
+            raise ValueError(f"mul_scalar: {len(values)} scalars for {len(rows)} limbs")
+
+        def build() -> Any:
+            moduli = [self.context.moduli[r] for r in rows]
+            w = [v % q for v, q in zip(values, moduli)]
+            return self._upload(np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64))
+
+        if len(self._cache) > 65536:  # bounded: scalar tables are the only open-ended key
+            self._cache = {k: v for k, v in self._cache.items() if k[0] != "scalar"}
+        return self._cached(("scalar", rows, values), build)
+
+    def mul_scalar(self, a, scalars, rows, *, out=None):
+        rows = tuple(int(r) for r in rows)
+        return self._unary("rns_mul_scalar", a, rows, out, extra=(self._scalar_table(rows, scalars),))
+
+    def sum_batch(self, a, axis, rows):
+        rows, rowmap = self._rows(rows)
+        a = self._check(a, rows, "sum_batch")
+        ax = int(axis) % a.ndim
+        if ax >= a.ndim - 2:
+            raise ValueError("sum_batch cannot sum over the limb or coefficient axis")
+        outer, count, inner = _prod(a.shape[:ax]), int(a.shape[ax]), _prod(a.shape[ax + 1 : -2])
+        out = self.xp.empty(a.shape[:ax] + a.shape[ax + 1 :], dtype=np.uint64)
+        args = (a, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n), np.int32(len(rows)),
+                np.int32(count), np.int32(inner))
+        if count == 0:
+            out.fill(0)
+            return out
+        self._launch("rns_sum_batch", (-(-self.n // _BLOCK), len(rows), outer * inner), _BLOCK, args)
+        return out
+
+    def tensor_product(self, a, b, rows):
+        rows, rowmap = self._rows(rows)
+        a = self._check(a, rows, "tensor_product")
+        b = self._check(b, rows, "tensor_product")
+        if a.shape != b.shape or a.ndim < 3 or a.shape[0] != 2:
+            raise ValueError(f"tensor_product: expected two [2, ..., L, N] operands, got {a.shape} and {b.shape}")
+        out = self.xp.empty((3,) + a.shape[1:], dtype=np.uint64)
+        batch = _prod(a.shape[1:-2])
+        args = (a, b, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n), np.int32(len(rows)),
+                np.int64(batch * len(rows) * self.n))
+        self._launch("rns_tensor_product", (-(-self.n // _BLOCK), len(rows), batch), _BLOCK, args)
+        return out
+
+    # --- NTT -------------------------------------------------------------------------
+    def _groups(self, batch: int, limbs: int) -> list[tuple[int, int, int, int]]:
+        """(b0, b1, l0, l1) launch groups of at most ``l2_group_bytes`` (see class doc)."""
+        poly = self.n * 8
+        total = batch * limbs * poly
+        if self.l2_group_bytes <= 0 or total <= self.l2_group_bytes or self.log_n <= self.log_chunk:
+            return [(0, batch, 0, limbs)]
+        entry = limbs * poly
+        if entry <= self.l2_group_bytes:
+            step = max(1, self.l2_group_bytes // entry)
+            return [(b, min(b + step, batch), 0, limbs) for b in range(0, batch, step)]
+        parts = -(-entry // self.l2_group_bytes)
+        step = -(-limbs // parts)
+        return [(b, b + 1, l0, min(l0 + step, limbs)) for b in range(batch) for l0 in range(0, limbs, step)]
+
+    def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
+                    batch: int, limbs: int) -> None:
+        """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage."""
+        tw, tw_sh, itw, itw_sh = self._tw()
+        w, wsh = (itw, itw_sh) if inverse else (tw, tw_sh)
+        chunk = 1 << self.log_chunk
+        chunk_block = max(1, min(512, chunk // 2))
+        col_grid_x = -(-chunk // _COLUMN_BLOCK)
+        base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk))
+        for b0, b1, l0, l1 in self._groups(batch, limbs):
+            s = src[b0:b1, l0:l1]
+            d = dst[b0:b1, l0:l1]
+            rm = rowmap[l0:l1]
+            g = (b1 - b0, l1 - l0)
+            strides = (np.int64(src_bs), np.int64(dst_bs))
+            same = (np.int64(dst_bs), np.int64(dst_bs))
+            if self.log_chunk == self.log_n:
+                name = "ntt_inverse_chunk_stages" if inverse else "ntt_forward_chunk_stages"
+                self._launch(name, (1, g[1], g[0]), chunk_block, (s, d, rm, self._consts, w, wsh, *base, *strides),
+                             shared_mem=chunk * 8)
+            elif inverse:
+                self._launch("ntt_inverse_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
+                             (s, d, rm, self._consts, w, wsh, *base, *strides), shared_mem=chunk * 8)
+                self._launch("ntt_inverse_column_stages", (col_grid_x, g[1], g[0]), _COLUMN_BLOCK,
+                             (d, d, rm, self._consts, w, wsh, *base, *same))
+            else:
+                self._launch("ntt_forward_column_stages", (col_grid_x, g[1], g[0]), _COLUMN_BLOCK,
+                             (s, d, rm, self._consts, w, wsh, *base, *strides))
+                self._launch("ntt_forward_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
+                             (d, d, rm, self._consts, w, wsh, *base, *same), shared_mem=chunk * 8)
+
+    def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
+        what = "ntt_inverse" if inverse else "ntt_forward"
+        rows, rowmap = self._rows(rows)
+        a = self._check(a, rows, what)
+        out = self._out(out, tuple(a.shape), what)
+        batch, limbs = _prod(a.shape[:-2]), len(rows)
+        shape3 = (batch, limbs, self.n)
+        self._ntt_launch(a.reshape(shape3), out.reshape(shape3), rowmap, inverse, limbs * self.n, limbs * self.n,
+                         batch, limbs)
+        return out
+
+    def ntt_forward(self, a, rows, *, out=None):
+        return self._ntt(a, rows, out, inverse=False)
+
+    def ntt_inverse(self, a, rows, *, out=None):
+        return self._ntt(a, rows, out, inverse=True)
+
+    # --- automorphism ----------------------------------------------------------------
+    def _galois(self, galois_element: int, domain: str) -> Any:
+        g = int(galois_element) % (2 * self.n)
+        if g % 2 == 0:
+            raise ValueError(f"galois element must be odd, got {galois_element}")
+        if domain == "ntt":
+            return self._cached(("perm", g), lambda: self._upload(ntt_automorphism_permutation(self.n, g)))
+        if domain == "coefficient":
+            return self._cached(("coef", g), lambda: self._upload(coefficient_automorphism_map(self.n, g)))
+        raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+
+    def automorphism(self, a, galois_element, rows, *, domain: Domain):
+        rows, rowmap = self._rows(rows)
+        table = self._galois(galois_element, domain)
+        a = self._check(a, rows, "automorphism")
+        out = self.xp.empty_like(a)
+        plane = np.int64(len(rows) * self.n)
+        grid = (-(-self.n // _BLOCK), len(rows), _prod(a.shape[:-2]))
+        if domain == "ntt":
+            self._launch("automorphism_ntt_permute", grid, _BLOCK, (a, out, table, np.int32(self.n), plane, plane))
+        else:
+            self._launch("automorphism_coefficient_signed", grid, _BLOCK,
+                         (a, out, table, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n), plane,
+                          plane))
+        return out
+
+    # --- rescale ---------------------------------------------------------------------
+    def rescale(self, a, rows, *, domain: Domain):
+        rows, _ = self._rows(rows)
+        if len(rows) < 2:
+            raise ValueError("rescale needs at least two limbs")
+        if domain not in ("coefficient", "ntt"):
+            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+        a = self._check(a, rows, "rescale")
+        rest, rest_map = self._rows(rows[1:])
+        head, head_map = self._rows(rows[:1])
+        tab = self._cached(("rescale", rows), lambda: self._upload(rescale_table(self.context, rows)))
+        L, n = len(rows), self.n
+        batch = _prod(a.shape[:-2])
+        out = self.xp.empty(a.shape[:-2] + (L - 1, n), dtype=np.uint64)
+        grid = (-(-n // _BLOCK), L - 1, batch)
+        base = (self._consts, tab, np.int32(self.num_moduli), np.int32(n))
+        if domain == "coefficient":
+            self._launch("rescale_drop_first_coefficient", grid, _BLOCK,
+                         (a, out, rest_map, *base, np.int32(L - 1), np.int32(rows[0]), np.int64(L * n),
+                          np.int64((L - 1) * n)))
+            return out
+        a3 = a.reshape(batch, L, n)
+        c0 = self.xp.empty((batch, 1, n), dtype=np.uint64)
+        self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
+        self._launch("rescale_spread_dropped", grid, _BLOCK,
+                     (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
+        out3 = out.reshape(batch, L - 1, n)
+        self._ntt_launch(out3, out3, rest_map, False, (L - 1) * n, (L - 1) * n, batch, L - 1)
+        self._launch("rescale_combine_ntt", grid, _BLOCK,
+                     (a3[:, 1:], out, out, rest_map, *base, np.int32(L - 1), np.int64(L * n),
+                      np.int64((L - 1) * n), np.int64((L - 1) * n)))
+        return out
+
+    # --- key switching ---------------------------------------------------------------
+    def _modup_device(self, rows: tuple[int, ...]) -> dict[str, Any]:
+        def build() -> dict[str, Any]:
+            host = modup_tables(self.context, rows)
+            dev = {k: (self._upload(v) if isinstance(v, np.ndarray) else v) for k, v in host.items()}
+            dev["out_map"] = self._rows(host["out_rows"])[1]
+            dev["num_digits"] = len(host["key_digits"])
+            dev["md"] = self._upload(moddown_table(self.context, rows))
+            return dev
+
+        return self._cached(("modup", rows), build)
+
+    def modup(self, c, rows):
+        rows, rowmap = self._rows(rows)
+        if any(r >= self.context.q_count for r in rows):
+            raise ValueError(f"modup: rows {rows} must be Q prime ids")
+        c = self._check(c, rows, "modup")
+        t = self._modup_device(rows)
+        L, n = len(rows), self.n
+        R, D = len(t["out_rows"]), t["num_digits"]
+        batch_shape = tuple(c.shape[:-2])
+        batch = _prod(batch_shape)
+        y = self.mul_scalar_table(c, t["scale"], rows, rowmap)
+        out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
+        tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["qdm"])
+        out3 = out.reshape(D * batch, R, n)
+        if self.log_chunk == self.log_n:
+            self._launch("keyswitch_modup_extend", (-(-n // _BLOCK), R, D * batch), _BLOCK,
+                         (c, y, out, t["out_map"], self._consts, *tables, np.int32(self.num_moduli), np.int32(n),
+                          np.int32(L), np.int32(R), np.int32(batch), np.int32(t["dstride"])))
+            self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
+            return out
+        tw, tw_sh, _, _ = self._tw()
+        chunk = 1 << self.log_chunk
+        zstep = D * batch
+        if self.l2_group_bytes > 0:
+            zstep = max(1, min(zstep, self.l2_group_bytes // (R * n * 8)))
+        for z0 in range(0, D * batch, zstep):
+            z1 = min(z0 + zstep, D * batch)
+            self._launch("keyswitch_modup_extend_ntt_column_stages", (-(-chunk // _COLUMN_BLOCK), R, z1 - z0),
+                         _COLUMN_BLOCK,
+                         (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw, tw_sh,
+                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk), np.int32(L),
+                          np.int32(R), np.int32(batch), np.int32(t["dstride"]), np.int32(z0)))
+            self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), max(1, min(512, chunk // 2)),
+                         (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw, tw_sh,
+                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk),
+                          np.int64(R * n), np.int64(R * n)), shared_mem=chunk * 8)
+        return out
+
+    def mul_scalar_table(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any) -> Any:
+        """``rns_mul_scalar`` with a prepared device table ``[w..., Shoup(w)...]`` (one per limb)."""
+        out = self.xp.empty_like(a)
+        plane = len(rows) * self.n
+        self._launch("rns_mul_scalar", (-(-self.n // _BLOCK), len(rows), _prod(a.shape[:-2])), _BLOCK,
+                     (a, out, table, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
+                      np.int32(len(rows)), np.int64(plane), np.int64(plane)))
+        return out
+
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+        rows, rowmap = self._rows(rows)
+        t = self._modup_device(rows)
+        L, n = len(rows), self.n
+        R, D = len(t["out_rows"]), t["num_digits"]
+        digits = digits_ntt if digits_ntt.flags.c_contiguous else self.xp.ascontiguousarray(digits_ntt)
+        if digits.dtype != np.uint64 or digits.ndim < 3 or digits.shape[0] != D or digits.shape[-2:] != (R, n):
+            raise ValueError(f"keyswitch_from_digits: expected digits [{D}, ..., {R}, {n}], got {digits.shape}")
+        key_rows = self.context.q_count + self.context.p_count
+        if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
+            raise ValueError(f"keyswitch_from_digits: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
+        if key.shape[0] < len(self.context.digits):
+            raise ValueError(f"keyswitch_from_digits: key has {key.shape[0]} digits, context {len(self.context.digits)}")
+        key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
+        perm = np.uint64(0) if galois_element is None else self._galois(galois_element, "ntt")
+        batch_shape = tuple(digits.shape[1:-2])
+        batch = _prod(batch_shape)
+        acc = self.xp.empty((2, batch, R, n), dtype=np.uint64)
+        self._launch("keyswitch_inner_product", (-(-n // _BLOCK), R, batch), _BLOCK,
+                     (digits, key, acc, t["out_map"], self._consts, t["key_digits"], perm,
+                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
+                      np.int32(key_rows)))
+        acc3 = acc.reshape(2 * batch, R, n)
+        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, 2 * batch, R)
+        out = self.xp.empty((2,) + batch_shape + (L, n), dtype=np.uint64)
+        self._launch("keyswitch_moddown_rounding", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,
+                     (acc, out, t["out_map"], self._consts, t["md"], np.int32(self.num_moduli), np.int32(n),
+                      np.int32(L), np.int32(len(self.p_rows))))
+        return out

@@ -1,0 +1,229 @@
+"""Kernel library: finds the CUDA C++ sources in ``kernels/`` and compiles them with NVRTC.
+
+The sources live in ``<repo>/kernels`` in a checkout and in ``fhelium_cupy/_kernels`` in an
+installed wheel (copied there by ``setup.py`` at build time). Every compile option and every
+kernel name is defined here; no other module passes options to NVRTC.
+
+CuPy is imported lazily: importing this module never needs CuPy or a GPU. This module knows
+nothing about CKKS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fhelium_cupy.errors import CudaUnavailableError
+
+__all__ = [
+    "KERNEL_SOURCES",
+    "KernelLibrary",
+    "KernelOptions",
+    "kernel_names",
+    "kernel_source_dir",
+    "nvrtc_compile_cubin",
+    "require_cuda",
+]
+
+#: The compiled translation units; headers (``*.cuh``) are included from them.
+KERNEL_SOURCES: tuple[str, ...] = ("rns.cu", "ntt.cu", "automorphism.cu", "keyswitch.cu")
+
+_KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+
+
+def kernel_source_dir() -> Path:
+    """Directory holding ``modarith.cuh`` and the ``.cu`` sources.
+
+    Installed wheel first (``fhelium_cupy/_kernels``), then the checkout (``<repo>/kernels``).
+
+    Raises:
+        CudaUnavailableError: If neither location holds the kernel sources.
+    """
+    try:
+        packaged = importlib.resources.files("fhelium_cupy").joinpath("_kernels")
+        if isinstance(packaged, Path) and (packaged / "modarith.cuh").is_file():
+            return packaged
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - defensive
+        pass
+    checkout = Path(__file__).resolve().parents[2] / "kernels"
+    if (checkout / "modarith.cuh").is_file():
+        return checkout
+    raise CudaUnavailableError(
+        "the CUDA kernel sources are missing: neither fhelium_cupy/_kernels (installed wheel) nor "
+        f"{checkout} (checkout) holds modarith.cuh; reinstall fhelium-cupy from a wheel built with setup.py"
+    )
+
+
+def kernel_names(kernel_dir: Path | None = None) -> dict[str, str]:
+    """Map every ``extern "C" __global__`` kernel name to the source file that defines it."""
+    directory = kernel_dir or kernel_source_dir()
+    names: dict[str, str] = {}
+    for source in KERNEL_SOURCES:
+        for name in _KERNEL_DECL.findall((directory / source).read_text()):
+            names[name] = source
+    return names
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """NVRTC options of the kernel library.
+
+    Attributes:
+        std: C++ standard passed as ``--std``.
+        extra: further NVRTC options, e.g. ``("-lineinfo",)``.
+    """
+
+    std: str = "c++17"
+    extra: tuple[str, ...] = ()
+
+    def nvrtc_options(self, kernel_dir: Path) -> tuple[str, ...]:
+        return (f"--std={self.std}", f"-I{kernel_dir}", *self.extra)
+
+
+def _headers_digest(kernel_dir: Path) -> str:
+    """Content hash of every header: CuPy's compile cache key does not cover ``-I`` headers."""
+    digest = hashlib.sha256()
+    for header in sorted(kernel_dir.glob("*.cuh")):
+        digest.update(header.name.encode())
+        digest.update(header.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _import_cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as error:
+        raise CudaUnavailableError(
+            "CuPy is not installed: pip install 'fhelium-cupy[cuda12]' (cupy-cuda12x) or "
+            "'fhelium-cupy[cuda13]' (cupy-cuda13x)"
+        ) from error
+    return cupy
+
+
+def _nvrtc_version() -> tuple[int, int]:
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        return tuple(nvrtc.getVersion())  # type: ignore[return-value]
+    except Exception as error:  # noqa: BLE001 - a missing library raises loader-specific errors
+        raise CudaUnavailableError(
+            "the NVRTC library is missing: pip install nvidia-cuda-nvrtc-cu12 (with cupy-cuda12x) or "
+            f"nvidia-cuda-nvrtc (with cupy-cuda13x); loader said: {error}"
+        ) from error
+
+
+def require_cuda() -> Any:
+    """Return the ``cupy`` module after checking CuPy, a visible GPU and NVRTC.
+
+    Raises:
+        CudaUnavailableError: naming the first missing piece (CuPy, GPU/driver, NVRTC).
+    """
+    cupy = _import_cupy()
+    if not cupy.cuda.is_available():
+        raise CudaUnavailableError(
+            "no CUDA GPU is visible to CuPy (no driver, or CUDA_VISIBLE_DEVICES hides every device)"
+        )
+    _nvrtc_version()
+    return cupy
+
+
+def nvrtc_compile_cubin(source: str, arch: str, *, options: KernelOptions | None = None) -> bytes:
+    """Compile one kernel source with raw NVRTC to a cubin for ``arch`` (e.g. ``"sm_90"``).
+
+    Needs CuPy's NVRTC binding and the NVRTC library, but no GPU or driver (used by CI).
+
+    Raises:
+        CudaUnavailableError: If CuPy or NVRTC is missing.
+        RuntimeError: If compilation fails; the message carries the NVRTC log.
+    """
+    _import_cupy()
+    _nvrtc_version()
+    from cupy_backends.cuda.libs import nvrtc
+
+    kernel_dir = kernel_source_dir()
+    opts = [f"--gpu-architecture={arch}", *(options or KernelOptions()).nvrtc_options(kernel_dir)]
+    program = nvrtc.createProgram((kernel_dir / source).read_text(), source, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, opts)
+        except Exception as error:
+            log = nvrtc.getProgramLog(program)
+            raise RuntimeError(f"NVRTC failed on {source} for {arch} with {opts}:\n{log}") from error
+        return bytes(nvrtc.getCUBIN(program))
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+class KernelLibrary:
+    """Compiled kernels of one device: one ``cupy.RawModule`` per source, built on first use.
+
+    Direct construction is not public: use :meth:`for_device`. CuPy caches the compiled
+    cubin per device and on disk; the header digest in the source keeps that cache honest.
+    """
+
+    _instances: dict[tuple[int, KernelOptions], KernelLibrary] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, *, cupy: Any, device_id: int, kernel_dir: Path, options: KernelOptions) -> None:
+        self._cupy = cupy
+        self.device_id = device_id
+        self.kernel_dir = kernel_dir
+        self.options = options
+        self._names = kernel_names(kernel_dir)
+        self._modules: dict[str, Any] = {}
+        self._functions: dict[str, Any] = {}
+
+    @classmethod
+    def for_device(cls, device: int | None = None, *, options: KernelOptions | None = None) -> KernelLibrary:
+        """The shared library of ``device`` (default: CuPy's current device).
+
+        Raises:
+            CudaUnavailableError: If CuPy, a GPU or NVRTC is missing, or the sources are.
+        """
+        cupy = require_cuda()
+        device_id = cupy.cuda.Device().id if device is None else int(device)
+        options = options or KernelOptions()
+        key = (device_id, options)
+        with cls._lock:
+            library = cls._instances.get(key)
+            if library is None:
+                library = cls(cupy=cupy, device_id=device_id, kernel_dir=kernel_source_dir(), options=options)
+                cls._instances[key] = library
+            return library
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._names)
+
+    def module(self, source: str) -> Any:
+        """The ``cupy.RawModule`` of one source file (compiled lazily by CuPy)."""
+        module = self._modules.get(source)
+        if module is None:
+            code = (self.kernel_dir / source).read_text()
+            code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{code}"
+            module = self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
+            self._modules[source] = module
+        return module
+
+    def function(self, name: str) -> Any:
+        """The ``cupy.RawKernel`` called ``name`` (compiled and loaded on first call)."""
+        function = self._functions.get(name)
+        if function is None:
+            try:
+                source = self._names[name]
+            except KeyError:
+                raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
+            with self._cupy.cuda.Device(self.device_id):
+                function = self.module(source).get_function(name)
+            self._functions[name] = function
+        return function
+
+    def compile_all(self) -> None:
+        """Compile and load every kernel now (before any capture)."""
+        for name in self._names:
+            self.function(name)

@@ -1,0 +1,119 @@
+// Modular arithmetic on 64-bit words for RNS/CKKS kernels (header only).
+//
+// Word type: unsigned long long (u64). Every modulus q is an odd prime < 2^61, so
+// 4q < 2^63 and every lazy range below fits a word without overflow.
+//
+// Residue ranges used in kernel comments:
+//   canonical  [0, q)    at every kernel boundary (the backend contract)
+//   lazy       [0, 2q)   suffix _lazy
+//   harvey     [0, 4q)   only inside the forward NTT (Harvey butterflies)
+//
+// Per-modulus constant table (device array `consts`, shape [FHE_NCONST, M], M = number of
+// moduli of the context; entry (c, id) at consts[c * M + id]):
+//   FHE_C_Q        q
+//   FHE_C_QINV     q^-1 mod 2^64                  (Montgomery, R = 2^64)
+//   FHE_C_R2       2^128 mod q                    (R^2, to enter Montgomery form)
+//   FHE_C_BARRETT  floor(2^64 / q)                (Shoup constant of 1 = Barrett reduce)
+//   FHE_C_NINV     N^-1 mod q
+//   FHE_C_NINV_SH  floor(N^-1 * 2^64 / q)         (Shoup companion)
+//
+// Only this project's headers are included: kernels compile with NVRTC and no CUDA
+// toolkit headers (__umul64hi is an NVRTC/nvcc builtin).
+#pragma once
+
+namespace fhe {
+
+typedef unsigned long long u64;
+typedef long long i64;
+
+enum {
+  FHE_C_Q = 0,
+  FHE_C_QINV = 1,
+  FHE_C_R2 = 2,
+  FHE_C_BARRETT = 3,
+  FHE_C_NINV = 4,
+  FHE_C_NINV_SH = 5,
+  FHE_NCONST = 6
+};
+
+// High 64 bits of the 128-bit product a*b.
+__device__ __forceinline__ u64 mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
+
+// x in [0, 2q) -> [0, q).
+__device__ __forceinline__ u64 reduce_once(u64 x, u64 q) { return x >= q ? x - q : x; }
+
+// a, b in [0, q) -> a + b mod q in [0, q).
+__device__ __forceinline__ u64 add_mod(u64 a, u64 b, u64 q) { return reduce_once(a + b, q); }
+
+// a, b in [0, q) -> a - b mod q in [0, q).
+__device__ __forceinline__ u64 sub_mod(u64 a, u64 b, u64 q) { return a >= b ? a - b : a + q - b; }
+
+// a in [0, q) -> -a mod q in [0, q).
+__device__ __forceinline__ u64 neg_mod(u64 a, u64 q) { return a == 0 ? 0 : q - a; }
+
+// a, b in [0, 2q) -> a + b in [0, 2q) (lazy add).
+__device__ __forceinline__ u64 add_mod_lazy(u64 a, u64 b, u64 two_q) {
+  u64 s = a + b;
+  return s >= two_q ? s - two_q : s;
+}
+
+// a, b in [0, 2q) -> a - b + 2q in (0, 4q) (lazy sub, caller reduces).
+__device__ __forceinline__ u64 sub_mod_lazy(u64 a, u64 b, u64 two_q) { return a + two_q - b; }
+
+// Montgomery product with R = 2^64: a * b * 2^-64 mod q in [0, q).
+// Precondition: a * b < q * 2^64 (true for a < 2^64 and b < q, or a, b < 2q since 4q < 2^64).
+// t = a*b = hi:lo; m = lo * q^-1 mod 2^64 makes t - m*q divisible by 2^64 with equal low
+// words, so (t - m*q) / 2^64 = hi - mulhi(m, q) in (-q, q); add q once if negative.
+__device__ __forceinline__ u64 mont_mul(u64 a, u64 b, u64 q, u64 qinv) {
+  const u64 lo = a * b;
+  const u64 hi = mulhi(a, b);
+  const u64 m = lo * qinv;
+  const u64 mh = mulhi(m, q);
+  return hi >= mh ? hi - mh : hi - mh + q;
+}
+
+// Shoup product by a fixed constant w < q with wp = floor(w * 2^64 / q):
+// any x < 2^64 -> x * w mod q in [0, 2q) (lazy). Needs 2q < 2^64.
+__device__ __forceinline__ u64 shoup_mul_lazy(u64 x, u64 w, u64 wp, u64 q) {
+  const u64 qh = mulhi(x, wp);
+  return x * w - qh * q;
+}
+
+// Shoup product, canonical: [0, q).
+__device__ __forceinline__ u64 shoup_mul(u64 x, u64 w, u64 wp, u64 q) {
+  return reduce_once(shoup_mul_lazy(x, w, wp, q), q);
+}
+
+// Barrett reduction of any x < 2^64 with barrett = floor(2^64 / q): x mod q in [0, q).
+// (Shoup product with w = 1.)
+__device__ __forceinline__ u64 reduce_u64(u64 x, u64 q, u64 barrett) {
+  return reduce_once(x - mulhi(x, barrett) * q, q);
+}
+
+// Standard-form product a * b mod q for a, b in [0, q): two Montgomery products,
+// (a*b*R^-1) * R^2 * R^-1.
+__device__ __forceinline__ u64 mul_mod(u64 a, u64 b, u64 q, u64 qinv, u64 r2) {
+  return mont_mul(mont_mul(a, b, q, qinv), r2, q, qinv);
+}
+
+// centered(x, q) < 0, for x in [0, q): x > (q - 1) / 2.
+__device__ __forceinline__ bool is_negative_centered(u64 x, u64 q) { return x > (q >> 1); }
+
+// Per-modulus constants of one row, loaded once per thread (uniform per block row).
+struct Modulus {
+  u64 q;
+  u64 qinv;
+  u64 r2;
+  u64 barrett;
+};
+
+__device__ __forceinline__ Modulus load_modulus(const u64* consts, int num_moduli, int id) {
+  Modulus m;
+  m.q = consts[FHE_C_Q * num_moduli + id];
+  m.qinv = consts[FHE_C_QINV * num_moduli + id];
+  m.r2 = consts[FHE_C_R2 * num_moduli + id];
+  m.barrett = consts[FHE_C_BARRETT * num_moduli + id];
+  return m;
+}
+
+}  // namespace fhe

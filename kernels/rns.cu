@@ -1,0 +1,157 @@
+// Element-wise RNS arithmetic, batch sum, tensor product and rescale.
+//
+// Axis order: [batch, limb, coeff]. Element (z, y, k) of an operand lives at
+// z * batch_stride + y * N + k (batch_stride 0 broadcasts one [L, N] operand over the batch).
+// Row y is reduced modulo consts[Q][rowmap[y]] (see modarith.cuh for the table layout).
+// Launch geometry (all kernels here): grid (ceil(N / 256), limbs, batch), block 256,
+// one thread per coefficient; grid y/z <= 65535.
+#include "modarith.cuh"
+
+using namespace fhe;
+
+#define FHE_ELEMENTWISE_PROLOGUE                                    \
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;              \
+  if (k >= n) return;                                               \
+  const int y = blockIdx.y;                                         \
+  const i64 z = blockIdx.z;                                         \
+  const Modulus md = load_modulus(consts, num_moduli, rowmap[y]);   \
+  const i64 row = (i64)y * n + k;
+
+// rns_add: out = a + b mod q. In canonical, out canonical. out may alias a or b.
+extern "C" __global__ void rns_add(const u64* a, const u64* b, u64* out, const int* rowmap, const u64* consts,
+                                   int num_moduli, int n, i64 a_bs, i64 b_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = add_mod(a[z * a_bs + row], b[z * b_bs + row], md.q);
+}
+
+// rns_sub: out = a - b mod q. In canonical, out canonical. out may alias a or b.
+extern "C" __global__ void rns_sub(const u64* a, const u64* b, u64* out, const int* rowmap, const u64* consts,
+                                   int num_moduli, int n, i64 a_bs, i64 b_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = sub_mod(a[z * a_bs + row], b[z * b_bs + row], md.q);
+}
+
+// rns_mul: out = a * b mod q (standard form: two Montgomery products, the second by R^2).
+// In canonical, out canonical. out may alias a or b.
+extern "C" __global__ void rns_mul(const u64* a, const u64* b, u64* out, const int* rowmap, const u64* consts,
+                                   int num_moduli, int n, i64 a_bs, i64 b_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = mul_mod(a[z * a_bs + row], b[z * b_bs + row], md.q, md.qinv, md.r2);
+}
+
+// rns_mul_montgomery: out = a * b * 2^-64 mod q. In canonical, out canonical. May alias.
+extern "C" __global__ void rns_mul_montgomery(const u64* a, const u64* b, u64* out, const int* rowmap,
+                                              const u64* consts, int num_moduli, int n, i64 a_bs, i64 b_bs,
+                                              i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = mont_mul(a[z * a_bs + row], b[z * b_bs + row], md.q, md.qinv);
+}
+
+// rns_neg: out = -a mod q. In canonical, out canonical. May alias.
+extern "C" __global__ void rns_neg(const u64* a, u64* out, const int* rowmap, const u64* consts, int num_moduli,
+                                   int n, i64 a_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = neg_mod(a[z * a_bs + row], md.q);
+}
+
+// rns_to_montgomery: out = a * 2^64 mod q (Montgomery product by R^2). In/out canonical.
+extern "C" __global__ void rns_to_montgomery(const u64* a, u64* out, const int* rowmap, const u64* consts,
+                                             int num_moduli, int n, i64 a_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = mont_mul(a[z * a_bs + row], md.r2, md.q, md.qinv);
+}
+
+// rns_from_montgomery: out = a * 2^-64 mod q (Montgomery product by 1). In/out canonical.
+extern "C" __global__ void rns_from_montgomery(const u64* a, u64* out, const int* rowmap, const u64* consts,
+                                               int num_moduli, int n, i64 a_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = mont_mul(a[z * a_bs + row], 1ULL, md.q, md.qinv);
+}
+
+// rns_mul_scalar: out = a * w_y mod q with one Shoup constant per limb:
+// scal[y] = w_y in [0, q), scal[limbs + y] = floor(w_y * 2^64 / q). In/out canonical. May alias.
+extern "C" __global__ void rns_mul_scalar(const u64* a, u64* out, const u64* scal, const int* rowmap,
+                                          const u64* consts, int num_moduli, int n, int limbs, i64 a_bs,
+                                          i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  out[z * out_bs + row] = shoup_mul(a[z * a_bs + row], scal[y], scal[limbs + y], md.q);
+}
+
+// rns_sum_batch: out[o, i] = sum_c a[o, c, i] mod q over `count` planes.
+// Axis order: in [outer, count, inner, limb, coeff], out [outer, inner, limb, coeff];
+// grid z = outer * inner. In canonical, out canonical.
+extern "C" __global__ void rns_sum_batch(const u64* a, u64* out, const int* rowmap, const u64* consts,
+                                         int num_moduli, int n, int limbs, int count, int inner) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const i64 plane = (i64)limbs * n;
+  const i64 o = z / inner;
+  const i64 in = z % inner;
+  const u64* src = a + (o * count * inner + in) * plane + row;
+  const i64 step = (i64)inner * plane;
+  u64 acc = 0;
+  for (int c = 0; c < count; ++c) acc = add_mod(acc, src[c * step], md.q);
+  out[z * plane + row] = acc;
+}
+
+// rns_tensor_product: (a0 b0, a0 b1 + a1 b0, a1 b1) mod q, standard form.
+// Axis order: a, b [2, batch, limb, coeff]; out [3, batch, limb, coeff]; comp_stride =
+// batch * limbs * n elements. In canonical, out canonical.
+extern "C" __global__ void rns_tensor_product(const u64* a, const u64* b, u64* out, const int* rowmap,
+                                              const u64* consts, int num_moduli, int n, int limbs,
+                                              i64 comp_stride) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const i64 idx = z * limbs * n + row;
+  const u64 a0 = a[idx], a1 = a[comp_stride + idx];
+  const u64 b0 = b[idx], b1 = b[comp_stride + idx];
+  const u64 d0 = mont_mul(a0, b0, md.q, md.qinv);
+  const u64 d1 = add_mod(mont_mul(a0, b1, md.q, md.qinv), mont_mul(a1, b0, md.q, md.qinv), md.q);
+  const u64 d2 = mont_mul(a1, b1, md.q, md.qinv);
+  out[idx] = mont_mul(d0, md.r2, md.q, md.qinv);
+  out[comp_stride + idx] = mont_mul(d1, md.r2, md.q, md.qinv);
+  out[2 * comp_stride + idx] = mont_mul(d2, md.r2, md.q, md.qinv);
+}
+
+// Per remaining row y of a rescale: tab[y] = q0 mod q_y, tab[L' + y] = q0^-1 mod q_y,
+// tab[2L' + y] = Shoup companion of q0^-1 (L' = remaining limbs).
+__device__ __forceinline__ u64 rescale_correction(u64 c0, u64 q0, const Modulus& md, const u64* tab, int y) {
+  u64 r = reduce_u64(c0, md.q, md.barrett);
+  if (is_negative_centered(c0, q0)) r = sub_mod(r, tab[y], md.q);
+  return r;  // centered(c0, q0) mod q_y
+}
+
+// rescale_drop_first_coefficient: c'_y = (c_{y+1} - (centered(c_0, q0) mod q_y)) * q0^-1 mod q_y.
+// Axis order: in [batch, L, coeff] (in_bs), out [batch, L - 1, coeff] (out_bs); rowmap and grid
+// y cover the L - 1 remaining rows; q0 = consts[Q][dropped_id]. In/out canonical.
+extern "C" __global__ void rescale_drop_first_coefficient(const u64* in, u64* out, const int* rowmap,
+                                                          const u64* consts, const u64* tab, int num_moduli,
+                                                          int n, int remaining, int dropped_id, i64 in_bs,
+                                                          i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
+  const u64 c0 = in[z * in_bs + k];
+  const u64 ci = in[z * in_bs + row + n];
+  const u64 r = rescale_correction(c0, q0, md, tab, y);
+  out[z * out_bs + row] = shoup_mul(sub_mod(ci, r, md.q), tab[remaining + y], tab[2 * remaining + y], md.q);
+}
+
+// rescale_spread_dropped: out[z, y] = centered(c0[z], q0) mod q_y (coefficient domain), the
+// correction a rescale in the NTT domain transforms forward. Axis order: c0 [batch, coeff]
+// (c0_bs), out [batch, L - 1, coeff]. In/out canonical.
+extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const int* rowmap, const u64* consts,
+                                                  const u64* tab, int num_moduli, int n, int dropped_id,
+                                                  i64 c0_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
+  out[z * out_bs + row] = rescale_correction(c0[z * c0_bs + k], q0, md, tab, y);
+}
+
+// rescale_combine_ntt: out = (a - t) * q0^-1 mod q_y, NTT domain. Axis order: a [batch, L - 1,
+// coeff] (a_bs; a view that skips the dropped limb), t and out [batch, L - 1, coeff].
+// In/out canonical. out may alias t.
+extern "C" __global__ void rescale_combine_ntt(const u64* a, const u64* t, u64* out, const int* rowmap,
+                                               const u64* consts, const u64* tab, int num_moduli, int n,
+                                               int remaining, i64 a_bs, i64 t_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const u64 d = sub_mod(a[z * a_bs + row], t[z * t_bs + row], md.q);
+  out[z * out_bs + row] = shoup_mul(d, tab[remaining + y], tab[2 * remaining + y], md.q);
+}

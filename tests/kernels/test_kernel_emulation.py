@@ -1,0 +1,295 @@
+"""CPU checks of the CUDA kernels' index math and residue ranges, by line-by-line emulation.
+
+Each function below transliterates one kernel of ``kernels/*.cu`` into Python integers with
+explicit 64-bit wrap-around, fed with the host tables of ``cupy_backend``; results are
+compared with the contract oracles of ``tests/helpers/ring_oracle.py``. No GPU needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.ckks.backends import cupy_backend as cb
+from tests.helpers import ring_oracle as ro
+
+W = (1 << 64) - 1
+
+
+def mulhi(a: int, b: int) -> int:
+    return (a * b) >> 64
+
+
+def mont_mul(a: int, b: int, q: int, qinv: int) -> int:
+    assert a < 1 << 64 and b < 1 << 64 and a * b < q << 64
+    lo, hi = (a * b) & W, mulhi(a, b)
+    mh = mulhi((lo * qinv) & W, q)
+    r = hi - mh if hi >= mh else (hi - mh + q) & W
+    assert 0 <= r < q
+    return r
+
+
+def shoup_lazy(x: int, w: int, wp: int, q: int) -> int:
+    assert x < 1 << 64
+    r = (x * w - mulhi(x, wp) * q) & W
+    assert r < 2 * q
+    return r
+
+
+def red(x: int, q: int) -> int:
+    return x - q if x >= q else x
+
+
+def ct(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
+    assert a < 4 * q and b < 4 * q
+    u = a - 2 * q if a >= 2 * q else a
+    v = shoup_lazy(b, w, wp, q)
+    return u + v, (u - v + 2 * q) & W
+
+
+def gs(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
+    assert a < 2 * q and b < 2 * q
+    s = a + b
+    return (s - 2 * q if s >= 2 * q else s), shoup_lazy(a - b + 2 * q, w, wp, q)
+
+
+def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int) -> list[int]:
+    n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
+    a = list(x)
+    for j in range(C):  # ntt_forward_column_stages / forward_column_stages<K>
+        v = [a[(c << log_chunk) + j] for c in range(1 << K)]
+        for s in range(K):
+            lt = K - s - 1
+            for bf in range(1 << (K - 1)):
+                cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
+                widx = (1 << s) + (cl >> (lt + 1))
+                v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q)
+        for c in range(1 << K):
+            a[c * C + j] = v[c]
+    for chunk in range(n // C):  # ntt_forward_chunk_stages
+        sm = a[chunk * C : (chunk + 1) * C]
+        base = chunk << log_chunk
+        for s in range(K, log_n):
+            ls = log_n - s - 1
+            t = 1 << ls
+            for bf in range(C // 2):
+                jl = ((bf >> ls) << (ls + 1)) | (bf & (t - 1))
+                widx = (1 << s) + ((base + jl) >> (ls + 1))
+                sm[jl], sm[jl + t] = ct(sm[jl], sm[jl + t], int(tw[widx]), int(tw_sh[widx]), q)
+        for i, v in enumerate(sm):
+            v = v - 2 * q if v >= 2 * q else v
+            a[base + i] = red(v, q)
+    return a
+
+
+def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int, log_chunk: int):
+    n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
+    a = list(x)
+    for chunk in range(n // C):  # ntt_inverse_chunk_stages
+        sm = a[chunk * C : (chunk + 1) * C]
+        base = chunk << log_chunk
+        for u in range(log_chunk):
+            t = 1 << u
+            for bf in range(C // 2):
+                jl = ((bf >> u) << (u + 1)) | (bf & (t - 1))
+                widx = (1 << (log_n - u - 1)) + ((base + jl) >> (u + 1))
+                sm[jl], sm[jl + t] = gs(sm[jl], sm[jl + t], int(itw[widx]), int(itw_sh[widx]), q)
+        if log_chunk == log_n:
+            sm = [red(shoup_lazy(v, ninv, ninv_sh, q), q) for v in sm]
+        a[base : base + C] = sm
+    if K == 0:
+        return a
+    for j in range(C):  # ntt_inverse_column_stages / inverse_column_stages<K>
+        v = [a[(c << log_chunk) + j] for c in range(1 << K)]
+        for lt in range(K):
+            u = log_chunk + lt
+            for bf in range(1 << (K - 1)):
+                cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
+                widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1))
+                v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
+        for c in range(1 << K):
+            a[(c << log_chunk) + j] = red(shoup_lazy(v[c], ninv, ninv_sh, q), q)
+    return a
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    n = 64
+    q = ro.ntt_primes(60, 3, n) + ro.ntt_primes(41, 2, n)
+    return ro.make_context(n, q[:4], ro.ntt_primes(61, 2, n), dnum=2)
+
+
+def _rand(ctx, rows, lead=(), seed=0):
+    rng = np.random.default_rng(seed)
+    return np.stack(
+        [rng.integers(0, ctx.moduli[r], lead + (ctx.ring_degree,), dtype=np.uint64) for r in rows], axis=-2
+    )
+
+
+@pytest.mark.parametrize("log_chunk", [6, 5, 3, 1])
+def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk):
+    n, log_n = ctx.ring_degree, ctx.ring_degree.bit_length() - 1
+    consts = cb.modulus_constants(ctx.moduli, n)
+    for r in range(len(ctx.moduli)):
+        q = ctx.moduli[r]
+        tw, tw_sh, itw, itw_sh = cb.twiddle_tables(q, ctx.psi[r], n)
+        a = _rand(ctx, (r,), seed=r)
+        a[0, :3] = [0, q - 1, q // 2]
+        got = emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk)
+        want = ro.ntt_forward(a, (r,), ctx)[0]
+        assert got == [int(v) for v in want], f"forward row {r} log_chunk {log_chunk}"
+        back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk)
+        assert back == [int(v) for v in a[0]], f"inverse row {r} log_chunk {log_chunk}"
+
+
+def test_modulus_constants_match_their_definitions(ctx):
+    consts = cb.modulus_constants(ctx.moduli, ctx.ring_degree)
+    for i, q in enumerate(ctx.moduli):
+        assert int(consts[0, i]) == q
+        assert (int(consts[1, i]) * q) % (1 << 64) == 1
+        assert int(consts[2, i]) == (1 << 128) % q
+        assert int(consts[3, i]) == (1 << 64) // q
+        assert int(consts[4, i]) * ctx.ring_degree % q == 1
+
+
+def test_modup_kernel_emulation_matches_contract(ctx):
+    rows = (0, 1, 2)  # digit (0, 1) complete, digit (2, 3) partial
+    n = ctx.ring_degree
+    c = _rand(ctx, rows, lead=(2,), seed=7)
+    t = cb.modup_tables(ctx, rows)
+    consts = cb.modulus_constants(ctx.moduli, n)
+    out_rows = t["out_rows"]
+    R, L = len(out_rows), len(rows)
+    scal = t["scale"]
+    y = np.empty_like(c)
+    for i, r in enumerate(rows):  # rns_mul_scalar
+        q = ctx.moduli[r]
+        vals = [red(shoup_lazy(int(v), int(scal[i]), int(scal[L + i]), q), q) for v in c[..., i, :].ravel()]
+        y[..., i, :] = np.array(vals, dtype=np.uint64).reshape(c.shape[0], n)
+    D = len(t["key_digits"])
+    coeff = np.empty((D, 2, R, n), dtype=np.uint64)
+    for d in range(D):  # keyswitch_modup_extend / modup_extend_value
+        for b in range(2):
+            for r in range(R):
+                mr = ctx.moduli[out_rows[r]]
+                qinv = int(consts[1, out_rows[r]])
+                for k in range(n):
+                    s = int(t["selfidx"][d, r])
+                    if s >= 0:
+                        coeff[d, b, r, k] = c[b, t["cols"][d, s], k]
+                        continue
+                    acc = 0
+                    for j in range(int(t["dsize"][d])):
+                        col = int(t["cols"][d, j])
+                        qj = ctx.moduli[rows[col]]
+                        yv = int(y[b, col, k])
+                        term = mont_mul(yv, int(t["wtab"][d, j, r]), mr, qinv)
+                        if yv > qj >> 1:
+                            term = (term - int(t["qdm"][d, r])) % mr
+                        acc = (acc + term) % mr
+                    coeff[d, b, r, k] = acc
+    want = ro.modup(c, rows, ctx)
+    got = ro.ntt_forward(coeff, out_rows, ctx)
+    assert np.array_equal(got, want)
+
+
+def test_keyswitch_kernel_emulation_matches_contract(ctx):
+    rows = (0, 1, 2)
+    n = ctx.ring_degree
+    t = cb.modup_tables(ctx, rows)
+    out_rows = t["out_rows"]
+    R, L, K = len(out_rows), len(rows), ctx.p_count
+    D = len(t["key_digits"])
+    digits = _rand(ctx, out_rows, lead=(D, 1), seed=3)
+    key = np.stack([np.stack([_rand(ctx, range(len(ctx.moduli)), seed=10 + 2 * d + k) for k in range(2)])
+                    for d in range(len(ctx.digits))])
+    g = 5
+    perm = cb.ntt_automorphism_permutation(n, g)
+    consts = cb.modulus_constants(ctx.moduli, n)
+    acc = np.zeros((2, 1, R, n), dtype=np.uint64)
+    for r in range(R):  # keyswitch_inner_product
+        pid = out_rows[r]
+        q, qinv = ctx.moduli[pid], int(consts[1, pid])
+        for k in range(n):
+            a0 = a1 = 0
+            for d in range(D):
+                x = int(digits[d, 0, r, perm[k]])
+                kd = int(t["key_digits"][d])
+                a0 = (a0 + mont_mul(x, int(key[kd, 0, pid, k]), q, qinv)) % q
+                a1 = (a1 + mont_mul(x, int(key[kd, 1, pid, k]), q, qinv)) % q
+            acc[0, 0, r, k], acc[1, 0, r, k] = a0, a1
+    x = ro.ntt_inverse(acc, out_rows, ctx)
+    md = cb.moddown_table(ctx, rows)
+    out = np.empty((2, 1, L, n), dtype=np.uint64)
+    wtab, pmod = md[2 * K :], md[2 * K + K * L :]
+    for z in range(2):  # keyswitch_moddown_rounding
+        for i in range(L):
+            q, qinv = ctx.moduli[rows[i]], int(consts[1, rows[i]])
+            for k in range(n):
+                e = 0
+                for j in range(K):
+                    pj = ctx.moduli[out_rows[L + j]]
+                    yv = red(shoup_lazy(int(x[z, 0, L + j, k]), int(md[j]), int(md[K + j]), pj), pj)
+                    term = mont_mul(yv, int(wtab[j * L + i]), q, qinv)
+                    if yv > pj >> 1:
+                        term = (term - int(pmod[i])) % q
+                    e = (e + term) % q
+                d_ = (int(x[z, 0, i, k]) - e) % q
+                out[z, 0, i, k] = red(shoup_lazy(d_, int(pmod[L + i]), int(pmod[2 * L + i]), q), q)
+    want = ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g)
+    assert np.array_equal(out, want)
+
+
+def test_rescale_kernel_emulation_matches_contract(ctx):
+    rows = (3, 0, 1, 4)  # dropped prime larger and smaller than the others
+    n = ctx.ring_degree
+    a = _rand(ctx, rows, lead=(2,), seed=5)
+    tab = cb.rescale_table(ctx, rows)
+    consts = cb.modulus_constants(ctx.moduli, n)
+    q0 = ctx.moduli[rows[0]]
+    rem = len(rows) - 1
+    out = np.empty((2, rem, n), dtype=np.uint64)
+    for b in range(2):
+        for i in range(rem):
+            q = ctx.moduli[rows[i + 1]]
+            bar = int(consts[3, rows[i + 1]])
+            for k in range(n):
+                c0 = int(a[b, 0, k])
+                r = red(c0 - mulhi(c0, bar) * q, q)
+                if c0 > q0 >> 1:
+                    r = (r - int(tab[i])) % q
+                d_ = (int(a[b, i + 1, k]) - r) % q
+                out[b, i, k] = red(shoup_lazy(d_, int(tab[rem + i]), int(tab[2 * rem + i]), q), q)
+    assert np.array_equal(out, ro.rescale(a, rows, ctx, "coefficient"))
+
+
+@pytest.mark.parametrize("n", [8, 64, 1024])
+def test_bitrev_indices_match_python_oracle(n):
+    bits = n.bit_length() - 1
+    assert cb.bitrev_indices(n).tolist() == [ro.bitrev(i, bits) for i in range(n)]
+
+
+@pytest.mark.parametrize("g", [1, 3, 5, 25, 127, 2 * 64 - 1])
+def test_galois_tables_match_contract(ctx, g):
+    n = ctx.ring_degree
+    a = _rand(ctx, (0, 1), seed=g)
+    perm = cb.ntt_automorphism_permutation(n, g)
+    assert np.array_equal(a[..., perm], ro.automorphism(a, g, (0, 1), ctx, "ntt"))
+    m = cb.coefficient_automorphism_map(n, g)
+    src, neg = (m & 0x7FFFFFFF).astype(np.int64), (m >> 31).astype(bool)
+    got = a[..., src].copy()
+    for i, r in enumerate((0, 1)):
+        q = np.uint64(ctx.moduli[r])
+        row = got[i]
+        row[neg & (row != 0)] = q - row[neg & (row != 0)]
+    assert np.array_equal(got, ro.automorphism(a, g, (0, 1), ctx, "coefficient"))
+
+
+def test_twiddle_tables_are_bitreversed_powers(ctx):
+    n = ctx.ring_degree
+    q, psi = ctx.moduli[0], ctx.psi[0]
+    tw, tw_sh, itw, itw_sh = cb.twiddle_tables(q, psi, n)
+    for k in (0, 1, 5, n - 1):
+        e = ro.bitrev(k, n.bit_length() - 1)
+        assert int(tw[k]) == pow(psi, e, q) and int(itw[k]) == pow(psi, -e, q)
+        assert int(tw_sh[k]) == (int(tw[k]) << 64) // q and int(itw_sh[k]) == (int(itw[k]) << 64) // q
