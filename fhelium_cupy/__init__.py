@@ -20,6 +20,9 @@ from .errors import (
 from .interop import Device, as_device
 from .runtime import (
     CopyHandle,
+    CudaGraphCaptureStats,
+    CudaGraphPool,
+    CudaGraphProgram,
     ReusableValueBuffer,
     TensorSignature,
     ValueSignature,
@@ -34,7 +37,10 @@ __version__ = "0.1.0"
 __all__ = [
     "CopyHandle",
     "CudaGraphCaptureError",
+    "CudaGraphCaptureStats",
     "CudaGraphInputError",
+    "CudaGraphPool",
+    "CudaGraphProgram",
     "CudaUnavailableError",
     "Device",
     "ExecutionError",

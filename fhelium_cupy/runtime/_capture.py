@@ -1,0 +1,169 @@
+"""The three construction stages of a CUDA Graph program: warmup, capture, first replay.
+
+Each stage is a function that either succeeds or leaves nothing behind on the device
+side: the capture stream is never left capturing, a partial graph is dropped, fresh
+warmup buffers are closed. The caller (``CudaGraphProgram.capture``) wraps failures in
+``CudaGraphCaptureError`` with the stage name and releases the program's own resources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..interop.capabilities import loaded_torch, require_cupy
+from ..interop.devices import Device
+from ..interop.streams import resolve_stream
+from ._output import OutputPlan, OutputSpec, describe_output
+from .arena import GraphArena
+from .buffer import ReusableValueBuffer
+
+__all__ = ["end_capture_quietly", "function_name", "run_capture", "run_first_replay", "run_warmup"]
+
+_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault
+
+
+def function_name(function: object) -> str:
+    """Qualified name of a callable, without ever calling ``repr`` (FHElium bug 7.3).
+
+    ``functools.partial`` objects are unwrapped to the function they bind; a callable
+    object is named by its class.
+    """
+    inner = function
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    name = getattr(inner, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    return type(inner).__qualname__
+
+
+@contextlib.contextmanager
+def torch_stream(stream: Any, device: Device) -> Iterator[None]:
+    """Make ``stream`` torch's current stream too, when torch with CUDA is loaded.
+
+    A captured callable that moves arrays between CuPy and torch through DLPack then
+    exchanges them on one stream (no cross-stream event, which a capture would reject),
+    and torch kernels it launches are recorded into the graph. torch *allocations*
+    inside a capture come from torch's caching allocator, which is not capture-aware
+    for CuPy captures: captured callables should allocate through CuPy.
+    """
+    torch = loaded_torch()
+    if torch is None or not torch.cuda.is_available():
+        yield
+        return
+    external = torch.cuda.ExternalStream(stream.ptr, device=torch.device("cuda", device.index))
+    with torch.cuda.stream(external):
+        yield
+
+
+def end_capture_quietly(stream: Any) -> None:
+    """End a capture on ``stream`` if one is active or invalidated, discarding the graph."""
+    try:
+        capturing = bool(stream.is_capturing())
+    except Exception:  # an invalidated capture reports an error here; it must still be ended
+        capturing = True
+    if capturing:
+        try:
+            stream.end_capture()  # the partial graph (if any) is dropped right away
+        except Exception:  # cudaErrorStreamCaptureInvalidated: the capture is ended anyway
+            pass
+
+
+def run_warmup(function: Callable[..., Any], inputs: tuple[Any, ...], device: Device, iterations: int) -> tuple[float, OutputSpec | None]:
+    """Call ``function`` ``iterations`` times on a side stream, each time on fresh storage.
+
+    Fresh buffers (new copies of the examples, never the retained input buffer) let
+    kernels compile and load, tables materialize and pools grow without touching the
+    addresses the graph will capture. Allocations use the normal CuPy allocator.
+
+    Returns:
+        ``(seconds, spec)``: host time of the whole stage and the topology of the last
+        output (``None`` when ``iterations == 0``).
+    """
+    cupy = require_cupy("CUDA Graph warmup")
+    start = time.perf_counter()
+    caller = resolve_stream(None, device)
+    side = cupy.cuda.Stream(non_blocking=True)
+    side.wait_event(caller.record())  # the examples may still be produced on the caller's stream
+    spec: OutputSpec | None = None
+    with side, torch_stream(side, device):
+        for _ in range(iterations):
+            fresh = ReusableValueBuffer.like(inputs, device=device)
+            try:
+                out = function(*fresh.value)
+                spec = describe_output(out, device)
+                del out
+                side.synchronize()
+            finally:
+                fresh.close()
+    caller.wait_event(side.record())
+    cupy.cuda.Device(device.index).synchronize()
+    return time.perf_counter() - start, spec
+
+
+def run_capture(
+    function: Callable[..., Any],
+    static_inputs: Sequence[Any],
+    device: Device,
+    arena: GraphArena,
+    retained: tuple[OutputSpec, list[Any]] | None,
+) -> tuple[Any, OutputPlan, float]:
+    """Record ``function(*static_inputs)`` into a CUDA Graph, allocations routed to ``arena``.
+
+    With ``retained = (spec, storage)`` (pool programs), the captured output is checked
+    against ``spec`` and copied into ``storage`` by device copies appended to the graph,
+    so the output's scratch arrays can be shared with other programs.
+
+    Returns:
+        ``(graph, output plan, seconds)``.
+    """
+    cupy = require_cupy("CUDA Graph capture")
+    runtime = cupy.cuda.runtime
+    start = time.perf_counter()
+    stream = cupy.cuda.Stream(non_blocking=True)  # private and non-default: never capture the legacy stream
+    try:
+        with stream, torch_stream(stream, device), cupy.cuda.using_allocator(arena.malloc):
+            # Relaxed mode: the arena may need a new chunk (cudaMalloc) in the middle of a
+            # capture, which the global and thread-local modes forbid. Relaxed mode still
+            # rejects what conflicts with capture (synchronization, event queries), and
+            # CuPy itself refuses host transfers and host syncs while capturing.
+            stream.begin_capture(mode=runtime.streamCaptureModeRelaxed)
+            out = function(*static_inputs)
+            if retained is None:
+                plan = OutputPlan.from_output(out, device)
+            else:
+                plan, copies = OutputPlan.retained(retained[0], retained[1], out, device)
+                for dst, src, nbytes in copies:
+                    runtime.memcpyAsync(dst, src, nbytes, _MEMCPY_DEFAULT, stream.ptr)
+            del out
+            graph = stream.end_capture()
+    except BaseException:
+        end_capture_quietly(stream)
+        raise
+    return graph, plan, time.perf_counter() - start
+
+
+def launch_first(graph: Any, stream: Any) -> None:
+    """The first native launch (a separate function so tests can inject a launch failure)."""
+    graph.launch(stream)
+
+
+def run_first_replay(graph: Any, device: Device) -> float:
+    """Launch ``graph`` once on a private stream and wait for it; returns host seconds.
+
+    The device is synchronized first, so the input buffer's initial copy and every
+    replay of other programs sharing scratch have finished.
+    """
+    cupy = require_cupy("CUDA Graph replay")
+    dev = cupy.cuda.Device(device.index)
+    dev.synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    start = time.perf_counter()
+    launch_first(graph, stream)
+    stream.synchronize()
+    dev.synchronize()
+    return time.perf_counter() - start

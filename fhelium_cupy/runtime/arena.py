@@ -1,0 +1,221 @@
+"""Graph-private device memory: an allocator that never hands a captured address to eager code.
+
+CuPy's default memory pool is not capture-aware (DESIGN decision 3): a block freed after
+capture goes back to its free list, the next eager allocation receives it, and the
+graph keeps writing there on every replay. ``free_all_blocks()`` (called by users, or by
+the pool itself on out-of-memory) even returns such blocks to the driver. Every capture
+therefore allocates through ``cupy.cuda.using_allocator(arena.malloc)`` from a
+:class:`GraphArena` owned by one program or by one ``CudaGraphPool``.
+
+Design (chosen over a private ``cupy.cuda.MemoryPool``):
+
+* Chunks are raw ``cupy.cuda.Memory`` allocations (one ``cudaMalloc`` each, outside any
+  pool). The arena never calls ``cudaFree`` on its own: a chunk is released only when
+  the arena is closed *and* no array still views it. A private ``MemoryPool`` would
+  ``free_all_blocks()`` itself on out-of-memory during a later capture and release
+  memory an earlier graph still writes to.
+* Blocks are best-fit carved from the chunks (512-byte granularity, CuPy's unit) and
+  handed out as ``MemoryPointer(UnownedMemory(ptr, size, owner=block))``. When the last
+  array on a block dies, the block goes back to the arena's free list (with
+  coalescing), so a temporary freed inside one capture is reused later in the same
+  capture, and a pool's later captures reuse an earlier capture's scratch. That reuse
+  is safe only because each capture is recorded on a single stream (graph nodes keep
+  stream order) and because a pool serializes replays with its event chain.
+  A captured function that forks work onto a second stream must not free a temporary
+  on one branch that the other branch still uses (the same rule as CuPy's own pool).
+* The arena is used only on the capturing thread, under ``using_allocator``; releases
+  may come from any thread (garbage collection), so the free list takes a lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import Any
+
+from ..interop.capabilities import require_cupy
+from ..interop.devices import Device
+
+__all__ = ["ALLOCATION_UNIT", "GraphArena"]
+
+ALLOCATION_UNIT = 512  # bytes; CuPy's allocation unit, keeps every block 512-byte aligned
+_MIN_CHUNK = 2 << 20  # 2 MiB
+
+
+def _round_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+class _FreeList:
+    """Free intervals per chunk, sorted by offset, coalesced on release. Pure Python, no CUDA.
+
+    Kept separate from :class:`GraphArena` so blocks can point at it without keeping the
+    arena (and its chunk list) alive, and so the bookkeeping can be tested without a GPU.
+    """
+
+    __slots__ = ("closed", "free", "lock", "peak_bytes", "sizes", "used_bytes")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sizes: list[int] = []  # chunk sizes, by chunk id
+        self.free: list[list[tuple[int, int]]] = []  # per chunk: sorted (offset, size)
+        self.used_bytes = 0
+        self.peak_bytes = 0
+        self.closed = False
+
+    def add_chunk(self, size: int) -> int:
+        self.sizes.append(size)
+        self.free.append([(0, size)])
+        return len(self.sizes) - 1
+
+    def take(self, size: int) -> tuple[int, int] | None:
+        """Best fit: ``(chunk id, offset)`` of a free range of ``size`` bytes, or ``None``."""
+        best: tuple[int, int, int] | None = None  # (size, chunk, index)
+        for cid, intervals in enumerate(self.free):
+            for i, (_, isize) in enumerate(intervals):
+                if isize >= size and (best is None or isize < best[0]):
+                    best = (isize, cid, i)
+                    if isize == size:
+                        break
+        if best is None:
+            return None
+        isize, cid, i = best
+        offset = self.free[cid][i][0]
+        if isize == size:
+            del self.free[cid][i]
+        else:
+            self.free[cid][i] = (offset + size, isize - size)
+        self.used_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        return cid, offset
+
+    def release(self, cid: int, offset: int, size: int) -> None:
+        with self.lock:
+            self.used_bytes -= size
+            if self.closed:
+                return
+            intervals = self.free[cid]
+            i = bisect.bisect_left(intervals, (offset, 0))
+            start, end = offset, offset + size
+            if i < len(intervals) and intervals[i][0] == end:  # merge with the next range
+                end += intervals[i][1]
+                del intervals[i]
+            if i > 0 and intervals[i - 1][0] + intervals[i - 1][1] == start:  # and the previous
+                start = intervals[i - 1][0]
+                del intervals[i - 1]
+                i -= 1
+            intervals.insert(i, (start, end - start))
+
+
+class _Block:
+    """Owner object of one handed-out range; returns it to the free list when the last view dies."""
+
+    __slots__ = ("chunk", "cid", "free_list", "offset", "size")
+
+    def __init__(self, chunk: Any, cid: int, offset: int, size: int, free_list: _FreeList) -> None:
+        self.chunk = chunk  # keeps the chunk's device memory alive while any array views it
+        self.cid = cid
+        self.offset = offset
+        self.size = size
+        self.free_list = free_list
+
+    def __del__(self) -> None:
+        try:
+            self.free_list.release(self.cid, self.offset, self.size)
+        except Exception:  # pragma: no cover - never raise from a finalizer
+            pass
+
+
+class GraphArena:
+    """Graph-private device memory for captures on one CUDA device.
+
+    Ownership: blocks handed out by :meth:`malloc` are never given to anyone outside this
+    arena's captures; device memory is returned to the driver only after :meth:`close`
+    and after the last array viewing it has died.
+    Stream: allocation is host-only (no stream work); reuse relies on single-stream
+    capture order (module docstring).
+
+    Args:
+        device: the CUDA device of every chunk.
+        chunk_bytes: minimum size of one ``cudaMalloc`` (larger requests get their own
+            chunk, rounded to 2 MiB).
+    """
+
+    def __init__(self, device: Device, *, chunk_bytes: int = _MIN_CHUNK) -> None:
+        if device.type != "cuda":
+            raise ValueError(f"GraphArena needs a CUDA device, got {device}")
+        self._device = device
+        self._chunk_bytes = max(_round_up(int(chunk_bytes), ALLOCATION_UNIT), ALLOCATION_UNIT)
+        self._free = _FreeList()
+        self._chunks: list[Any] = []
+        self._closed = False
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes in blocks currently viewed by live arrays (graph outputs, escaped temporaries)."""
+        return self._free.used_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """Largest ``used_bytes`` seen: the scratch footprint of the captures so far."""
+        return self._free.peak_bytes
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of device memory the arena holds (all chunks); the graphs' private footprint."""
+        return sum(self._free.sizes) if not self._closed else 0
+
+    def malloc(self, size: int) -> Any:
+        """Allocator callable for ``cupy.cuda.using_allocator``: ``size -> cupy.cuda.MemoryPointer``.
+
+        Raises:
+            cupy.cuda.memory.OutOfMemoryError: a new chunk cannot be allocated.
+            RuntimeError: the arena is closed.
+        """
+        if self._closed:
+            raise RuntimeError("GraphArena is closed")
+        cupy = require_cupy("graph-private memory")
+        size = _round_up(max(int(size), 1), ALLOCATION_UNIT)
+        free = self._free
+        with free.lock:
+            found = free.take(size)
+        if found is None:
+            chunk_size = max(self._chunk_bytes, _round_up(size, _MIN_CHUNK))
+            with cupy.cuda.Device(self._device.index):
+                chunk = cupy.cuda.Memory(chunk_size)  # raw cudaMalloc, outside every pool
+            with free.lock:
+                self._chunks.append(chunk)
+                free.add_chunk(chunk_size)
+                found = free.take(size)
+            assert found is not None
+        cid, offset = found
+        chunk = self._chunks[cid]
+        block = _Block(chunk, cid, offset, size, free)
+        mem = cupy.cuda.UnownedMemory(chunk.ptr + offset, size, block, self._device.index)
+        return cupy.cuda.MemoryPointer(mem, 0)
+
+    def close(self) -> None:
+        """Stop handing out memory and drop the arena's chunk references. Idempotent.
+
+        The caller must have waited for every replay of every graph that used this
+        arena. Chunks still viewed by live arrays (for example a borrowed output kept by
+        the user) stay allocated until those arrays die.
+        """
+        if self._closed:
+            return
+        with self._free.lock:
+            self._free.closed = True
+            self._chunks = []
+        self._closed = True
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"used={self.used_bytes} reserved={self.reserved_bytes}"
+        return f"<GraphArena {self._device} {state}>"

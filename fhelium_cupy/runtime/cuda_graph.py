@@ -1,0 +1,593 @@
+"""CUDA Graph capture and replay for fixed-schedule evaluators, on CuPy stream capture.
+
+``CudaGraphProgram.capture`` warms a callable up on fresh storage, records it with
+``Stream.begin_capture``/``end_capture`` into a ``cupy.cuda.Graph`` whose allocations
+come from a graph-private arena, and returns a program whose ``replay`` validates new
+inputs, copies them into fixed addresses and launches the graph on the caller's stream.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from ..errors import CudaGraphCaptureError, CudaGraphInputError, ExecutionError, ExecutionInputError
+from ..interop.arrays import data_pointer, leaf_device, leaf_span, low_offset_bytes
+from ..interop.capabilities import require_cupy
+from ..interop.devices import Device
+from ..interop.streams import event_handles, resolve_stream
+from . import _capture
+from ._output import OutputPlan, allocate_retained
+from .arena import GraphArena
+from .buffer import CopyHandle, ReusableValueBuffer
+from .pool import CudaGraphPool
+from .signature import ValueTreeSignature
+
+__all__ = ["CudaGraphCaptureStats", "CudaGraphProgram"]
+
+_OutputT = TypeVar("_OutputT")
+_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction from unified addressing
+_CLOSED = "CUDA Graph program is closed"
+_PRECREATED_EVENTS = 4
+
+
+@dataclass(frozen=True)
+class CudaGraphCaptureStats:
+    """One-time construction costs and the program's device memory after capture.
+
+    Attributes:
+        warmup_iterations: number of uncaptured warmup evaluations requested.
+        warmup_seconds: host time of the whole warmup stage (fresh buffers and syncs included).
+        capture_seconds: host time of the capture, output validation and graph instantiation.
+        first_replay_seconds: host time of the synchronized first graph launch.
+        memory_allocated_bytes: device bytes this program keeps live after capture: its
+            input buffer, its retained output storage (pool programs), and the blocks of
+            its own graph arena still viewed by arrays (the graph's outputs and any
+            escaped temporaries). Program-specific, unlike FHElium's process-wide
+            ``torch.cuda.memory_allocated``.
+        memory_reserved_bytes: device bytes held on this program's behalf: the input
+            buffer and retained outputs plus every chunk of the graph-private arena
+            (which the graph reuses as scratch on each replay). For a pool program the
+            arena is the pool's shared scratch, counted in full at capture time.
+    """
+
+    warmup_iterations: int
+    warmup_seconds: float
+    capture_seconds: float
+    first_replay_seconds: float
+    memory_allocated_bytes: int
+    memory_reserved_bytes: int
+
+
+class _EventRing:
+    """Reusable replay-complete events, each with the copy sources it keeps alive.
+
+    Events are handed out FIFO and recycled once complete. Re-recording an event is safe
+    here because (1) only a completed event is recycled, and (2) every consumer of a
+    replay event needs only its *latest* record: ``cudaStreamWaitEvent`` binds to the
+    record current when it is enqueued, and each replay waits for the previous one, so
+    the latest record implies all earlier ones.
+    """
+
+    __slots__ = ("_busy", "_cupy", "_device_index", "_free")
+
+    def __init__(self, cupy: Any, device_index: int) -> None:
+        self._cupy = cupy
+        self._device_index = device_index
+        self._busy: collections.deque[tuple[Any, object]] = collections.deque()
+        with cupy.cuda.Device(device_index):
+            self._free = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(_PRECREATED_EVENTS)]
+
+    def acquire(self) -> Any:
+        busy = self._busy
+        while busy and busy[0][0].done:
+            self._free.append(busy.popleft()[0])
+        if self._free:
+            return self._free.pop()
+        with self._cupy.cuda.Device(self._device_index):
+            return self._cupy.cuda.Event(block=False, disable_timing=True)
+
+    def push(self, event: Any, sources: object) -> None:
+        self._busy.append((event, sources))
+
+    def release_all(self) -> None:
+        self._busy.clear()
+        self._free.clear()
+
+
+def _check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
+    if function is not None and not callable(function):
+        raise TypeError("function must be callable")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
+        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
+    if warmup < 0:
+        raise ValueError("warmup must be non-negative")
+    if not isinstance(check_input_liveness, bool):
+        raise TypeError(f"check_input_liveness must be a bool, got {type(check_input_liveness).__name__}")
+    if pool is not None:
+        if not isinstance(pool, CudaGraphPool):
+            raise TypeError(f"pool must be a CudaGraphPool, got {type(pool).__name__}")
+        if warmup < 1:
+            raise ValueError("a CudaGraphPool capture needs warmup >= 1 to allocate retained outputs outside the pool")
+        pool._require_open()
+
+
+def _example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> Device:
+    leaves: list[Any] = []
+    signature.collect_leaves(inputs, "example_inputs", leaves)
+    if not leaves:
+        raise ValueError("CUDA Graph capture requires at least one tensor in example_inputs")
+    devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
+    device = leaf_device(leaves[0])
+    if len(devices) != 1 or device.type != "cuda":
+        raise ValueError(f"CUDA Graph example inputs must target one CUDA device; got devices={devices}")
+    return device
+
+
+def _source_pointer_getter(cupy: Any) -> Callable[[Any], int]:
+    ndarray = cupy.ndarray
+
+    def pointer(leaf: Any) -> int:
+        if type(leaf) is ndarray:
+            return leaf.data.ptr
+        return data_pointer(leaf)
+
+    return pointer
+
+
+class CudaGraphProgram(Generic[_OutputT]):
+    """CUDA Graph adapter for an eager callable with reusable dynamic inputs.
+
+    The original callable stays valid for eager use. Dynamic positional inputs live in
+    one :class:`ReusableValueBuffer`; the graph records its fixed addresses and replay
+    changes only the payload. Parameters bound by a closure, ``functools.partial`` or a
+    callable object are static program state; the program keeps the callable (and so
+    those resources) alive until :meth:`close`.
+
+    Sources may later reside on the host (pageable or pinned NumPy, CPU torch) or on
+    CUDA (CuPy, torch) as long as their device-independent signature matches capture.
+    Host-to-device overlap needs pinned sources and ``copy_inputs_from`` on a transfer
+    stream followed by ``replay_prepared`` on a compute stream.
+
+    Ownership: replay returns a *borrowed* output: fresh containers and value wrappers
+    around the fixed output arrays, which the next replay overwrites. Pass
+    ``copy_output=True`` for independent storage. One program owns one input/output
+    storage set and replays sequentially (one host thread); concurrent workers need
+    independent programs.
+
+    Memory: captured allocations come from a graph-private arena (or the pool's shared
+    scratch), never from CuPy's default pool, so eager code can allocate and free freely
+    (``free_all_blocks()`` included) without ever receiving graph memory.
+
+    Construct programs with :meth:`capture`; direct construction is not public.
+
+    Examples::
+
+        program = CudaGraphProgram.capture(schedule, example_inputs=(prototype,))
+        borrowed = program.replay(next_source)
+        owned = program.replay(next_source, copy_output=True)
+
+        handle = program.copy_inputs_from(pinned_source, stream=transfer_stream)
+        with compute_stream:
+            output = program.replay_prepared(copy_handle=handle)
+    """
+
+    def __init__(
+        self,
+        *,
+        function: Callable[..., _OutputT],
+        device: Device,
+        graph: Any,
+        input_buffer: ReusableValueBuffer[tuple[Any, ...]],
+        static_inputs: tuple[Any, ...],
+        output: OutputPlan,
+        stats: CudaGraphCaptureStats,
+        pool: CudaGraphPool | None = None,
+        arena: GraphArena | None = None,
+        check_input_liveness: bool = True,
+    ) -> None:
+        cupy = require_cupy("CudaGraphProgram")
+        self._cupy = cupy
+        self._runtime = cupy.cuda.runtime
+        self._function = function
+        self._device = device
+        self._device_index = int(device.index)  # type: ignore[arg-type]
+        self._graph = graph
+        self._launch = graph.launch
+        self._buffer = input_buffer
+        self._signature = input_buffer.signature
+        self._static_inputs = static_inputs
+        self._output = output
+        self._stats = stats
+        self._pool = pool
+        self._arena = arena
+        self._check_input_liveness = check_input_liveness
+        self._events = _EventRing(cupy, self._device_index)
+        self._pointer = _source_pointer_getter(cupy)
+        # Flat copy plan: (leaf index, target low address, low offset, span bytes) for every
+        # non-empty leaf. A matching source has the same strides, so its low address is its
+        # element-0 pointer minus the same low offset.
+        plan = []
+        leaf_signatures = self._signature.leaf_signatures()
+        for i, storage in enumerate(input_buffer.storage_arrays()):
+            low, span = leaf_span(storage)
+            if span:
+                sig = leaf_signatures[i]
+                plan.append((i, low, low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize), span))
+        self._copy_plan = tuple(plan)
+        self._latest_copy: CopyHandle | None = None
+        self._last_event: Any = None
+        self._last_stream_ptr = 0
+        self._closed = False
+        if pool is not None:
+            pool._register(self)
+
+    # -- capture ------------------------------------------------------------------------
+
+    @classmethod
+    def capture(
+        cls,
+        function: Callable[..., _OutputT] | None = None,
+        *,
+        example_inputs: Sequence[object],
+        warmup: int = 3,
+        check_input_liveness: bool = True,
+        pool: CudaGraphPool | None = None,
+    ) -> Any:
+        """Warm up and capture one deterministic evaluator schedule.
+
+        ``example_inputs`` defines the dynamic positional argument tree and the CUDA
+        device. Warmup runs ``function`` ``warmup`` times on a side stream with fresh
+        buffers, so compilation and lazy setup never touch the retained addresses. The
+        capture runs on a private stream with allocations routed to a graph-private
+        arena (the pool's scratch when ``pool`` is given), then the graph is launched
+        once, synchronized and timed.
+
+        Omitting ``function`` returns a decorator that captures at definition time; the
+        decorated name is then the ready program, not the function.
+
+        Args:
+            function: callable whose Python control flow and CUDA work are fixed. Its
+                output must be ``None``, a CuPy array or torch CUDA tensor, a registered
+                value, or nested lists/tuples/dicts of those, on the capture device.
+            example_inputs: CUDA-resident positional prototypes.
+            warmup: number of fresh-buffer side-stream evaluations before capture.
+            check_input_liveness: accepted for FHElium compatibility (``torch.cuda.graph``
+                has this option). Liveness always holds here: the program owns copies of
+                its dynamic inputs and keeps the callable, with every resource it binds,
+                referenced until ``close()``. Must be a bool.
+            pool: optional :class:`CudaGraphPool` whose scratch this program shares;
+                needs ``warmup >= 1`` and the same device.
+
+        Returns:
+            A ready :class:`CudaGraphProgram`, or a decorator producing one.
+
+        Raises:
+            TypeError: ``function`` is not callable, ``warmup``/``check_input_liveness``
+                have the wrong type, or an input leaf is unsupported.
+            ValueError: negative ``warmup``; no array in the examples; examples not on
+                one CUDA device; aliased examples; a pool capture without warmup or on
+                another device.
+            CudaUnavailableError: CuPy or a GPU is missing.
+            CudaGraphCaptureError: warmup, capture, output validation or the first
+                replay failed (``stage`` says which; the original error is the cause).
+        """
+        _check_arguments(function, warmup, check_input_liveness, pool)
+        if function is None:
+
+            def decorator(fn: Callable[..., _OutputT]) -> CudaGraphProgram[_OutputT]:
+                return cls.capture(
+                    fn, example_inputs=example_inputs, warmup=warmup, check_input_liveness=check_input_liveness, pool=pool
+                )
+
+            return decorator
+        return cls._capture(function, tuple(example_inputs), int(warmup), check_input_liveness, pool)
+
+    @classmethod
+    def _capture(
+        cls, function: Callable[..., Any], inputs: tuple[Any, ...], warmup: int, check_input_liveness: bool, pool: CudaGraphPool | None
+    ) -> CudaGraphProgram[Any]:
+        signature = ValueTreeSignature.from_value(inputs)  # TypeError for unsupported leaves
+        device = _example_device(signature, inputs)
+        if pool is not None and pool.device != device:
+            raise ValueError(f"CudaGraphPool is on {pool.device} but the example inputs are on {device}")
+        cupy = require_cupy("CUDA Graph capture")
+        with cupy.cuda.Device(device.index):
+            buffer: ReusableValueBuffer[tuple[Any, ...]] = ReusableValueBuffer.like(inputs, device=device)  # aliasing -> ValueError
+            static_inputs = buffer.value
+            arena = GraphArena(device) if pool is None else None
+            graph = None
+            stage = "warmup"
+            try:
+                warmup_seconds, spec = _capture.run_warmup(function, inputs, device, warmup)
+                del inputs  # the examples are not needed after this point (FHElium bug 7.4)
+                retained = None
+                if pool is not None:
+                    assert spec is not None
+                    retained = (spec, allocate_retained(spec, device))
+                stage = "capture"
+                graph, output, capture_seconds = _capture.run_capture(
+                    function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
+                )
+                stage = "first replay"
+                first_seconds = _capture.run_first_replay(graph, device)
+            except Exception as error:
+                graph = None
+                buffer.close()
+                if arena is not None:
+                    arena.close()
+                raise CudaGraphCaptureError(
+                    stage=stage, function_name=_capture.function_name(function), detail=str(error)
+                ) from error
+            buffer._prune()  # the initial copy completed: drop the references to the examples
+            own = buffer.nbytes + output.nbytes if pool is not None else buffer.nbytes
+            used = arena.used_bytes if arena is not None else 0
+            reserved = arena.reserved_bytes if arena is not None else pool._arena.reserved_bytes  # type: ignore[union-attr]
+            stats = CudaGraphCaptureStats(
+                warmup_iterations=warmup,
+                warmup_seconds=warmup_seconds,
+                capture_seconds=capture_seconds,
+                first_replay_seconds=first_seconds,
+                memory_allocated_bytes=int(own + used),
+                memory_reserved_bytes=int(own + reserved),
+            )
+            return cls(
+                function=function,
+                device=device,
+                graph=graph,
+                input_buffer=buffer,
+                static_inputs=static_inputs,
+                output=output,
+                stats=stats,
+                pool=pool,
+                arena=arena,
+                check_input_liveness=check_input_liveness,
+            )
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def device(self) -> Device:
+        """CUDA device of the capture (available after close)."""
+        return self._device
+
+    @property
+    def stats(self) -> CudaGraphCaptureStats:
+        """One-time construction timings and post-capture memory (available after close)."""
+        return self._stats
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pool(self) -> CudaGraphPool | None:
+        """The pool whose scratch this program shares, if any."""
+        return self._pool
+
+    @property
+    def input_signature(self) -> ValueTreeSignature:
+        """Device-independent signature of the positional argument tuple (root kind ``"tuple"``)."""
+        self._require_open()
+        return self._signature
+
+    @property
+    def input_nbytes(self) -> int:
+        """Logical bytes of the fixed dynamic-input storage."""
+        self._require_open()
+        return self._buffer.nbytes
+
+    @property
+    def output(self) -> _OutputT:
+        """Borrowed output: a fresh tree around the fixed output arrays.
+
+        Its storage is overwritten by the next replay; use ``replay(..., copy_output=True)``
+        for independent ownership.
+        """
+        self._require_open()
+        return self._output.borrow()  # type: ignore[return-value]
+
+    @property
+    def cuda_graph(self) -> Any:
+        """The underlying ``cupy.cuda.Graph``.
+
+        Launching it directly bypasses input validation, payload copies, event waits,
+        overwrite protection and the pool's event chain; it reuses the payload currently
+        in the input buffer, and ``close()`` does not know about such launches.
+        """
+        self._require_open()
+        return self._graph
+
+    # -- replay -------------------------------------------------------------------------
+
+    def copy_inputs_from(
+        self,
+        *inputs: object,
+        stream: object | None = None,
+        non_blocking: bool = True,
+        wait_for: object | Sequence[object] | None = None,
+    ) -> CopyHandle:
+        """Copy matching positional inputs into the fixed input storage without replaying.
+
+        Stream: enqueued on ``stream`` (default: the caller's current stream) after the
+        ``wait_for`` events, the previous replay's completion (overwrite protection: the
+        graph may still read the old payload) and earlier unfinished copies. It does not
+        wait for the producer of a CUDA source on another stream: pass its event.
+        Ownership: the handle keeps the sources alive until the copy completed; it
+        supersedes any earlier outstanding handle.
+
+        Raises:
+            ExecutionError: the program is closed.
+            CudaGraphInputError: structure or value state differs from capture.
+            ValueError: ``stream`` belongs to another device.
+        """
+        self._require_open()
+        leaves: list[Any] = []
+        try:
+            self._signature.collect_leaves(inputs, "source", leaves)
+        except ExecutionInputError as error:
+            raise CudaGraphInputError(str(error)) from error
+        copy_stream = resolve_stream(stream, self._device)
+        waits = event_handles(wait_for)
+        if self._last_event is not None:
+            waits = (*waits, self._last_event.ptr)
+        handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+        self._latest_copy = handle
+        return handle
+
+    def replay_prepared(self, *, copy_handle: CopyHandle | None = None, copy_output: bool = False, synchronize: bool = False) -> _OutputT:
+        """Replay the payload already held by the input buffer, on the caller's current stream.
+
+        Args:
+            copy_handle: the handle returned by the latest ``copy_inputs_from``; the
+                replay stream waits on its event without blocking the host. Omit it only
+                to replay the current payload again.
+            copy_output: return independent storage instead of the borrowed output.
+            synchronize: synchronize the device before returning.
+
+        Raises:
+            ExecutionError: the program is closed.
+            CudaGraphInputError: ``copy_handle`` is not the latest handle of this
+                program, or is omitted while a prepared copy is outstanding.
+        """
+        if self._closed:
+            raise ExecutionError(_CLOSED)
+        latest = self._latest_copy
+        if copy_handle is None:
+            if latest is not None:
+                raise CudaGraphInputError(
+                    "replay_prepared must receive the latest CopyHandle while a prepared input copy is outstanding"
+                )
+        elif copy_handle is not latest:
+            raise CudaGraphInputError("replay_prepared requires the latest CopyHandle returned by this CudaGraphProgram")
+        if self._runtime.getDevice() != self._device_index:
+            with self._cupy.cuda.Device(self._device_index):
+                return self._replay_prepared(copy_handle, copy_output, synchronize)
+        return self._replay_prepared(copy_handle, copy_output, synchronize)
+
+    def _replay_prepared(self, copy_handle: CopyHandle | None, copy_output: bool, synchronize: bool) -> _OutputT:
+        stream = resolve_stream(None, self._device)
+        sptr = stream.ptr
+        last = self._last_event
+        if last is not None and self._last_stream_ptr != sptr:
+            self._runtime.streamWaitEvent(sptr, last.ptr, 0)
+        if copy_handle is not None:
+            self._runtime.streamWaitEvent(sptr, copy_handle.event.ptr, 0)
+        return self._launch_graph(stream, sptr, None, copy_output, synchronize)
+
+    def replay(self, *inputs: object, copy_output: bool = False, synchronize: bool = False) -> _OutputT:
+        """Validate and copy ``inputs``, replay, and return the output; all on the caller's stream.
+
+        The whole tree is validated before the first byte moves. Sources may be on the
+        host or on any CUDA device; a CUDA source produced on another stream must be
+        ready (or use ``copy_inputs_from(..., wait_for=...)``). A successful replay
+        supersedes an outstanding ``copy_inputs_from`` handle.
+
+        Raises:
+            ExecutionError: the program is closed.
+            CudaGraphInputError: structure or value state differs from capture.
+        """
+        if self._closed:
+            raise ExecutionError(_CLOSED)
+        leaves: list[Any] = []
+        try:
+            self._signature.collect_leaves(inputs, "source", leaves)
+        except ExecutionInputError as error:
+            raise CudaGraphInputError(str(error)) from error
+        if self._runtime.getDevice() != self._device_index:
+            with self._cupy.cuda.Device(self._device_index):
+                return self._replay(leaves, copy_output, synchronize)
+        return self._replay(leaves, copy_output, synchronize)
+
+    def _replay(self, leaves: list[Any], copy_output: bool, synchronize: bool) -> _OutputT:
+        runtime = self._runtime
+        stream = resolve_stream(None, self._device)
+        sptr = stream.ptr
+        last = self._last_event
+        if last is not None and self._last_stream_ptr != sptr:
+            runtime.streamWaitEvent(sptr, last.ptr, 0)  # the previous replay may still read the inputs
+        latest = self._latest_copy
+        if latest is not None:
+            runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
+        pointer = self._pointer
+        memcpy = runtime.memcpyAsync
+        for i, low, low_offset, span in self._copy_plan:
+            memcpy(low, pointer(leaves[i]) - low_offset, span, _MEMCPY_DEFAULT, sptr)
+        return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
+
+    def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:
+        pool = self._pool
+        if pool is not None:
+            chain = pool._last_event
+            if chain is not None and pool._last_stream_ptr != sptr:
+                self._runtime.streamWaitEvent(sptr, chain.ptr, 0)  # scratch is shared: serialize
+        self._launch(stream)
+        if copy_output:
+            with stream:
+                result = self._output.clone(stream)
+        else:
+            result = self._output.borrow()
+        event = self._events.acquire()
+        event.record(stream)
+        self._events.push(event, sources)  # keeps replay() sources alive until the copy is done
+        self._last_event = event
+        self._last_stream_ptr = sptr
+        if pool is not None:
+            pool._last_event = event
+            pool._last_stream_ptr = sptr
+        self._latest_copy = None
+        if synchronize:
+            self._runtime.deviceSynchronize()
+        return result  # type: ignore[return-value]
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for the last replay and pending copies, then release graph, buffers and arena.
+
+        Idempotent. Afterwards every method and property except ``device``, ``stats`` and
+        ``closed`` raises ``ExecutionError``. Launches made directly on ``cuda_graph`` and
+        readers of borrowed outputs on other streams are not waited for: finish them
+        first. Borrowed outputs the caller still holds keep their memory alive but must
+        not be used.
+        """
+        if self._closed:
+            return
+        if self._last_event is not None:
+            self._last_event.synchronize()
+        self._buffer.close()  # waits for in-flight copies
+        self._events.release_all()
+        self._graph = None
+        self._launch = None
+        self._output = None  # type: ignore[assignment]
+        self._static_inputs = ()
+        self._function = None  # type: ignore[assignment]
+        self._latest_copy = None
+        self._last_event = None
+        self._copy_plan = ()
+        if self._arena is not None:
+            self._arena.close()
+            self._arena = None
+        if self._pool is not None:
+            self._pool._forget(self)
+        self._closed = True
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ExecutionError(_CLOSED)
+
+    def __enter__(self) -> CudaGraphProgram[_OutputT]:
+        self._require_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"inputs={self._buffer.nbytes} bytes"
+        pooled = " pooled" if self._pool is not None else ""
+        return f"<CudaGraphProgram {self._device}{pooled} {state}>"

@@ -1,0 +1,111 @@
+"""Shared graph scratch for sequential CUDA Graph programs, ordered by one event chain."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from ..errors import ExecutionError
+from ..interop.capabilities import require_cupy
+from ..interop.devices import Device, as_device
+from .arena import GraphArena
+
+__all__ = ["CudaGraphPool"]
+
+
+class CudaGraphPool:
+    """Own shared temporary storage for sequential CUDA Graph programs.
+
+    Programs captured with ``CudaGraphProgram.capture(..., pool=pool)`` allocate their
+    captured temporaries from this pool's :class:`~fhelium_cupy.runtime.arena.GraphArena`,
+    so one program's scratch is reused by the next. Each program keeps its own input
+    buffer and its own retained output storage *outside* the scratch (allocated from its
+    last warmup output and filled by device copies at the end of its graph), so replay
+    order may differ from capture order without overwriting another program's output.
+
+    Ordering: an event chain serializes scratch use across caller-selected streams.
+    Every member replay first waits (on its stream, without blocking the host) for the
+    pool's last replay-complete event, then records its own completion as the new last
+    event. Programs in one pool therefore never run concurrently on the GPU.
+
+    Ownership: one host thread controls a pool; concurrent workers use separate pools.
+    Persistent resources are prepared outside capture; captured intermediates must not
+    escape into application state outside the returned output tree (they live in shared
+    scratch that the next member overwrites). The pool tracks its members through weak
+    references and never extends their lifetimes.
+
+    Args:
+        device: CUDA device of the scratch (``int``, ``"cuda"``, ``"cuda:N"``,
+            ``cupy.cuda.Device`` or ``torch.device``).
+
+    Raises:
+        ValueError: ``device`` is not a CUDA device.
+        CudaUnavailableError: CuPy or a GPU is missing.
+    """
+
+    def __init__(self, device: object = "cuda") -> None:
+        resolved = as_device(device)
+        if resolved.type != "cuda":
+            raise ValueError(f"CudaGraphPool needs a CUDA device, got {resolved}")
+        require_cupy("CudaGraphPool")
+        self._device = resolved
+        self._arena = GraphArena(resolved)
+        self._members: weakref.WeakSet[Any] = weakref.WeakSet()
+        # The chain: the event recorded after the latest member replay, and the handle of
+        # the stream it was recorded on (a replay on that same stream needs no wait).
+        self._last_event: Any = None
+        self._last_stream_ptr = 0
+        self._closed = False
+
+    @property
+    def device(self) -> Device:
+        """CUDA device owning the pool's scratch storage."""
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def scratch_reserved_bytes(self) -> int:
+        """Device bytes held as shared scratch (all members together)."""
+        return self._arena.reserved_bytes
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ExecutionError("CudaGraphPool is closed")
+
+    def _register(self, program: Any) -> None:
+        self._members.add(program)
+
+    def _forget(self, program: Any) -> None:
+        self._members.discard(program)
+
+    def close(self) -> None:
+        """Wait for scratch users and close this pool's live member programs. Idempotent.
+
+        Each live member is closed (which waits for its last replay); then the pool
+        waits for its last chain event and releases the scratch. Members that were
+        already garbage-collected are not resurrected.
+        """
+        if self._closed:
+            return
+        for program in list(self._members):
+            program.close()
+        self._members = weakref.WeakSet()
+        event, self._last_event = self._last_event, None
+        if event is not None:
+            event.synchronize()
+        self._arena.close()
+        self._closed = True
+
+    def __enter__(self) -> CudaGraphPool:
+        self._require_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._members)} programs, scratch={self.scratch_reserved_bytes} bytes"
+        return f"<CudaGraphPool {self._device} {state}>"
