@@ -19,6 +19,7 @@ from .devices import CPU, Device
 
 __all__ = [
     "LeafKind",
+    "data_pointer",
     "element_strides",
     "is_array_leaf",
     "leaf_device",
@@ -28,6 +29,7 @@ __all__ = [
     "leaf_span",
     "low_offset_bytes",
     "numpy_dtype_of",
+    "span_nbytes",
     "to_cupy",
     "to_numpy",
     "wrap_like",

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ExecutionError, ExecutionInputError
 from ..interop.arrays import (
+    data_pointer,
     leaf_device,
     leaf_kind,
     leaf_span,
@@ -151,12 +152,13 @@ def _target_kind(example_leaf: Any, device: Device) -> str:
 class _Plan:
     """Flat copy plan: one entry per array leaf, in flattened order."""
 
-    __slots__ = ("kinds", "spans", "storages", "targets", "target_lows")
+    __slots__ = ("kinds", "low_offsets", "spans", "storages", "targets", "target_lows")
 
     def __init__(self) -> None:
         self.storages: list[Any] = []  # NumPy/CuPy arrays we own
         self.targets: list[Any] = []  # the leaves handed out (torch views where the example was torch)
-        self.target_lows: list[int] = []
+        self.target_lows: list[int] = []  # lowest byte address of each target
+        self.low_offsets: list[int] = []  # bytes from the lowest element to element 0 (same for matching sources)
         self.spans: list[int] = []
         self.kinds: list[str] = []
 
@@ -272,6 +274,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad))  # type: ignore[arg-type]
             low, span = leaf_span(storage)
             plan.target_lows.append(low)
+            plan.low_offsets.append(low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize))
             plan.spans.append(span)
             plan.kinds.append(kind)
         templates = _value_templates(signature, example, iter(plan.targets))
@@ -383,9 +386,12 @@ class ReusableValueBuffer(Generic[_ValueT]):
         sptr = stream.ptr
         for dep in deps:
             runtime.streamWaitEvent(sptr, dep, 0)
-        for low, span, leaf in zip(self._plan.target_lows, self._plan.spans, leaves):
+        plan = self._plan
+        # Validated sources share the target strides, so their lowest address is element 0
+        # minus the same constant offset: no per-leaf stride arithmetic on the hot path.
+        for low, offset, span, leaf in zip(plan.target_lows, plan.low_offsets, plan.spans, leaves):
             if span:
-                runtime.memcpyAsync(low, leaf_span(leaf)[0], span, _MEMCPY_DEFAULT, sptr)
+                runtime.memcpyAsync(low, data_pointer(leaf) - offset, span, _MEMCPY_DEFAULT, sptr)
         with cupy.cuda.Device(self._device.index):
             event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
