@@ -293,3 +293,19 @@ def test_twiddle_tables_are_bitreversed_powers(ctx):
         e = ro.bitrev(k, n.bit_length() - 1)
         assert int(tw[k]) == pow(psi, e, q) and int(itw[k]) == pow(psi, -e, q)
         assert int(tw_sh[k]) == (int(tw[k]) << 64) // q and int(itw_sh[k]) == (int(itw[k]) << 64) // q
+
+
+def test_python_oracle_agrees_with_numpy_backend(ctx):
+    """The oracle the emulations are checked against is the contract NumpyBackend implements."""
+    nb = pytest.importorskip("fhelium_cupy.ckks.backends.numpy_backend").NumpyBackend(ctx)
+    rows = (0, 1, 2)
+    a = _rand(ctx, rows, lead=(2,), seed=11)
+    assert np.array_equal(nb.ntt_forward(a, rows), ro.ntt_forward(a, rows, ctx))
+    assert np.array_equal(nb.rescale(a, rows, domain="ntt"), ro.rescale(a, rows, ctx, "ntt"))
+    assert np.array_equal(nb.automorphism(a, 7, rows, domain="coefficient"), ro.automorphism(a, 7, rows, ctx, "coefficient"))
+    digits = nb.modup(a, rows)
+    assert np.array_equal(digits, ro.modup(a, rows, ctx))
+    key = np.stack([np.stack([_rand(ctx, range(len(ctx.moduli)), seed=40 + 2 * d + k) for k in range(2)])
+                    for d in range(len(ctx.digits))])
+    assert np.array_equal(nb.keyswitch_from_digits(digits, key, rows, galois_element=3),
+                          ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=3))

@@ -1,0 +1,282 @@
+"""Shared GPU check cases: every CupyBackend primitive against the NumPy reference.
+
+Used by ``test_cupy_backend_gpu.py`` (pytest) and ``bench/gpu_smoke.py`` (one PASS/FAIL line
+per primitive). Each case returns ``(got, want)`` as NumPy arrays; ``compare`` describes the
+first mismatch (index, values, modulus) so a log line is enough to start debugging.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tests.helpers import ring_oracle as ro
+
+FHELIUM_Q = (1099510054913, 1099515691009, 1099508121601, 1099515789313,
+             1099507695617, 1099516280833, 1099506515969, 1099521949697)
+FHELIUM_P = (1152921504606748673,)
+
+
+@functools.cache
+def context(name: str) -> ro.RingTestContext:
+    if name == "n4096":
+        n = 1 << 12
+        q = ro.ntt_primes(61, 1, n) + ro.ntt_primes(55, 1, n) + ro.ntt_primes(50, 1, n) + ro.ntt_primes(40, 2, n)
+        p = ro.ntt_primes(60, 2, n)
+        return ro.make_context(n, q, p, dnum=2)
+    if name == "n16384":
+        return ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)
+    if name == "n65536":
+        n = 1 << 16
+        return ro.make_context(n, ro.ntt_primes(40, 35, n), ro.ntt_primes(60, 4, n), dnum=9)
+    raise KeyError(name)
+
+
+CONTEXTS = ("n4096", "n16384", "n65536")
+
+
+def reference(ctx: Any) -> Any:
+    from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
+
+    return NumpyBackend(ctx)
+
+
+def rand(ctx: Any, rows: tuple[int, ...], lead: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    a = np.stack([rng.integers(0, ctx.moduli[r], lead + (ctx.ring_degree,), dtype=np.uint64) for r in rows], axis=-2)
+    flat = a.reshape(-1, len(rows), ctx.ring_degree)
+    for i, r in enumerate(rows):  # edge values
+        flat[0, i, :3] = (0, ctx.moduli[r] - 1, ctx.moduli[r] // 2)
+    return a
+
+
+def compare(got: np.ndarray, want: np.ndarray, rows: tuple[int, ...], ctx: Any) -> str | None:
+    """None when equal, else a one-line description of the first mismatch."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {got.shape} != reference {want.shape}"
+    bad = np.argwhere(got != want)
+    if len(bad) == 0:
+        return None
+    idx = tuple(int(i) for i in bad[0])
+    limb = idx[-2] if len(idx) >= 2 else -1
+    q = ctx.moduli[rows[limb]] if 0 <= limb < len(rows) else None
+    return (f"{len(bad)}/{got.size} mismatches; first at {idx}: got {int(got[idx])} want {int(want[idx])} "
+            f"(limb {limb}, prime id {rows[limb] if q else '?'}, q={q}); bad limbs {sorted({int(b[-2]) for b in bad})[:12]}")
+
+
+def _levels(ctx: Any, name: str) -> dict[str, tuple[int, ...]]:
+    q = tuple(range(ctx.q_count))
+    p = tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+    if name == "n65536":  # spot checks: a low level keeps the NumPy reference quick
+        return {"rows": q[:6], "mixed": (q[3], q[0], p[1], q[5]), "ks": q[:6]}
+    return {"rows": q, "mixed": (q[-1],) + q[:-2] + p[:1], "ks": q[:-1]}
+
+
+Case = Callable[[Any, Any, Any, np.random.Generator, dict], tuple[np.ndarray, np.ndarray, tuple[int, ...]]]
+
+
+def _elementwise(op: str) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["mixed"]
+        a, b = rand(ctx, rows, (2, 3), rng), rand(ctx, rows, (2, 3), rng)
+        if op in ("neg", "to_montgomery", "from_montgomery"):
+            return gpu.to_numpy(getattr(gpu, op)(gpu.asarray(a), rows)), getattr(ref, op)(a, rows), rows
+        if op == "mul_scalar":
+            s = [int(v) for v in rng.integers(-(2**62), 2**62, len(rows))]
+            s[0] = 2**200 + 7
+            return gpu.to_numpy(gpu.mul_scalar(gpu.asarray(a), s, rows)), ref.mul_scalar(a, s, rows), rows
+        return gpu.to_numpy(getattr(gpu, op)(gpu.asarray(a), gpu.asarray(b), rows)), getattr(ref, op)(a, b, rows), rows
+
+    return run
+
+
+def _broadcast_mul(gpu, ref, ctx, rng, lv):
+    rows = lv["rows"]
+    a, b = rand(ctx, rows, (2,), rng), rand(ctx, rows, (), rng)
+    return gpu.to_numpy(gpu.mul_montgomery(gpu.asarray(a), gpu.asarray(b), rows)), ref.mul_montgomery(a, b, rows), rows
+
+
+def _add_out_alias(gpu, ref, ctx, rng, lv):
+    rows = lv["rows"]
+    a, b = rand(ctx, rows, (2,), rng), rand(ctx, rows, (2,), rng)
+    x = gpu.asarray(a)
+    gpu.add(x, gpu.asarray(b), rows, out=x)
+    return gpu.to_numpy(x), ref.add(a, b, rows), rows
+
+
+def _sum_batch(gpu, ref, ctx, rng, lv):
+    rows = lv["rows"]
+    a = rand(ctx, rows, (2, 5, 2), rng)
+    return gpu.to_numpy(gpu.sum_batch(gpu.asarray(a), 1, rows)), ref.sum_batch(a, 1, rows), rows
+
+
+def _tensor(gpu, ref, ctx, rng, lv):
+    rows = lv["rows"]
+    a, b = rand(ctx, rows, (2, 2), rng), rand(ctx, rows, (2, 2), rng)
+    return gpu.to_numpy(gpu.tensor_product(gpu.asarray(a), gpu.asarray(b), rows)), ref.tensor_product(a, b, rows), rows
+
+
+def _ntt(inverse: bool, key: str) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv[key]
+        a = rand(ctx, rows, (2,), rng)
+        op = "ntt_inverse" if inverse else "ntt_forward"
+        return gpu.to_numpy(getattr(gpu, op)(gpu.asarray(a), rows)), getattr(ref, op)(a, rows), rows
+
+    return run
+
+
+def _ntt_roundtrip(gpu, ref, ctx, rng, lv):
+    rows = lv["mixed"]
+    a = rand(ctx, rows, (3,), rng)
+    x = gpu.asarray(a)
+    y = gpu.ntt_forward(x, rows)
+    gpu.ntt_inverse(y, rows, out=y)
+    return gpu.to_numpy(y), a, rows
+
+
+def _automorphism(domain: str, g_of_n: Callable[[int], int]) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["mixed"]
+        g = g_of_n(ctx.ring_degree)
+        a = rand(ctx, rows, (2,), rng)
+        got = gpu.to_numpy(gpu.automorphism(gpu.asarray(a), g, rows, domain=domain))
+        return got, ref.automorphism(a, g, rows, domain=domain), rows
+
+    return run
+
+
+def _rescale(domain: str) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["mixed"]
+        a = rand(ctx, rows, (2,), rng)
+        return gpu.to_numpy(gpu.rescale(gpu.asarray(a), rows, domain=domain)), ref.rescale(a, rows, domain=domain), rows[1:]
+
+    return run
+
+
+def _modup(key: str) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv[key]
+        c = rand(ctx, rows, (2,), rng)
+        out_rows = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        return gpu.to_numpy(gpu.modup(gpu.asarray(c), rows)), ref.modup(c, rows), out_rows
+
+    return run
+
+
+def random_key(ctx: Any, rng: np.random.Generator) -> np.ndarray:
+    all_rows = tuple(range(len(ctx.moduli)))
+    return np.stack([rand(ctx, all_rows, (2,), rng) for _ in ctx.digits])
+
+
+def _keyswitch(galois: bool) -> Case:
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"]
+        out_rows = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        c = rand(ctx, rows, (1,), rng)
+        digits = ref.modup(c, rows)
+        key = random_key(ctx, rng)
+        g = 5 if galois else None
+        got = gpu.keyswitch_from_digits(gpu.asarray(digits), gpu.asarray(key), rows, galois_element=g)
+        del out_rows
+        return gpu.to_numpy(got), ref.keyswitch_from_digits(digits, key, rows, galois_element=g), rows
+
+    return run
+
+
+CASES: dict[str, Case] = {
+    "add": _elementwise("add"),
+    "sub": _elementwise("sub"),
+    "mul": _elementwise("mul"),
+    "mul_montgomery": _elementwise("mul_montgomery"),
+    "neg": _elementwise("neg"),
+    "to_montgomery": _elementwise("to_montgomery"),
+    "from_montgomery": _elementwise("from_montgomery"),
+    "mul_scalar": _elementwise("mul_scalar"),
+    "mul_montgomery_broadcast": _broadcast_mul,
+    "add_out_alias": _add_out_alias,
+    "sum_batch": _sum_batch,
+    "tensor_product": _tensor,
+    "ntt_forward": _ntt(False, "rows"),
+    "ntt_forward_mixed_rows": _ntt(False, "mixed"),
+    "ntt_inverse": _ntt(True, "rows"),
+    "ntt_inverse_mixed_rows": _ntt(True, "mixed"),
+    "ntt_roundtrip": _ntt_roundtrip,
+    "automorphism_coefficient_g5": _automorphism("coefficient", lambda n: 5),
+    "automorphism_coefficient_conj": _automorphism("coefficient", lambda n: 2 * n - 1),
+    "automorphism_ntt_g5": _automorphism("ntt", lambda n: 5),
+    "automorphism_ntt_g5pow": _automorphism("ntt", lambda n: pow(5, 77, 2 * n)),
+    "rescale_coefficient": _rescale("coefficient"),
+    "rescale_ntt": _rescale("ntt"),
+    "modup": _modup("rows"),
+    "modup_lower_level": _modup("ks"),
+    "keyswitch_from_digits": _keyswitch(False),
+    "keyswitch_from_digits_galois": _keyswitch(True),
+}
+
+
+def run_case(name: str, gpu: Any, ref: Any, ctx_name: str, seed: int = 0) -> str | None:
+    ctx = context(ctx_name)
+    rng = np.random.default_rng(seed)
+    got, want, rows = CASES[name](gpu, ref, ctx, rng, _levels(ctx, ctx_name))
+    return compare(got, want, rows, ctx)
+
+
+def run_capture_ntt(gpu: Any, ctx_name: str) -> str | None:
+    """Capture ntt_forward (out=) after a warmup; replay must equal eager."""
+    import cupy as cp
+
+    ctx = context(ctx_name)
+    rows = _levels(ctx, ctx_name)["rows"]
+    x = gpu.asarray(rand(ctx, rows, (2,), np.random.default_rng(1)))
+    eager = gpu.ntt_forward(x, rows)
+    out = cp.zeros_like(x)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        gpu.ntt_forward(x, rows, out=out)  # warmup on the capture stream
+        stream.synchronize()
+        out.fill(0)
+        stream.synchronize()
+        stream.begin_capture()
+        gpu.ntt_forward(x, rows, out=out)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    return compare(gpu.to_numpy(out), gpu.to_numpy(eager), rows, ctx)
+
+
+def run_capture_rotation(gpu: Any, ctx_name: str) -> str | None:
+    """Capture automorphism + modup + keyswitch_from_digits + add; replay must equal eager."""
+    import cupy as cp
+
+    ctx = context(ctx_name)
+    rows = _levels(ctx, ctx_name)["ks"]
+    rng = np.random.default_rng(2)
+    ct = gpu.asarray(rand(ctx, rows, (2,), rng))
+    key = gpu.asarray(random_key(ctx, rng))
+    g = 5
+
+    def rotate(c):
+        rot = gpu.automorphism(c, g, rows, domain="coefficient")
+        y = gpu.keyswitch_from_digits(gpu.modup(rot[1], rows), key, rows)
+        return gpu.add(rot[0], y[0], rows), y[1]
+
+    eager = [gpu.to_numpy(v) for v in rotate(ct)]
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        rotate(ct)
+        stream.synchronize()
+        stream.begin_capture()
+        result = rotate(ct)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    for got, want in zip(result, eager):
+        err = compare(gpu.to_numpy(got), want, rows, ctx)
+        if err:
+            return err
+    return None

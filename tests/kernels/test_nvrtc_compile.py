@@ -1,0 +1,58 @@
+"""Every kernel source compiles with NVRTC for sm_80 and sm_90 (no GPU or driver needed).
+
+Skipped, with the exact missing piece, only when CuPy or the NVRTC library is not installed
+(CI installs ``cupy-cuda12x nvidia-cuda-nvrtc-cu12``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fhelium_cupy.errors import CudaUnavailableError
+from fhelium_cupy.runtime import kernels
+
+
+def _nvrtc_missing_reason() -> str | None:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "CuPy is not installed (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12)"
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as error:  # noqa: BLE001 - loader errors differ between CuPy versions
+        return f"the NVRTC library is not installed (pip install nvidia-cuda-nvrtc-cu12): {error}"
+    return None
+
+
+_REASON = _nvrtc_missing_reason()
+
+
+@pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("source", kernels.KERNEL_SOURCES)
+def test_kernel_source_compiles_to_a_cubin_with_nvrtc(source, arch):
+    try:
+        cubin = kernels.nvrtc_compile_cubin(source, arch)
+    except CudaUnavailableError as error:  # pragma: no cover - guarded by the skip above
+        pytest.skip(str(error))
+    assert len(cubin) > 0
+
+
+def test_kernel_sources_include_only_their_own_headers():
+    directory = kernels.kernel_source_dir()
+    own = {p.name for p in directory.glob("*.cuh")}
+    for path in list(directory.glob("*.cu")) + list(directory.glob("*.cuh")):
+        for line in path.read_text().splitlines():
+            if line.startswith("#include"):
+                name = line.split('"')[1] if '"' in line else line
+                assert name in own, f"{path.name} includes {line.strip()!r}: only kernels/*.cuh may be included"
+
+
+def test_every_kernel_name_is_declared_once_and_named_family_operation():
+    names = kernels.kernel_names()
+    families = ("rns_", "ntt_", "automorphism_", "keyswitch_", "rescale_")
+    assert len(names) >= 20
+    for name in names:
+        assert name.startswith(families), name
