@@ -562,7 +562,7 @@ class CupyBackend:
         R, D = len(t["out_rows"]), t["num_digits"]
         batch_shape = tuple(c.shape[:-2])
         batch = _prod(batch_shape)
-        y = self.mul_scalar_table(c, t["scale"], rows, rowmap)
+        y = self._mul_scalar_table(c, t["scale"], rows, rowmap)
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
         tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["qdm"])
         out3 = out.reshape(D * batch, R, n)
@@ -590,7 +590,7 @@ class CupyBackend:
                           np.int64(R * n), np.int64(R * n)), shared_mem=chunk * 8)
         return out
 
-    def mul_scalar_table(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any) -> Any:
+    def _mul_scalar_table(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any) -> Any:
         """``rns_mul_scalar`` with a prepared device table ``[w..., Shoup(w)...]`` (one per limb)."""
         out = self.xp.empty_like(a)
         plane = len(rows) * self.n
@@ -610,8 +610,9 @@ class CupyBackend:
         key_rows = self.context.q_count + self.context.p_count
         if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
             raise ValueError(f"keyswitch_from_digits: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
-        if key.shape[0] < len(self.context.digits):
-            raise ValueError(f"keyswitch_from_digits: key has {key.shape[0]} digits, context {len(self.context.digits)}")
+        needed = max(index for index, _ in active_digits(self.context, rows)) + 1
+        if key.shape[0] < needed:
+            raise ValueError(f"keyswitch_from_digits: key has {key.shape[0]} digits, rows {rows} need {needed}")
         key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
         perm = np.uint64(0) if galois_element is None else self._galois(galois_element, "ntt")
         batch_shape = tuple(digits.shape[1:-2])

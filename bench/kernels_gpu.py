@@ -1,0 +1,163 @@
+"""Kernel benchmark of CupyBackend primitives with CUDA events, beside the bandwidth floor.
+
+Usage: PYTHONPATH=$PWD python3 bench/kernels_gpu.py [OUT_DIR] [--reps 50] [--sets n14,n16]
+Writes kernels_gpu.json and kernels_gpu.md into OUT_DIR (default $OUT or bench/results).
+
+For each primitive: median time (eager: Python launches timed with events; graph: the op
+captured once in a CUDA graph, replay timed with events), kernel launches per op, the
+minimal bytes moved (inputs read once + outputs written once; HRot floor for the rotation)
+and that traffic's time at 4.3 TB/s (the H200 D2D rate measured in DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BANDWIDTH = 4.3e12
+FHELIUM_Q = (1099510054913, 1099515691009, 1099508121601, 1099515789313,
+             1099507695617, 1099516280833, 1099506515969, 1099521949697)
+FHELIUM_P = (1152921504606748673,)
+
+
+def make_sets():
+    from tests.helpers import ring_oracle as ro
+
+    n16 = 1 << 16
+    return {
+        "n14": ("N=2^14, 8 Q + 1 P, dnum 8", ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)),
+        "n16": ("N=2^16, 35 Q (40-bit) + 4 P (60-bit), dnum 9",
+                ro.make_context(n16, ro.ntt_primes(40, 35, n16), ro.ntt_primes(60, 4, n16), dnum=9)),
+    }
+
+
+def time_events(cp, fn, reps: int) -> float:
+    """Median microseconds of fn() between two events on the current stream."""
+    times = []
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(reps):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
+    return statistics.median(times)
+
+
+def bench_op(cp, backend, fn, reps: int) -> dict:
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        for _ in range(3):
+            fn()
+        stream.synchronize()
+        before = backend.launch_count
+        fn()
+        launches = backend.launch_count - before
+        eager = time_events(cp, fn, reps)
+        pool = cp.cuda.MemoryPool()  # private: graph-internal blocks are never handed to eager code
+        with cp.cuda.using_allocator(pool.malloc):
+            stream.begin_capture()
+            keep = fn()
+            graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        replay = time_events(cp, lambda: graph.launch(stream), reps)
+        del keep
+    return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
+
+
+def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
+
+    be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes)
+    n, L, K = ctx.ring_degree, ctx.q_count, ctx.p_count
+    rows = tuple(range(L))
+    D = len(active_digits(ctx, rows))
+    limb = n * 8
+    rng = np.random.default_rng(0)
+
+    def rand(lead, rws):
+        return be.asarray(np.stack([rng.integers(0, ctx.moduli[r], lead + (n,), dtype=np.uint64) for r in rws], axis=-2))
+
+    ct = rand((2,), rows)
+    ct_b = rand((2,), rows)
+    out = cp.empty_like(ct)
+    qp = tuple(range(L + K))
+    key = rand((len(ctx.digits), 2), qp)
+    digits = be.modup(ct[1], rows)
+    g = 5
+
+    def rotation():
+        rot = be.automorphism(ct, g, rows, domain="coefficient")
+        y = be.keyswitch_from_digits(be.modup(rot[1], rows), key, rows)
+        return be.add(rot[0], y[0], rows), y[1]
+
+    ops = {
+        "ntt_forward(ct)": (lambda: be.ntt_forward(ct, rows, out=out), 2 * 2 * L),
+        "ntt_inverse(ct)": (lambda: be.ntt_inverse(ct, rows, out=out), 2 * 2 * L),
+        "rescale(ct, ntt)": (lambda: be.rescale(ct, rows, domain="ntt"), 2 * L + 2 * (L - 1)),
+        "rescale(ct, coefficient)": (lambda: be.rescale(ct, rows, domain="coefficient"), 2 * L + 2 * (L - 1)),
+        "tensor_product": (lambda: be.tensor_product(ct, ct_b, rows), 4 * L + 3 * L),
+        "mul_montgomery(ct, pt)": (lambda: be.mul_montgomery(ct, ct_b[0], rows, out=out), 3 * L * 2),
+        "automorphism(ct, ntt)": (lambda: be.automorphism(ct, g, rows, domain="ntt"), 4 * L),
+        "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
+        "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
+        "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
+    }
+    results = []
+    for name, (fn, limbs_moved) in ops.items():
+        r = bench_op(cp, be, fn, reps)
+        floor_us = limbs_moved * limb / BANDWIDTH * 1e6
+        results.append({
+            "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "launches": r["launches"],
+            "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
+            "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
+            "graph_over_floor": round(r["graph_us"] / floor_us, 2),
+        })
+        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB {name:<46} launches {r['launches']:>3}  eager "
+              f"{r['eager_us']:9.1f} us  graph {r['graph_us']:9.1f} us  floor {floor_us:8.1f} us  "
+              f"x{r['graph_us'] / floor_us:5.2f}", flush=True)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--sets", default="n14,n16")
+    parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
+    args = parser.parse_args()
+    from fhelium_cupy.runtime.kernels import require_cuda
+
+    cp = require_cuda()
+    sets = make_sets()
+    results = []
+    for key in args.sets.split(","):
+        label, ctx = sets[key]
+        print(f"# {label}", flush=True)
+        for mib in (int(v) for v in args.l2_group_mib.split(",")):
+            results += run_set(cp, key, ctx, args.reps, mib << 20)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
+            "sets": {k: v[0] for k, v in sets.items()}, "reps": args.reps}
+    (out_dir / "kernels_gpu.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    lines = [f"# CupyBackend kernels on {meta['device']} (median of {args.reps}, CUDA events)", "",
+             "| set | L2 group MiB | op | launches | eager us | graph us | floor us (4.3 TB/s) | graph/floor |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['set']} | {r['l2_group_bytes'] >> 20} | {r['op']} | {r['launches']} | {r['eager_us']} | "
+                     f"{r['graph_us']} | {r['floor_us']} | {r['graph_over_floor']} |")
+    (out_dir / "kernels_gpu.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out_dir / 'kernels_gpu.json'} and {out_dir / 'kernels_gpu.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
