@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import FHEliumError
+from .errors import ConfigurationError, CudaUnavailableError, FHEliumError
 
 __all__ = ["main"]
 
@@ -72,13 +72,129 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _size_list(text: str) -> tuple[int, ...]:
+    parts = [p for p in text.replace(" ", "").split(",") if p]
+    if not parts:
+        raise argparse.ArgumentTypeError("expected sizes like 8,16,32")
+    return tuple(_positive_int(p) for p in parts)
+
+
+def _resolve_device(requested: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is usable, else ``cpu``; ``cuda`` without a GPU fails in one line."""
+    from .interop.capabilities import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if requested == "auto":
+        return "cpu" if reason is not None else "cuda"
+    if requested == "cuda" and reason is not None:
+        raise CudaUnavailableError(f"--device cuda needs a CUDA GPU: {reason}; use --device cpu")
+    return requested
+
+
+def _check_preset(name: str) -> None:
+    from .ckks.params import preset_names
+
+    if name not in preset_names():
+        raise ConfigurationError(f"unknown preset {name!r}; known presets: {', '.join(preset_names())}")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from . import _demo
+
+    device = _resolve_device(args.device)
+    preset, insecure = args.preset, args.insecure
+    if preset is None:
+        preset = _demo.DEFAULT_CUDA_PRESET if device == "cuda" else _demo.DEFAULT_CPU_PRESET
+        if device == "cpu":
+            insecure = True
+            print(f"note        CPU run: using the fast insecure test preset {preset} (N=2^12); "
+                  "pass --preset slots8192-scale40-depth7 for 128-bit parameters", flush=True)
+    _check_preset(preset)
+    _demo.run_demo(device=device, preset=preset, size=args.size, insecure=insecure, replays=args.replays,
+                   show_progress=not args.no_progress)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import _bench
+
+    device = _resolve_device(args.device)
+    presets = args.preset or [None]
+    return _bench.run(
+        device=device, presets=presets, sizes=args.sizes, runs=args.runs, warmup=args.warmup,
+        json_path=args.json, plots_dir=args.plots, md_path=args.md, insecure=args.insecure,
+        budget_s=args.budget_s, torch_graph=not args.no_torch, ops=not args.no_ops,
+        show_progress=not args.no_progress,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="fhelium-cupy", description="FHE on CuPy: CKKS engine and CUDA Graph replay.")
     parser.add_argument("--version", action="version", version=f"fhelium-cupy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     info = sub.add_parser("info", help="versions, CUDA, NVRTC and missing optional pieces")
     info.set_defaults(handler=_cmd_info)
+
+    demo = sub.add_parser(
+        "demo", help="encrypted matrix-vector product: eager, then captured and replayed with new inputs",
+        description="Encrypt a vector, multiply it by a random matrix eagerly and (on CUDA) as a captured "
+        "CUDA Graph replayed with new encrypted inputs; decrypt and print errors and latencies.",
+    )
+    demo.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                      help="auto (default): cuda when a GPU is usable, else cpu (NumPy engine, no graphs)")
+    demo.add_argument("--preset", default=None,
+                      help="CKKS preset (default: slots8192-scale40-depth7 on cuda, the insecure test-n4096-scale40 on cpu)")
+    demo.add_argument("--size", type=_positive_int, default=8, help="matrix size n (divides the slot count; default 8)")
+    demo.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
+    demo.add_argument("--replays", type=_non_negative_int, default=4, help="graph replays with new inputs (default 4)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar during key generation")
+    demo.set_defaults(handler=_cmd_demo)
+
+    bench = sub.add_parser(
+        "bench", help="benchmark suite (matvec eager vs graph, per-operation latency vs bandwidth floor)",
+        description="Run bench/ (from a source checkout): prints a table, writes JSON, Markdown and PNG plots.",
+    )
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]",
+                       help="preset, optionally with its own sizes (e.g. slots32768-scale40-depth34:8); repeatable")
+    bench.add_argument("--sizes", type=_size_list, default=(8, 16, 32), help="matrix sizes (default 8,16,32)")
+    bench.add_argument("--runs", type=_positive_int, default=20, help="timed runs per measurement (median)")
+    bench.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed runs first")
+    bench.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON")
+    bench.add_argument("--plots", default=None, metavar="DIR", help="write PNG plots into DIR")
+    bench.add_argument("--md", default=None, metavar="PATH", help="write a Markdown summary")
+    bench.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
+    bench.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this many seconds")
+    bench.add_argument("--no-torch", action="store_true", help="skip the torch.cuda.graph comparison")
+    bench.add_argument("--no-ops", action="store_true", help="skip the per-operation benchmark")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    bench.set_defaults(handler=_cmd_bench)
     return parser
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,8 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))
-    except FHEliumError as error:
-        print(f"fhelium-cupy: error: {error}", file=sys.stderr)
+    except (FHEliumError, ValueError) as error:
+        print(f"fhelium-cupy: error: {_one_line(error)}", file=sys.stderr)
+        return 1
+    except ImportError as error:
+        print(f"fhelium-cupy: error: a needed module is missing: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fhelium-cupy: interrupted", file=sys.stderr)

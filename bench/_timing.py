@@ -1,0 +1,124 @@
+"""Timing helpers shared by the bench scripts: host clocks, CUDA events, robust summaries.
+
+Every measurement warms up first, then takes ``runs`` samples and reports the median
+(with min, max, mean, p10, p90). Two clocks:
+
+* host: ``time.perf_counter`` around the call. With ``synchronize`` the device is drained
+  before the clock stops (end-to-end latency); without it the number is the host cost of
+  *issuing* the work (the device queue is drained, untimed, between samples so each
+  sample starts from an idle queue).
+* device: a pair of CUDA events recorded on the stream the work runs on, read after a
+  synchronize (GPU time between the first and last enqueued operation).
+
+CuPy and torch are imported lazily; on a machine without CUDA only host timing works.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["cuda_sync", "summarize", "time_device_cupy", "time_device_torch", "time_host"]
+
+
+def summarize(samples_s: list[float]) -> dict[str, Any]:
+    """Summary of samples in seconds, reported in milliseconds (``None`` fields when empty)."""
+    if not samples_s:
+        return {"runs": 0, "median_ms": None, "mean_ms": None, "min_ms": None, "max_ms": None, "p10_ms": None, "p90_ms": None}
+    ms = sorted(s * 1e3 for s in samples_s)
+
+    def quantile(q: float) -> float:
+        return ms[min(len(ms) - 1, max(0, round(q * (len(ms) - 1))))]
+
+    return {
+        "runs": len(ms),
+        "median_ms": statistics.median(ms),
+        "mean_ms": statistics.fmean(ms),
+        "min_ms": ms[0],
+        "max_ms": ms[-1],
+        "p10_ms": quantile(0.1),
+        "p90_ms": quantile(0.9),
+    }
+
+
+def cuda_sync() -> None:
+    """Synchronize the current CuPy device if CuPy is importable and sees a GPU; else nothing."""
+    try:
+        import cupy
+    except Exception:
+        return
+    if cupy.cuda.is_available():
+        cupy.cuda.runtime.deviceSynchronize()
+
+
+def time_host(
+    fn: Callable[[], Any],
+    *,
+    runs: int,
+    warmup: int,
+    synchronize: Callable[[], None] | None = None,
+    sync_inside: bool = True,
+) -> dict[str, Any]:
+    """Host wall time of ``fn()``.
+
+    Args:
+        fn: the work; called ``warmup + runs`` times.
+        synchronize: drains the device (``None`` on CPU).
+        sync_inside: True times call + synchronize (latency); False times the call only
+            (host issue cost) and synchronizes untimed after each sample.
+    """
+    sync = synchronize or (lambda: None)
+    for _ in range(warmup):
+        fn()
+        sync()
+    samples = []
+    for _ in range(runs):
+        sync()
+        start = time.perf_counter()
+        fn()
+        if sync_inside:
+            sync()
+        samples.append(time.perf_counter() - start)
+        if not sync_inside:
+            sync()
+    return summarize(samples)
+
+
+def time_device_cupy(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any = None) -> dict[str, Any]:
+    """GPU time of ``fn()`` from CuPy events on ``stream`` (default: CuPy's current stream)."""
+    import cupy
+
+    stream = stream if stream is not None else cupy.cuda.get_current_stream()
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    samples = []
+    for _ in range(runs):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        fn()
+        stop.record(stream)
+        stop.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return summarize(samples)
+
+
+def time_device_torch(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any = None) -> dict[str, Any]:
+    """GPU time of ``fn()`` from torch CUDA events on ``stream`` (default: torch's current stream)."""
+    import torch
+
+    stream = stream if stream is not None else torch.cuda.current_stream()
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    samples = []
+    for _ in range(runs):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        fn()
+        stop.record(stream)
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) / 1e3)
+    return summarize(samples)

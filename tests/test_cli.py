@@ -1,0 +1,98 @@
+"""The ``fhelium-cupy`` command line on CPU: info, demo, bench and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fhelium_cupy._cli import main
+from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "fhelium_cupy", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_info_runs_as_a_module_and_names_the_package_and_cuda_state() -> None:
+    result = _run("info")
+    assert result.returncode == 0, result.stderr
+    assert "fhelium_cupy" in result.stdout
+    assert re.search(r"^cuda\s+(available|unavailable)", result.stdout, re.M)
+
+
+def test_demo_on_cpu_uses_the_test_preset_and_decrypts_within_1e_4(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--device", "cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    errors = [float(v) for v in re.findall(r"max abs error ([0-9.eE+-]+)", out)]
+    assert errors, out
+    assert max(errors) < 1e-4, out
+    assert "needs a CUDA GPU" in out  # says plainly that graph capture was skipped
+
+
+def test_demo_with_an_explicit_test_preset_and_insecure_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--device", "cpu", "--preset", "test-n4096-scale40", "--insecure", "--size", "4",
+                 "--no-progress"]) == 0
+    errors = [float(v) for v in re.findall(r"max abs error ([0-9.eE+-]+)", capsys.readouterr().out)]
+    assert errors and max(errors) < 1e-4
+
+
+BAD_ARGUMENTS = [
+    pytest.param(["demo", "--device", "cpu", "--preset", "no-such-preset"], "unknown preset", id="unknown-preset"),
+    pytest.param(["demo", "--device", "cpu", "--size", "0"], "positive integer", id="size-zero"),
+    pytest.param(["demo", "--device", "cpu", "--size", "-3"], "positive integer", id="size-negative"),
+    pytest.param(["demo", "--device", "cpu", "--size", "3"], "must divide", id="size-not-dividing-slots"),
+    pytest.param(["demo", "--device", "cpu", "--preset", "test-n4096-scale40"], "insecure", id="test-preset-without-insecure"),
+    pytest.param(["demo", "--frobnicate"], "unrecognized arguments", id="unknown-option"),
+    pytest.param(["bench", "--sizes", "4,x"], "positive integer", id="bench-bad-sizes"),
+    pytest.param(["nonsense"], "invalid choice", id="unknown-command"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_ARGUMENTS)
+def test_bad_arguments_give_one_line_on_stderr_and_a_nonzero_exit(argv: list[str], expected: str) -> None:
+    result = _run(*argv)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is present: --device cuda is valid here")
+def test_device_cuda_without_a_gpu_is_a_one_line_error() -> None:
+    result = _run("demo", "--device", "cuda")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "needs a CUDA GPU" in result.stderr
+
+
+def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "bench.json"
+    plots = tmp_path / "plots"
+    assert main(["bench", "--device", "cpu", "--sizes", "4", "--runs", "2", "--warmup", "1", "--json", str(target),
+                 "--plots", str(plots), "--no-progress"]) == 0
+    results = json.loads(target.read_text())
+    env = results["environment"]
+    for key in ("date", "python", "numpy", "cupy", "torch"):
+        assert key in env
+    preset = results["presets"]["test-n4096-scale40"]
+    assert preset["matvec"][0]["size"] == 4
+    assert preset["matvec"][0]["max_abs_error"] < 1e-4
+    assert preset["matvec"][0]["eager"]["latency"]["median_ms"] > 0
+    assert "skipped" in preset["matvec"][0]["graph"]
+    ops = {row["op"]: row for row in preset["ops"]}
+    assert ops["rotate"]["floor_bytes"] > 0 and "latency" in ops["rotate"]
+    assert any(p.endswith(".png") for p in results["plots"])
+    assert "matvec" in capsys.readouterr().out
