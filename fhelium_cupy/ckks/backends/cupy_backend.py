@@ -196,7 +196,7 @@ class CupyBackend:
             this backend must live there.
         l2_group_bytes: forward/inverse NTTs larger than this are issued in groups of at most
             this many bytes, so the second pass finds the first pass's output in L2
-            (0 disables grouping: 2 launches per transform).
+            (default 0: no grouping, 2 launches per transform; bench/kernels_gpu.py measures both).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -208,7 +208,7 @@ class CupyBackend:
 
     name = "cupy"
 
-    def __init__(self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 16 << 20) -> None:
+    def __init__(self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 0) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
 
         cp = require_cuda()
