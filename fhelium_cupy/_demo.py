@@ -50,7 +50,9 @@ def progress_bar(total: int, description: str, *, enabled: bool = True) -> Itera
     try:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    except ImportError:
+        Progress = None  # noqa: N806
+    if Progress is not None:
         console = Console(file=sys.stderr)
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -59,8 +61,6 @@ def progress_bar(total: int, description: str, *, enabled: bool = True) -> Itera
             task = progress.add_task(description, total=total)
             yield lambda n=1: progress.advance(task, n)
         return
-    except ImportError:
-        pass
     try:
         from tqdm import tqdm
     except ImportError:
@@ -157,7 +157,9 @@ class MatvecWorkload:
         steps = list(linalg.required_rotation_steps(size))
         key_start = time.perf_counter()
         keys = {}
-        with progress_bar(len(steps), f"rotation keys (N={2 * slots})", enabled=show_progress) as advance:
+        with progress_bar(len(steps) + 1, f"keys (N={2 * slots})", enabled=show_progress) as advance:
+            _ = getattr(engine, "keys", None)  # secret + public key (generated on first use)
+            advance(1)
             for step in steps:
                 keys[step] = engine.rotation_key(step)
                 advance(1)
@@ -237,11 +239,16 @@ def run_demo(
 
     if replays < 0:
         raise ConfigurationError(f"--replays must be >= 0, got {replays}")
-    workload = MatvecWorkload.build(preset=preset, device=device, size=size, insecure=insecure, show_progress=show_progress)
-    engine = workload.engine
+    from .ckks import CkksEngine
+
+    start = time.perf_counter()
+    engine = CkksEngine(preset, device=device, insecure=insecure)
     slots = int(engine.num_slots)
-    say(f"engine      {preset} on {device}: N={2 * slots}, {slots} slots{' (INSECURE test parameters)' if insecure else ''}")
-    say(f"matrix      {size}x{size}, {len(workload.rotation_keys)} rotation keys in {workload.keygen_seconds:.2f} s "
+    say(f"engine      {preset} on {device}: N={2 * slots}, {slots} slots{' (INSECURE test parameters)' if insecure else ''} "
+        f"in {time.perf_counter() - start:.2f} s")
+    workload = MatvecWorkload.build(preset=preset, device=device, size=size, insecure=insecure, engine=engine,
+                                    show_progress=show_progress)
+    say(f"matrix      {size}x{size}, secret/public + {len(workload.rotation_keys)} rotation keys in {workload.keygen_seconds:.2f} s "
         f"(setup {workload.setup_seconds:.2f} s)")
     sync = workload.synchronize
     report: dict[str, Any] = {"device": device, "preset": preset, "size": size, "slots": slots, "runs": []}
