@@ -1,0 +1,97 @@
+"""Every CupyBackend launch passes arguments that match its kernel's C signature (no GPU).
+
+The kernel library is replaced by a checker that parses ``extern "C" __global__`` signatures
+from ``kernels/*.cu`` and validates count, pointer dtypes and scalar widths of each launch;
+NumPy stands in for CuPy (no kernel runs, results are not checked here).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.runtime import kernels
+from tests.kernels import gpu_cases
+
+_SIG = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
+
+
+def _signatures() -> dict[str, list[str]]:
+    sigs = {}
+    for source in kernels.KERNEL_SOURCES:
+        for name, params in _SIG.findall((kernels.kernel_source_dir() / source).read_text()):
+            sigs[name] = [p.strip() for p in params.replace("\n", " ").split(",")]
+    return sigs
+
+
+class _Checker:
+    def __init__(self, name: str, params: list[str]) -> None:
+        self.name, self.params = name, params
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        assert len(args) == len(self.params), f"{self.name}: {len(args)} args for {len(self.params)} params"
+        for arg, param in zip(args, self.params):
+            if "*" in param:
+                if isinstance(arg, np.ndarray):
+                    want = np.uint64 if "u64" in param else np.int32 if "int" in param else np.uint32
+                    assert arg.dtype == want, f"{self.name}: {param} got {arg.dtype}"
+                else:
+                    assert isinstance(arg, np.uint64) and arg == 0, f"{self.name}: {param} got {type(arg)}"
+            elif param.startswith("int "):
+                assert isinstance(arg, np.int32), f"{self.name}: {param} got {type(arg)}"
+            elif param.startswith("i64 "):
+                assert isinstance(arg, np.int64), f"{self.name}: {param} got {type(arg)}"
+            else:
+                raise AssertionError(f"{self.name}: unexpected parameter {param}")
+        assert all(g >= 1 for g in grid) and grid[1] <= 65535 and grid[2] <= 65535, grid
+        assert 1 <= block[0] <= 1024 and shared_mem <= 48 * 1024
+
+
+class _Device:
+    id = 0
+
+    def __init__(self, *args) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_backend_factory(monkeypatch):
+    sigs = _signatures()
+    library = types.SimpleNamespace(function=lambda name: _Checker(name, sigs[name]))
+    fake_cupy = types.SimpleNamespace(
+        asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
+        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
+    )
+    monkeypatch.setattr(kernels, "require_cuda", lambda: fake_cupy)
+    monkeypatch.setattr(kernels.KernelLibrary, "for_device", classmethod(lambda cls, device=None, options=None: library))
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
+
+    return CupyBackend
+
+
+@pytest.mark.parametrize("ctx_name", ["n4096", "n16384"])
+def test_every_primitive_launches_with_arguments_matching_the_kernel_signature(fake_backend_factory, ctx_name):
+    ctx = gpu_cases.context(ctx_name)
+    backend = fake_backend_factory(ctx)
+    ref = gpu_cases.reference(ctx)
+    for case in gpu_cases.CASES:
+        gpu_cases.run_case(case, backend, ref, ctx_name)
+    assert backend.launch_count > 0
+
+
+def test_l2_groups_cover_every_polynomial_once(fake_backend_factory):
+    backend = fake_backend_factory(gpu_cases.context("n16384"), l2_group_bytes=1 << 20)
+    for batch, limbs in [(2, 9), (1, 9), (7, 3), (40, 9)]:
+        cover = np.zeros((batch, limbs), dtype=int)
+        for b0, b1, l0, l1 in backend._groups(batch, limbs):
+            cover[b0:b1, l0:l1] += 1
+        assert (cover == 1).all(), (batch, limbs)
