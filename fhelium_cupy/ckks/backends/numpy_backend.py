@@ -284,9 +284,11 @@ class NumpyBackend:
                 total = prod if total is None else add_mod(total, prod, t.q, out=total)
             acc[k] = total
         coeff = self.ntt_inverse(acc, targets)
-        return self._moddown(coeff, rows)
+        return self.moddown(coeff, rows)
 
-    def _moddown(self, x: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
+    def moddown(self, x: np.ndarray, rows) -> np.ndarray:
+        """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
+        rows = tuple(int(r) for r in rows)
         L = len(rows)
         t = self.tables(rows)
         e = self._conv(self.p_rows, rows)(x[..., L:, :])

@@ -1,0 +1,96 @@
+"""State checks shared by the engine and linalg: raise before any computation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ForeignContextError, ForeignKeyError, StateMismatchError
+from .keys import KeySwitchKey
+from .values import Ciphertext, Plaintext
+
+__all__ = ["check_ciphertext", "check_key", "check_plaintext", "check_same_state", "scales_match"]
+
+
+def scales_match(a: float, b: float) -> bool:
+    """Scales agree to 1e-9 relative (they are tracked exactly, but may be computed in different orders)."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+
+
+def _residency(engine, value, op: str) -> None:
+    on_host = isinstance(value.data, np.ndarray)
+    if on_host != (engine.backend.xp is np):
+        raise StateMismatchError(
+            f"{op}: {type(value).__name__} lives on {value.device} but the engine runs on {engine.device}; "
+            f"move it with .to({engine.device!r})"
+        )
+
+
+def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, components: tuple[int, ...] = (2, 3)) -> None:
+    if type(ct) is not Ciphertext:
+        raise StateMismatchError(f"{op} expects a Ciphertext, got {type(ct).__name__}")
+    if ct.context_id != engine.context.context_id:
+        raise ForeignContextError(
+            f"{op}: ciphertext belongs to context {ct.context_id}, the engine to {engine.context.context_id}"
+        )
+    if ct.modulus_basis != "Q" or ct.residue_representation != "standard":
+        raise StateMismatchError(
+            f"{op}: ciphertext must be in basis Q, standard form; got {ct.modulus_basis}/{ct.residue_representation}"
+        )
+    if not 0 <= ct.level <= engine.context.max_level or ct.prime_ids != engine.context.prime_ids(ct.level):
+        raise StateMismatchError(f"{op}: ciphertext prime_ids {ct.prime_ids} do not match level {ct.level}")
+    if domain is not None and ct.polynomial_domain != domain:
+        hint = "coefficient_domain_to_ntt_domain" if domain == "ntt" else "ntt_domain_to_coefficient_domain"
+        raise StateMismatchError(
+            f"{op} needs a {domain}-domain ciphertext, got {ct.polynomial_domain}; use engine.{hint}"
+        )
+    if ct.component_count not in components:
+        raise StateMismatchError(f"{op} needs a ciphertext with {components} components, got {ct.component_count}")
+    _residency(engine, ct, op)
+
+
+def check_plaintext(engine, pt, op: str, *, domain: str, residue: str) -> None:
+    if type(pt) is not Plaintext:
+        raise StateMismatchError(f"{op} expects a Plaintext, got {type(pt).__name__}")
+    if pt.context_id != engine.context.context_id:
+        raise ForeignContextError(
+            f"{op}: plaintext belongs to context {pt.context_id}, the engine to {engine.context.context_id}"
+        )
+    if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != "Q":
+        raise StateMismatchError(
+            f"{op} needs a plaintext in {domain}/{residue}/Q, got "
+            f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}"
+            + ("; use engine.prepare_plaintext_for_multiplication" if residue == "montgomery" else "")
+        )
+    _residency(engine, pt, op)
+
+
+def check_same_state(a, b, op: str, *, check_scale: bool = True, check_components: bool = True) -> None:
+    """Level, prime ids, domain, batch shape, scale (and component count) must agree."""
+    if a.key_id is not None and b.key_id is not None and a.key_id != b.key_id:
+        raise ForeignKeyError(f"{op}: operands are under different secret keys ({a.key_id} vs {b.key_id})")
+    if a.level != b.level or a.prime_ids != b.prime_ids:
+        raise StateMismatchError(
+            f"{op}: operands are at different levels ({a.level} vs {b.level}); rescale or re-encode one"
+        )
+    if a.polynomial_domain != b.polynomial_domain:
+        raise StateMismatchError(
+            f"{op}: operands are in different domains ({a.polynomial_domain} vs {b.polynomial_domain})"
+        )
+    if check_scale and not scales_match(a.scale, b.scale):
+        raise StateMismatchError(f"{op}: operands have different scales ({a.scale!r} vs {b.scale!r})")
+    if check_components and tuple(a.data.shape) != tuple(b.data.shape):
+        raise StateMismatchError(f"{op}: operand shapes differ ({tuple(a.data.shape)} vs {tuple(b.data.shape)})")
+
+
+def check_key(engine, ct, key, op: str, key_type: type) -> None:
+    if not isinstance(key, key_type) or (key_type is KeySwitchKey and type(key) is not KeySwitchKey):
+        raise StateMismatchError(f"{op} needs a {key_type.__name__}, got {type(key).__name__}")
+    if key.context_id != engine.context.context_id:
+        raise ForeignContextError(
+            f"{op}: key belongs to context {key.context_id}, the engine to {engine.context.context_id}"
+        )
+    if key.key_id != ct.key_id:
+        raise ForeignKeyError(f"{op}: key is for secret {key.key_id} but the ciphertext is under {ct.key_id}")
+    _residency(engine, key, op)

@@ -1,0 +1,211 @@
+"""Homomorphic evaluation methods of ``CkksEngine`` (a mixin; backend primitives only).
+
+Each method checks the operands' state first, then calls backend primitives with static
+arguments (prime ids, Galois elements, key arrays); nothing reads array values on the
+host, so these methods are CUDA-Graph capturable on the CuPy backend. Outputs are new
+values; inputs are never modified or aliased.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import StateMismatchError
+from ._checks import check_ciphertext, check_key, check_plaintext, check_same_state
+from .keys import ConjugationKey, KeySwitchKey, RelinearizationKey, RotationKey
+from .values import Ciphertext, Plaintext
+
+__all__ = ["EvaluationMixin"]
+
+
+class EvaluationMixin:
+    """Evaluation methods; the host class provides ``backend``, ``context``, ``keys``."""
+
+    # --- linear ----------------------------------------------------------------------
+    def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """``a + b``: equal level, scale, domain and shape; output in the same state."""
+        check_ciphertext(self, a, "add")
+        check_ciphertext(self, b, "add")
+        check_same_state(a, b, "add")
+        return a._with_data(self.backend.add(a.data, b.data, a.prime_ids))
+
+    def subtract(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """``a - b``: equal level, scale, domain and shape; output in the same state."""
+        check_ciphertext(self, a, "subtract")
+        check_ciphertext(self, b, "subtract")
+        check_same_state(a, b, "subtract")
+        return a._with_data(self.backend.sub(a.data, b.data, a.prime_ids))
+
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        """``-a`` in the same state."""
+        check_ciphertext(self, a, "negate")
+        return a._with_data(self.backend.neg(a.data, a.prime_ids))
+
+    def add_plaintext(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """``ct + pt`` (pt in standard form, same domain, level and scale as ``ct``); state unchanged."""
+        check_ciphertext(self, ct, "add_plaintext")
+        check_plaintext(self, pt, "add_plaintext", domain=ct.polynomial_domain, residue="standard")
+        check_same_state(ct, pt, "add_plaintext", check_components=False)
+        if tuple(pt.data.shape) != tuple(ct.data.shape[1:]):
+            raise StateMismatchError(
+                f"add_plaintext: plaintext shape {tuple(pt.data.shape)} does not match {tuple(ct.data.shape[1:])}"
+            )
+        xp, rows = self.backend.xp, ct.prime_ids
+        out = xp.empty_like(ct.data)
+        self.backend.add(ct.data[0], pt.data, rows, out=out[0])
+        out[1:] = ct.data[1:]
+        return ct._with_data(out)
+
+    def sum_ciphertext_batch(self, ct: Ciphertext) -> Ciphertext:
+        """Sum over the first batch axis (data axis 1); level, scale and domain unchanged."""
+        check_ciphertext(self, ct, "sum_ciphertext_batch")
+        if not ct.is_batched:
+            raise StateMismatchError(
+                "sum_ciphertext_batch needs a batched ciphertext (data [component, batch, ..., limb, N])"
+            )
+        return ct._with_data(self.backend.sum_batch(ct.data, 1, ct.prime_ids))
+
+    # --- domains -----------------------------------------------------------------------
+    def coefficient_domain_to_ntt_domain(self, value):
+        """Forward NTT of a ciphertext or plaintext (residue representation kept)."""
+        self._check_any(value, "coefficient_domain_to_ntt_domain", "coefficient")
+        return value._with_data(self.backend.ntt_forward(value.data, value.prime_ids), polynomial_domain="ntt")
+
+    def ntt_domain_to_coefficient_domain(self, value):
+        """Inverse NTT of a ciphertext or plaintext (residue representation kept)."""
+        self._check_any(value, "ntt_domain_to_coefficient_domain", "ntt")
+        return value._with_data(self.backend.ntt_inverse(value.data, value.prime_ids), polynomial_domain="coefficient")
+
+    def _check_any(self, value, op: str, domain: str) -> None:
+        if type(value) is Plaintext:
+            check_plaintext(self, value, op, domain=domain, residue=value.residue_representation)
+        else:
+            check_ciphertext(self, value, op, domain=domain)
+
+    # --- multiplication ------------------------------------------------------------------
+    def multiply_plaintext(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """``ct * pt`` in the NTT domain (pt NTT/Montgomery); scale multiplies, level unchanged.
+
+        ``pt`` has the batch shape of ``ct`` or none (then it is broadcast).
+        """
+        check_ciphertext(self, ct, "multiply_plaintext", domain="ntt")
+        check_plaintext(self, pt, "multiply_plaintext", domain="ntt", residue="montgomery")
+        check_same_state(ct, pt, "multiply_plaintext", check_scale=False, check_components=False)
+        target = tuple(ct.data.shape[1:])
+        if tuple(pt.data.shape) not in (target, target[-2:]):
+            raise StateMismatchError(
+                f"multiply_plaintext: plaintext shape {tuple(pt.data.shape)} fits neither {target} nor {target[-2:]}"
+            )
+        xp, rows = self.backend.xp, ct.prime_ids
+        p = pt.data if tuple(pt.data.shape) == target else xp.ascontiguousarray(xp.broadcast_to(pt.data, target))
+        out = xp.empty_like(ct.data)
+        for c in range(ct.component_count):
+            self.backend.mul_montgomery(ct.data[c], p, rows, out=out[c])
+        return ct._with_data(out, scale=ct.scale * pt.scale)
+
+    def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """Tensor product of two NTT-domain CT2 -> CT3 ``(a0 b0, a0 b1 + a1 b0, a1 b1)``; scales multiply."""
+        check_ciphertext(self, a, "multiply", domain="ntt", components=(2,))
+        check_ciphertext(self, b, "multiply", domain="ntt", components=(2,))
+        check_same_state(a, b, "multiply", check_scale=False)
+        return a._with_data(self.backend.tensor_product(a.data, b.data, a.prime_ids), scale=a.scale * b.scale)
+
+    def rescale_to_next_level(self, ct: Ciphertext) -> Ciphertext:
+        """Divide by the first active prime ``q`` with rounding: level + 1, scale / q, same domain."""
+        check_ciphertext(self, ct, "rescale_to_next_level")
+        if ct.level >= self.context.max_level:
+            raise StateMismatchError(
+                f"rescale_to_next_level: ciphertext is at the last level {ct.level}; no prime left to drop"
+            )
+        q = self.context.moduli[ct.prime_ids[0]]
+        data = self.backend.rescale(ct.data, ct.prime_ids, domain=ct.polynomial_domain)
+        return ct._with_data(data, level=ct.level + 1, prime_ids=ct.prime_ids[1:], scale=ct.scale / q)
+
+    # --- key switching -------------------------------------------------------------------
+    def _switch(self, c_coef, key: KeySwitchKey, rows, galois_element=None):
+        """Key switch one coefficient-domain polynomial -> coefficient (y0, y1) ``[2, ..., L, N]``."""
+        digits = self.backend.modup(c_coef, rows)
+        return self.backend.keyswitch_from_digits(digits, key.data, rows, galois_element=galois_element)
+
+    def _finish(self, ct: Ciphertext, c0, y, output_domain: str, c0_domain: str) -> Ciphertext:
+        """``(c0 + y0, y1)`` in ``output_domain`` (``y`` coefficient, ``c0`` in ``c0_domain``)."""
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        if output_domain == "ntt":
+            y = be.ntt_forward(y, rows)
+            if c0_domain == "coefficient":
+                c0 = be.ntt_forward(c0, rows)
+        elif output_domain == "coefficient":
+            if c0_domain == "ntt":
+                c0 = be.ntt_inverse(c0, rows)
+        else:
+            raise ValueError(f"output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
+        out = xp.empty_like(y)
+        be.add(c0, y[0], rows, out=out[0])
+        out[1] = y[1]
+        return ct._with_data(out, polynomial_domain=output_domain)
+
+    def relinearize(
+        self, ct: Ciphertext, key: RelinearizationKey | None = None, *, output_domain: str = "coefficient"
+    ) -> Ciphertext:
+        """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged."""
+        check_ciphertext(self, ct, "relinearize", components=(3,))
+        key = self.keys.relinearization_key() if key is None else key
+        check_key(self, ct, key, "relinearize", RelinearizationKey)
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        c2 = xp.ascontiguousarray(ct.data[2])
+        if ct.polynomial_domain == "ntt":
+            c2 = be.ntt_inverse(c2, rows)
+        y = self._switch(c2, key, rows)
+        if output_domain == "ntt":
+            y = be.ntt_forward(y, rows)
+        c01 = xp.ascontiguousarray(ct.data[:2])
+        if ct.polynomial_domain != output_domain:
+            c01 = be.ntt_forward(c01, rows) if output_domain == "ntt" else be.ntt_inverse(c01, rows)
+        return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
+
+    def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type) -> Ciphertext:
+        check_ciphertext(self, ct, op, components=(2,))
+        check_key(self, ct, key, op, key_type)
+        be, rows, g = self.backend, ct.prime_ids, key.galois_element
+        rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
+        c1 = self.backend.xp.ascontiguousarray(rot[1])
+        if ct.polynomial_domain == "ntt":
+            c1 = be.ntt_inverse(c1, rows)
+        y = self._switch(c1, key, rows)
+        return self._finish(ct, rot[0], y, output_domain, ct.polynomial_domain)
+
+    def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:
+        """Rotate slots by ``key.rotation_step``: decrypts to ``numpy.roll(m, step)``; level/scale kept."""
+        return self._galois(ct, key, output_domain, "rotate_with_key", RotationKey)
+
+    def conjugate(
+        self, ct: Ciphertext, key: ConjugationKey | None = None, *, output_domain: str = "coefficient"
+    ) -> Ciphertext:
+        """Complex-conjugate every slot; level/scale kept."""
+        key = self.keys.conjugation_key() if key is None else key
+        return self._galois(ct, key, output_domain, "conjugate", ConjugationKey)
+
+    def rotate_hoisted_with_keys(self, ct: Ciphertext, keys: Sequence[RotationKey]) -> list[Ciphertext]:
+        """Several rotations of one coefficient-domain CT2 sharing one ModUp (hoisting).
+
+        Returns coefficient-domain ciphertexts, one per key, in order; level/scale kept.
+        """
+        check_ciphertext(self, ct, "rotate_hoisted_with_keys", domain="coefficient", components=(2,))
+        for key in keys:
+            check_key(self, ct, key, "rotate_hoisted_with_keys", RotationKey)
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
+        c0 = xp.ascontiguousarray(ct.data[0])
+        out = []
+        for key in keys:
+            y = be.keyswitch_from_digits(digits, key.data, rows, galois_element=key.galois_element)
+            out.append(
+                self._finish(
+                    ct,
+                    be.automorphism(c0, key.galois_element, rows, domain="coefficient"),
+                    y,
+                    "coefficient",
+                    "coefficient",
+                )
+            )
+        return out

@@ -1,0 +1,235 @@
+"""``CkksEngine``: the eager CKKS API (FHElium's method names) over an exact backend.
+
+Every ciphertext operation validates the operands' state first (raising
+``StateMismatchError``, ``ForeignKeyError`` or ``ForeignContextError`` before computing)
+and then calls only ``self.backend`` primitives with static arguments: no host sync, no
+reads of array values, no data-dependent branching, so the CuPy backend can be captured
+in a CUDA Graph. Encoding, sampling, encryption and decryption run partly on the host.
+
+Keys: ``generate_keys()`` (or the first call that needs one) creates a ``KeyChain``
+(secret + public key, cached evaluation keys) held by the engine; evaluation methods take
+keys explicitly (``rotate_with_key(ct, key)``), defaulting only relinearization and
+conjugation keys to the chain's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
+from ._checks import check_ciphertext, check_plaintext
+from ._evaluation import EvaluationMixin
+from .context import CkksContext
+from .crypto import decrypt_phase, encrypt_rns
+from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
+from .keygen import KeyChain, KeyGenerator
+from .keys import ConjugationKey, RelinearizationKey, RotationKey, SecretKey
+from .params import Parameters, ParametersLiteral
+from .values import Ciphertext, Plaintext
+
+__all__ = ["CkksEngine", "host_message"]
+
+
+def host_message(message: Any) -> np.ndarray:
+    """NumPy view/copy of a NumPy, CuPy or torch (CPU or CUDA) message, or a sequence."""
+    if isinstance(message, np.ndarray):
+        return message
+    module = type(message).__module__
+    if module.startswith("torch"):
+        return message.detach().cpu().numpy()
+    if module.startswith("cupy"):
+        return message.get()
+    return np.asarray(message)
+
+
+def _make_backend(context: CkksContext, device: str):
+    if device == "cpu":
+        from .backends.numpy_backend import NumpyBackend
+
+        return NumpyBackend(context)
+    if device == "cuda" or device.startswith("cuda:"):
+        try:
+            from .backends.cupy_backend import CupyBackend  # noqa: PLC0415 - lazy: imports cupy
+        except ImportError as error:
+            raise CudaUnavailableError(
+                f"device={device!r} needs the CuPy backend, which could not be imported ({error}); "
+                "install cupy-cuda12x or cupy-cuda13x (pip install 'fhelium-cupy[cuda13]') and use a CUDA GPU, "
+                "or use device='cpu'"
+            ) from error
+        return CupyBackend(context, device)
+    raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+class CkksEngine(EvaluationMixin):
+    """Eager CKKS engine over a parameter preset.
+
+    Args:
+        preset: preset name (``fhelium_cupy.ckks.preset_names()``), ``Parameters`` or
+            ``ParametersLiteral``.
+        device: ``"cpu"`` (exact NumPy backend) or ``"cuda"``/``"cuda:N"`` (CuPy backend).
+        insecure: allow sets above the 128-bit HE-standard bound (tests only).
+
+    Raises:
+        InsecureParametersError: insecure parameters without ``insecure=True``.
+        CudaUnavailableError: a CUDA device was requested but the CuPy backend is missing.
+    """
+
+    def __init__(
+        self,
+        preset: str | Parameters | ParametersLiteral = "slots8192-scale40-depth7",
+        device: str = "cpu",
+        *,
+        insecure: bool = False,
+    ) -> None:
+        if isinstance(preset, Parameters):
+            if preset.insecure and not insecure:
+                raise InsecureParametersError(
+                    f"parameters {preset.name!r} exceed the 128-bit HE-standard bound (log2(QP) = {preset.log2_qp:.1f}); "
+                    "pass insecure=True to the engine as well (testing only)"
+                )
+            parameters = preset
+        elif isinstance(preset, ParametersLiteral):
+            parameters = Parameters.from_literal(preset, insecure=insecure)
+        else:
+            parameters = Parameters.preset(preset, insecure=insecure)
+        self.parameters = parameters
+        self.context = CkksContext(parameters)
+        self.device = str(device)
+        self.backend = _make_backend(self.context, self.device)
+        self.key_generator = KeyGenerator(self.context, self.backend)
+        self._keys: KeyChain | None = None
+        self._crt: dict[tuple[int, ...], CrtReconstructor] = {}
+
+    # --- description ---------------------------------------------------------------
+    @property
+    def num_slots(self) -> int:
+        """Complex slots per ciphertext (N/2)."""
+        return self.context.num_slots
+
+    @property
+    def max_level(self) -> int:
+        return self.context.max_level
+
+    @property
+    def scale(self) -> float:
+        """Default encoding scale."""
+        return self.parameters.scale
+
+    # --- keys ----------------------------------------------------------------------
+    def generate_keys(self, secret_key: SecretKey | None = None) -> KeyChain:
+        """Create (or adopt ``secret_key`` into) the engine's ``KeyChain``; replaces any previous one."""
+        self._keys = KeyChain(self.key_generator, secret_key)
+        return self._keys
+
+    @property
+    def keys(self) -> KeyChain:
+        """The engine's key chain (generated on first use)."""
+        if self._keys is None:
+            self.generate_keys()
+        return self._keys
+
+    def relinearization_key(self) -> RelinearizationKey:
+        return self.keys.relinearization_key()
+
+    def rotation_key(self, step: int) -> RotationKey:
+        """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention; cached)."""
+        return self.keys.rotation_key(step)
+
+    def rotation_keys(self, steps: Sequence[int]) -> dict[int, RotationKey]:
+        return {int(s): self.rotation_key(s) for s in steps}
+
+    def conjugation_key(self) -> ConjugationKey:
+        return self.keys.conjugation_key()
+
+    # --- encoding --------------------------------------------------------------------
+    def encode(
+        self, message: Any, *, level: int = 0, scale: float | None = None, polynomial_domain: str = "ntt"
+    ) -> Plaintext:
+        """Encode up to ``num_slots`` complex/real values (``[*batch, k]``) at ``level`` and ``scale``.
+
+        ``polynomial_domain="ntt"`` returns the NTT/Montgomery form ``multiply_plaintext``
+        takes; ``"coefficient"`` the coefficient/standard form ``encrypt`` takes.
+        """
+        scale = self.parameters.scale if scale is None else float(scale)
+        rows = self.context.prime_ids(level)
+        coefficients = slots_to_coefficients(host_message(message), self.context.ring_degree, scale)
+        data = self.backend.asarray(integers_to_rns(coefficients, [self.context.moduli[r] for r in rows]))
+        pt = Plaintext(data, level=level, scale=scale, prime_ids=rows, context_id=self.context.context_id)
+        if polynomial_domain == "ntt":
+            return self.prepare_plaintext_for_multiplication(pt)
+        if polynomial_domain != "coefficient":
+            raise ValueError(f"polynomial_domain must be 'ntt' or 'coefficient', got {polynomial_domain!r}")
+        return pt
+
+    def prepare_plaintext_for_multiplication(self, plaintext: Plaintext) -> Plaintext:
+        """Coefficient/standard plaintext -> NTT/Montgomery (same level, scale)."""
+        check_plaintext(
+            self, plaintext, "prepare_plaintext_for_multiplication", domain="coefficient", residue="standard"
+        )
+        rows = plaintext.prime_ids
+        data = self.backend.to_montgomery(self.backend.ntt_forward(plaintext.data, rows), rows)
+        return plaintext._with_data(data, polynomial_domain="ntt", residue_representation="montgomery")
+
+    def decode(self, plaintext: Plaintext, *, real: bool = False) -> np.ndarray:
+        """Plaintext (any domain/representation) -> ``[*batch, num_slots]`` complex (or real) NumPy values."""
+        if type(plaintext) is not Plaintext:
+            raise StateMismatchError(f"decode expects a Plaintext, got {type(plaintext).__name__}")
+        rows = plaintext.prime_ids
+        data = plaintext.data
+        if plaintext.polynomial_domain == "ntt":
+            data = self.backend.ntt_inverse(data, rows)
+        if plaintext.residue_representation == "montgomery":
+            data = self.backend.from_montgomery(data, rows)
+        return self._decode_residues(self.backend.to_numpy(data), rows, plaintext.scale, real)
+
+    def _decode_residues(self, residues: np.ndarray, rows: tuple[int, ...], scale: float, real: bool) -> np.ndarray:
+        if rows not in self._crt:
+            self._crt[rows] = CrtReconstructor([self.context.moduli[r] for r in rows])
+        slots = coefficients_to_slots(self._crt[rows](residues), scale)
+        return slots.real.copy() if real else slots
+
+    # --- encryption ------------------------------------------------------------------
+    def encrypt(self, plaintext: Plaintext) -> Ciphertext:
+        """Public-key encryption of a coefficient/standard plaintext -> coefficient-domain CT2."""
+        check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
+        keys = self.keys
+        data = encrypt_rns(self.context, self.backend, keys.public_key, plaintext.data, plaintext.prime_ids)
+        return Ciphertext(
+            data,
+            level=plaintext.level,
+            scale=plaintext.scale,
+            prime_ids=plaintext.prime_ids,
+            context_id=self.context.context_id,
+            key_id=keys.key_id,
+        )
+
+    def encrypt_message(self, message: Any, *, level: int = 0, scale: float | None = None) -> Ciphertext:
+        """Encode and encrypt ``[*batch, k]`` values -> coefficient-domain CT2 at ``level``, ``scale``."""
+        return self.encrypt(self.encode(message, level=level, scale=scale, polynomial_domain="coefficient"))
+
+    def decrypt(self, ciphertext: Ciphertext) -> Plaintext:
+        """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale)."""
+        check_ciphertext(self, ciphertext, "decrypt")
+        if ciphertext.key_id != self.keys.key_id:
+            raise ForeignKeyError(
+                f"decrypt: ciphertext is under secret {ciphertext.key_id}, the engine holds {self.keys.key_id}"
+            )
+        rows = ciphertext.prime_ids
+        host = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
+        return Plaintext(
+            self.backend.asarray(host),
+            level=ciphertext.level,
+            scale=ciphertext.scale,
+            prime_ids=rows,
+            context_id=self.context.context_id,
+        )
+
+    def decrypt_message(self, ciphertext: Ciphertext, *, real: bool = False) -> np.ndarray:
+        """Decrypt and decode -> ``[*batch, num_slots]`` complex (or real) NumPy values."""
+        return self.decode(self.decrypt(ciphertext), real=real)
+
+    def __repr__(self) -> str:
+        return f"CkksEngine(preset={self.parameters.name!r}, device={self.device!r}, context_id={self.context.context_id!r})"

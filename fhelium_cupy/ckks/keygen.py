@@ -1,0 +1,193 @@
+"""Key generation: secret, public, relinearization, rotation and conjugation keys; the KeyChain.
+
+``KeyGenerator`` draws all randomness from ``sampling`` (OS CSPRNG) on the host, moves it
+to the backend and does all ring arithmetic through backend primitives. ``KeyChain``
+bundles a secret key with its public key and caches evaluation keys; an engine holds
+one so that ``engine.rotation_key(step)`` works after key generation, while evaluation
+methods only ever take keys as explicit arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from ..errors import ForeignContextError, StateMismatchError
+from .encoding import integers_to_rns
+from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
+from .sampling import sample_gaussian, sample_ternary, sample_uniform_mod
+
+__all__ = ["KeyChain", "KeyGenerator", "galois_element_for_step", "normalize_rotation_step"]
+
+
+def normalize_rotation_step(step: int, num_slots: int) -> int:
+    """Step modulo ``num_slots`` mapped into ``[-num_slots/2, num_slots/2)``."""
+    r = int(step) % num_slots
+    return r - num_slots if r >= num_slots // 2 else r
+
+
+def galois_element_for_step(step: int, ring_degree: int) -> int:
+    """``5**((-step) mod N/2) mod 2N``: decrypts to ``numpy.roll(m, step)`` (generator 5)."""
+    return pow(5, (-int(step)) % (ring_degree // 2), 2 * ring_degree)
+
+
+def new_key_id() -> str:
+    """Fingerprint of a fresh secret: sha256 of a random 32-byte salt (not of the key)."""
+    return hashlib.sha256(os.urandom(32)).hexdigest()[:16]
+
+
+class KeyGenerator:
+    """Generates keys for one context on one backend.
+
+    Args:
+        context: the ``CkksContext``.
+        backend: the ``CkksBackend`` the keys live on.
+    """
+
+    def __init__(self, context, backend) -> None:
+        self.context = context
+        self.backend = backend
+        self._qp = context.qp_ids
+        self._q = tuple(range(context.q_count))
+
+    def _check(self, sk: SecretKey) -> None:
+        if not isinstance(sk, SecretKey):
+            raise StateMismatchError(f"expected a SecretKey, got {type(sk).__name__}")
+        if sk.context_id != self.context.context_id:
+            raise ForeignContextError(
+                f"secret key belongs to context {sk.context_id}, this generator to {self.context.context_id}"
+            )
+
+    def _small_ntt(self, coefficients: np.ndarray, rows: tuple[int, ...]):
+        """Signed small integers ``[..., N]`` -> NTT (standard form) over ``rows``."""
+        moduli = [self.context.moduli[r] for r in rows]
+        return self.backend.ntt_forward(self.backend.asarray(integers_to_rns(coefficients, moduli)), rows)
+
+    def _uniform(self, rows: tuple[int, ...], lead: tuple[int, ...] = ()):
+        moduli = [self.context.moduli[r] for r in rows]
+        return self.backend.asarray(sample_uniform_mod(moduli, lead + (self.context.ring_degree,)))
+
+    def secret_key(self) -> SecretKey:
+        """Fresh ternary secret over all level-0 QP rows (NTT, Montgomery) with a new key_id."""
+        s = self._small_ntt(sample_ternary((self.context.ring_degree,)), self._qp)
+        return SecretKey(
+            self.backend.to_montgomery(s, self._qp),
+            prime_ids=self._qp,
+            context_id=self.context.context_id,
+            key_id=new_key_id(),
+        )
+
+    def secret_standard(self, sk: SecretKey, rows: tuple[int, ...] | None = None):
+        """The secret's NTT values in standard form over ``rows`` (default: QP)."""
+        rows = self._qp if rows is None else rows
+        xp = self.backend.xp
+        data = xp.ascontiguousarray(sk.data[list(rows)])
+        return self.backend.from_montgomery(data, rows)
+
+    def public_key(self, sk: SecretKey) -> PublicKey:
+        """``(b, a)`` over level-0 QP rows with ``b = e - a*s`` (NTT, Montgomery)."""
+        self._check(sk)
+        be, q = self.backend, self._qp
+        s = self.secret_standard(sk, q)
+        a = self._uniform(q)
+        e = self._small_ntt(sample_gaussian((self.context.ring_degree,), self.context.parameters.sigma), q)
+        b = be.sub(e, be.mul(a, s, q), q)
+        data = be.to_montgomery(be.xp.stack([b, a]), q)
+        return PublicKey(data, prime_ids=q, context_id=self.context.context_id, key_id=sk.key_id)
+
+    def _keyswitch_data(self, sk: SecretKey, source_ntt):
+        """``[dnum, 2, QP, N]`` with ``b_d + a_d*s = e_d + P*g_d*source`` (NTT, Montgomery)."""
+        be, qp, ctx = self.backend, self._qp, self.context
+        dnum = len(ctx.digits)
+        s = self.secret_standard(sk)
+        a = self._uniform(qp, (dnum,))
+        e = self._small_ntt(sample_gaussian((dnum, ctx.ring_degree), ctx.parameters.sigma), qp)
+        b = be.sub(e, be.mul(a, s, qp), qp)
+        P = 1
+        for r in ctx.p_ids:
+            P *= ctx.moduli[r]
+        for d, digit in enumerate(ctx.digits):
+            rows = tuple(digit)
+            lo, hi = rows[0], rows[-1] + 1
+            scaled = be.mul_scalar(be.xp.ascontiguousarray(source_ntt[lo:hi]), [P] * len(rows), rows)
+            b[d, lo:hi] = be.add(be.xp.ascontiguousarray(b[d, lo:hi]), scaled, rows)
+        return be.to_montgomery(be.xp.stack([b, a], axis=1), qp)
+
+    def relinearization_key(self, sk: SecretKey) -> RelinearizationKey:
+        """Key switching ``s**2 -> s``."""
+        self._check(sk)
+        s = self.secret_standard(sk)
+        data = self._keyswitch_data(sk, self.backend.mul(s, s, self._qp))
+        return RelinearizationKey(data, prime_ids=self._qp, context_id=self.context.context_id, key_id=sk.key_id)
+
+    def _galois_data(self, sk: SecretKey, g: int):
+        s = self.secret_standard(sk)
+        return self._keyswitch_data(sk, self.backend.automorphism(s, g, self._qp, domain="ntt"))
+
+    def rotation_key(self, sk: SecretKey, step: int) -> RotationKey:
+        """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention)."""
+        self._check(sk)
+        n = self.context.ring_degree
+        step = normalize_rotation_step(step, n // 2)
+        g = galois_element_for_step(step, n)
+        return RotationKey(
+            self._galois_data(sk, g),
+            prime_ids=self._qp,
+            context_id=self.context.context_id,
+            key_id=sk.key_id,
+            galois_element=g,
+            rotation_step=step,
+        )
+
+    def conjugation_key(self, sk: SecretKey) -> ConjugationKey:
+        """Key for complex conjugation of the slots (``g = 2N - 1``)."""
+        self._check(sk)
+        g = 2 * self.context.ring_degree - 1
+        return ConjugationKey(
+            self._galois_data(sk, g),
+            prime_ids=self._qp,
+            context_id=self.context.context_id,
+            key_id=sk.key_id,
+            galois_element=g,
+        )
+
+
+class KeyChain:
+    """A secret key, its public key, and lazily generated, cached evaluation keys.
+
+    Args:
+        generator: the ``KeyGenerator`` of the context/backend.
+        secret_key: an existing secret (default: a fresh one).
+    """
+
+    def __init__(self, generator: KeyGenerator, secret_key: SecretKey | None = None) -> None:
+        self.generator = generator
+        self.secret_key = generator.secret_key() if secret_key is None else secret_key
+        generator._check(self.secret_key)
+        self.public_key = generator.public_key(self.secret_key)
+        self._relin: RelinearizationKey | None = None
+        self._conj: ConjugationKey | None = None
+        self._rotations: dict[int, RotationKey] = {}
+
+    @property
+    def key_id(self) -> str:
+        return self.secret_key.key_id
+
+    def relinearization_key(self) -> RelinearizationKey:
+        if self._relin is None:
+            self._relin = self.generator.relinearization_key(self.secret_key)
+        return self._relin
+
+    def conjugation_key(self) -> ConjugationKey:
+        if self._conj is None:
+            self._conj = self.generator.conjugation_key(self.secret_key)
+        return self._conj
+
+    def rotation_key(self, step: int) -> RotationKey:
+        n = self.generator.context.ring_degree
+        key = normalize_rotation_step(step, n // 2)
+        if key not in self._rotations:
+            self._rotations[key] = self.generator.rotation_key(self.secret_key, key)
+        return self._rotations[key]

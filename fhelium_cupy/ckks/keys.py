@@ -1,0 +1,137 @@
+"""CKKS key values: secret, public and key-switching keys (relinearization, rotation, conjugation).
+
+All keys hold level-0 rows in the NTT domain, Montgomery form. ``key_id`` is the first 16
+hex digits of the sha256 of a random per-key salt (never derived from the key material);
+every key and ciphertext carries the ``key_id`` of the secret it belongs to.
+
+Layouts: ``SecretKey`` ``[nQ + nP, N]`` (basis QP); ``PublicKey`` ``[2, nQ + nP, N]`` (basis QP,
+rows ``(b, a)`` with ``b + a*s = e``); ``KeySwitchKey`` ``[dnum, 2, nQ + nP, N]`` (basis
+QP; digit ``d`` holds ``(b_d, a_d)`` with ``b_d + a_d*s = e_d + P*g_d*s_src``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import StateMismatchError
+from ..values import register_value_type
+from .values import CkksValue, _check_rns_state
+
+__all__ = [
+    "ConjugationKey",
+    "KeySwitchKey",
+    "PublicKey",
+    "RelinearizationKey",
+    "RotationKey",
+    "SecretKey",
+]
+
+_KEY_FIELDS = (
+    "level",
+    "scale",
+    "prime_ids",
+    "polynomial_domain",
+    "modulus_basis",
+    "residue_representation",
+    "context_id",
+    "key_id",
+)
+
+
+class _Key(CkksValue):
+    __slots__ = _KEY_FIELDS
+    _FIELDS = _KEY_FIELDS
+    _BASIS = "QP"
+    _LEADING = 0
+
+    def __init__(self, data: Any, *, prime_ids, context_id: str, key_id: str, **extra: Any) -> None:
+        self._set(
+            data=data,
+            level=0,
+            scale=None,
+            prime_ids=tuple(int(i) for i in prime_ids),
+            polynomial_domain="ntt",
+            modulus_basis=self._BASIS,
+            residue_representation="montgomery",
+            context_id=context_id,
+            key_id=key_id,
+            **extra,
+        )
+        _check_rns_state(self, data, leading_dims=self._LEADING)
+        if not isinstance(key_id, str) or not key_id:
+            raise StateMismatchError(f"{type(self).__name__} key_id must be a non-empty string")
+
+
+class SecretKey(_Key):
+    """Ternary secret ``s`` over all level-0 QP rows, ``[nQ + nP, N]`` NTT/Montgomery."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # never print key material
+        return f"SecretKey(key_id={self.key_id!r}, context_id={self.context_id!r}, shape={tuple(self.data.shape)})"
+
+
+class PublicKey(_Key):
+    """Encryption key ``(b, a)``, ``[2, nQ + nP, N]`` NTT/Montgomery over level-0 QP rows."""
+
+    __slots__ = ()
+    _LEADING = 1
+
+
+class KeySwitchKey(_Key):
+    """Hybrid key-switching key ``[dnum, 2, nQ + nP, N]`` from some ``s_src`` to the secret ``key_id``."""
+
+    __slots__ = ()
+    _LEADING = 2
+
+    @property
+    def digit_count(self) -> int:
+        return int(self.data.shape[0])
+
+
+class RelinearizationKey(KeySwitchKey):
+    """Key switching ``s**2 -> s`` (used by ``relinearize``)."""
+
+    __slots__ = ()
+
+
+_GALOIS_FIELDS = _KEY_FIELDS + ("galois_element",)
+
+
+class ConjugationKey(KeySwitchKey):
+    """Key switching ``sigma_g(s) -> s`` for ``g = 2N - 1`` (complex conjugation of slots)."""
+
+    __slots__ = ("galois_element",)
+    _FIELDS = _GALOIS_FIELDS
+
+    def __init__(self, data: Any, *, prime_ids, context_id: str, key_id: str, galois_element: int) -> None:
+        super().__init__(
+            data, prime_ids=prime_ids, context_id=context_id, key_id=key_id, galois_element=int(galois_element)
+        )
+
+
+class RotationKey(KeySwitchKey):
+    """Key switching ``sigma_g(s) -> s`` with ``g = 5**(-rotation_step mod N/2) mod 2N``.
+
+    ``rotate_with_key(ct, key)`` then decrypts to ``numpy.roll(m, rotation_step)``;
+    ``rotation_step`` is normalised into ``[-N/4, N/4)``.
+    """
+
+    __slots__ = ("galois_element", "rotation_step")
+    _FIELDS = _GALOIS_FIELDS + ("rotation_step",)
+
+    def __init__(
+        self, data: Any, *, prime_ids, context_id: str, key_id: str, galois_element: int, rotation_step: int
+    ) -> None:
+        super().__init__(
+            data,
+            prime_ids=prime_ids,
+            context_id=context_id,
+            key_id=key_id,
+            galois_element=int(galois_element),
+            rotation_step=int(rotation_step),
+        )
+
+
+for _cls in (SecretKey, PublicKey, KeySwitchKey, RelinearizationKey, RotationKey, ConjugationKey):
+    register_value_type(_cls, type_name=f"ckks.{_cls.__name__}", schema_version=1)

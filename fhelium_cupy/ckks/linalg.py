@@ -1,0 +1,190 @@
+"""Encrypted matrix-vector products: cyclic diagonals (FHElium example 18) and BSGS.
+
+``x`` is encrypted *periodic* with period ``n`` (``periodic_message``); diagonal ``k`` of
+``A`` (``n x n``) is the slot vector ``d_k[j] = A[j mod n, (j - k) mod n]`` and
+``A x = sum_k d_k * roll(x, k)`` slot-wise (the result is periodic too).
+
+* ``matrix_vector``: ``n - 1`` rotations (coefficient domain), one stacked batch, one
+  batched forward NTT, one batched ``multiply_plaintext`` with pre-stacked NTT/Montgomery
+  diagonals, ``sum_ciphertext_batch``, inverse NTT, rescale (level + 1).
+* ``matrix_vector_bsgs``: with baby step ``b`` and giant count ``g``, ``k = i*b + j``:
+  ``A x = sum_i roll(sum_j roll(d_k, -i*b) * roll(x, j), i*b)``; the ``b - 1`` baby
+  rotations share one ModUp (hoisting), then ``g - 1`` giant rotations.
+
+Diagonals are encoded at the ciphertext's level with scale = the prime the final rescale
+drops, so the output scale equals the input scale exactly. All evaluation goes through
+engine methods (capturable); encoding helpers run on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import StateMismatchError
+from .engine import host_message
+from .keys import RotationKey
+from .values import Ciphertext, Plaintext
+
+__all__ = [
+    "bsgs_split",
+    "encode_bsgs_diagonals",
+    "encode_diagonals",
+    "matrix_diagonals",
+    "matrix_vector",
+    "matrix_vector_bsgs",
+    "periodic_message",
+    "required_rotation_steps",
+    "required_rotation_steps_bsgs",
+]
+
+
+def periodic_message(x, num_slots: int) -> np.ndarray:
+    """Repeat ``x`` (length ``n`` dividing ``num_slots``) to fill every slot."""
+    x = host_message(x)
+    n = x.shape[-1]
+    if n == 0 or num_slots % n:
+        raise ValueError(f"vector length {n} must divide the slot count {num_slots}")
+    return np.tile(x, x.shape[:-1] and (1,) * (x.ndim - 1) + (num_slots // n,) or (num_slots // n,))
+
+
+def matrix_diagonals(matrix, num_slots: int) -> np.ndarray:
+    """``[n, num_slots]`` slot vectors ``d_k[j] = A[j mod n, (j - k) mod n]``."""
+    a = host_message(matrix)
+    n = a.shape[0]
+    if a.shape != (n, n) or num_slots % n:
+        raise ValueError(f"matrix must be square with a size dividing {num_slots}, got shape {a.shape}")
+    j = np.arange(num_slots)
+    return np.stack([a[j % n, (j - k) % n] for k in range(n)])
+
+
+def required_rotation_steps(n: int) -> tuple[int, ...]:
+    """Rotation steps ``matrix_vector`` needs for an ``n x n`` matrix: ``1 .. n-1``."""
+    return tuple(range(1, n))
+
+
+def bsgs_split(n: int) -> tuple[int, int]:
+    """Baby step ``b = ceil(sqrt(n))`` and giant count ``g = ceil(n / b)``."""
+    b = max(1, math.isqrt(n - 1) + 1) if n > 1 else 1
+    return b, -(-n // b)
+
+
+def required_rotation_steps_bsgs(n: int) -> tuple[int, ...]:
+    """Baby steps ``1 .. b-1`` and giant steps ``b, 2b, .. (g-1)b``."""
+    b, g = bsgs_split(n)
+    return tuple(range(1, b)) + tuple(i * b for i in range(1, g))
+
+
+def _diagonal_scale(engine, level: int) -> float:
+    return float(engine.context.moduli[engine.context.prime_ids(level)[0]])
+
+
+def encode_diagonals(engine, matrix, *, level: int = 0, scale: float | None = None) -> Plaintext:
+    """Pre-stacked NTT/Montgomery diagonals ``[n, L, N]`` for ``matrix_vector``.
+
+    ``scale`` defaults to the prime that the final rescale drops, which keeps the output
+    scale equal to the input scale.
+    """
+    scale = _diagonal_scale(engine, level) if scale is None else float(scale)
+    return engine.encode(matrix_diagonals(matrix, engine.num_slots), level=level, scale=scale)
+
+
+def encode_bsgs_diagonals(engine, matrix, *, level: int = 0, scale: float | None = None) -> Plaintext:
+    """Pre-rotated diagonals ``[g, b, L, N]``: entry ``(i, j)`` is ``roll(d_{i b + j}, -i b)`` (zero past n)."""
+    scale = _diagonal_scale(engine, level) if scale is None else float(scale)
+    diagonals = matrix_diagonals(matrix, engine.num_slots)
+    n = diagonals.shape[0]
+    b, g = bsgs_split(n)
+    grid = np.zeros((g, b, engine.num_slots), dtype=diagonals.dtype)
+    for i in range(g):
+        for j in range(b):
+            if i * b + j < n:
+                grid[i, j] = np.roll(diagonals[i * b + j], -i * b)
+    return engine.encode(grid, level=level, scale=scale)
+
+
+def _key(rotation_keys, step: int) -> RotationKey:
+    try:
+        return rotation_keys[step]
+    except (KeyError, IndexError, TypeError):
+        pass
+    if isinstance(rotation_keys, Sequence) and 0 < step <= len(rotation_keys):
+        return rotation_keys[step - 1]
+    raise StateMismatchError(f"no rotation key for step {step}; generate it with engine.rotation_key({step})")
+
+
+def _check_source(engine, source: Ciphertext, diagonals: Plaintext, batch: tuple[int, ...]) -> None:
+    if type(source) is not Ciphertext or source.polynomial_domain != "coefficient" or source.is_batched:
+        raise StateMismatchError("matrix_vector needs an unbatched coefficient-domain Ciphertext")
+    if type(diagonals) is not Plaintext or diagonals.batch_shape != batch:
+        raise StateMismatchError(
+            f"diagonals must be a Plaintext with batch shape {batch}, got "
+            f"{getattr(diagonals, 'batch_shape', type(diagonals).__name__)}"
+        )
+    if diagonals.level != source.level:
+        raise StateMismatchError(f"diagonals are at level {diagonals.level}, the source at level {source.level}")
+
+
+def matrix_vector(
+    source: Ciphertext,
+    *,
+    engine,
+    diagonals: Plaintext,
+    rotation_keys: Mapping[int, RotationKey] | Sequence[RotationKey],
+) -> Ciphertext:
+    """Encrypted ``A x`` by the cyclic-diagonal method (n - 1 rotations, one batched product).
+
+    Args:
+        source: coefficient-domain CT2 of ``periodic_message(x)`` at level ``l``.
+        engine: the ``CkksEngine``.
+        diagonals: ``encode_diagonals(engine, A, level=l)`` (``[n, L, N]``).
+        rotation_keys: step -> ``RotationKey`` for steps ``1..n-1`` (mapping, or a sequence
+            whose item ``k - 1`` is step ``k``).
+
+    Returns:
+        Coefficient-domain CT2 at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
+    """
+    n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
+    _check_source(engine, source, diagonals, (n,))
+    rotated = [source] + [engine.rotate_with_key(source, _key(rotation_keys, k)) for k in range(1, n)]
+    stacked = engine.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch(rotated))
+    products = engine.multiply_plaintext(stacked, diagonals)
+    total = engine.ntt_domain_to_coefficient_domain(engine.sum_ciphertext_batch(products))
+    return engine.rescale_to_next_level(total)
+
+
+def matrix_vector_bsgs(
+    source: Ciphertext,
+    *,
+    engine,
+    diagonals: Plaintext,
+    rotation_keys: Mapping[int, RotationKey],
+) -> Ciphertext:
+    """Encrypted ``A x`` by baby-step giant-step with hoisted baby rotations.
+
+    Args:
+        source: coefficient-domain CT2 of ``periodic_message(x)`` at level ``l``.
+        engine: the ``CkksEngine``.
+        diagonals: ``encode_bsgs_diagonals(engine, A, level=l)`` (``[g, b, L, N]``).
+        rotation_keys: step -> ``RotationKey`` for ``required_rotation_steps_bsgs(n)``.
+
+    Returns:
+        Coefficient-domain CT2 at level ``l + 1`` (scale as in ``matrix_vector``).
+    """
+    if diagonals.data.ndim != 4:
+        raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
+    g, b = diagonals.data.shape[:2]
+    _check_source(engine, source, diagonals, (g, b))
+    babies = [source] + engine.rotate_hoisted_with_keys(source, [_key(rotation_keys, j) for j in range(1, b)])
+    stacked = engine.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch(babies))
+    partial = []
+    for i in range(g):
+        row = diagonals._with_data(diagonals.data[i])
+        inner = engine.ntt_domain_to_coefficient_domain(
+            engine.sum_ciphertext_batch(engine.multiply_plaintext(stacked, row))
+        )
+        partial.append(inner if i == 0 else engine.rotate_with_key(inner, _key(rotation_keys, i * b)))
+    total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
+    return engine.rescale_to_next_level(total)

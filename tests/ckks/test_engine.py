@@ -1,0 +1,151 @@
+"""Every engine operation and compositions against cleartext NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.ckks import Ciphertext, Plaintext
+from tests.helpers.ckks_engines import TOLERANCE, make_engine, random_message
+
+PRESETS = list(TOLERANCE)
+
+
+@pytest.fixture(params=PRESETS, scope="module")
+def setup(request):
+    engine = make_engine(request.param)
+    return engine, TOLERANCE[request.param]
+
+
+def _err(got, want):
+    return float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
+
+
+def test_encrypt_decrypt_round_trip_real_complex_short_and_batched(setup):
+    e, tol = setup
+    m = random_message(e, 1)
+    ct = e.encrypt_message(m)
+    assert (ct.level, ct.polynomial_domain, ct.component_count, ct.scale) == (0, "coefficient", 2, e.scale)
+    assert _err(e.decrypt_message(ct), m) < tol
+    short = random_message(e, 2, complex_values=False, length=10)
+    got = e.decrypt_message(e.encrypt_message(short), real=True)
+    assert _err(got[:10], short) < tol and _err(got[10:], 0) < tol
+    batch = np.stack([random_message(e, 3), random_message(e, 4)])
+    ctb = e.encrypt_message(batch, level=1)
+    assert ctb.data.shape == (2, 2, e.context.q_count - 1, e.context.ring_degree)
+    assert _err(e.decrypt_message(ctb), batch) < tol
+
+
+def test_encode_decode_round_trip_and_message_inputs(setup):
+    e, tol = setup
+    m = random_message(e, 5)
+    assert _err(e.decode(e.encode(m)), m) < tol
+    assert _err(e.decode(e.encode(m, polynomial_domain="coefficient")), m) < tol
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(m.real)
+    assert _err(e.decrypt_message(e.encrypt_message(t), real=True), m.real) < tol
+
+
+def test_add_subtract_negate_add_plaintext(setup):
+    e, tol = setup
+    a, b = random_message(e, 6), random_message(e, 7)
+    ca, cb = e.encrypt_message(a), e.encrypt_message(b)
+    assert _err(e.decrypt_message(e.add(ca, cb)), a + b) < tol
+    assert _err(e.decrypt_message(e.subtract(ca, cb)), a - b) < tol
+    assert _err(e.decrypt_message(e.negate(ca)), -a) < tol
+    pt = e.encode(b, polynomial_domain="coefficient")
+    assert _err(e.decrypt_message(e.add_plaintext(ca, pt)), a + b) < tol
+    na, nb = e.coefficient_domain_to_ntt_domain(ca), e.coefficient_domain_to_ntt_domain(cb)
+    s = e.add(na, nb)
+    assert s.polynomial_domain == "ntt"
+    assert _err(e.decrypt_message(e.ntt_domain_to_coefficient_domain(s)), a + b) < tol
+
+
+def test_multiply_plaintext_then_rescale(setup):
+    e, tol = setup
+    a, b = random_message(e, 8), random_message(e, 9)
+    ct = e.coefficient_domain_to_ntt_domain(e.encrypt_message(a))
+    prod = e.multiply_plaintext(ct, e.encode(b))
+    assert prod.scale == e.scale * e.scale and prod.level == 0
+    r = e.rescale_to_next_level(prod)
+    assert r.level == 1 and r.prime_ids == e.context.prime_ids(1)
+    assert r.scale == e.scale * e.scale / e.context.moduli[0]
+    assert _err(e.decrypt_message(r), a * b) < tol
+
+
+@pytest.mark.parametrize("output_domain", ["coefficient", "ntt"])
+def test_multiply_relinearize_rescale(setup, output_domain):
+    e, tol = setup
+    a, b = random_message(e, 10), random_message(e, 11)
+    na = e.coefficient_domain_to_ntt_domain(e.encrypt_message(a))
+    nb = e.coefficient_domain_to_ntt_domain(e.encrypt_message(b))
+    c3 = e.multiply(na, nb)
+    assert c3.component_count == 3
+    assert _err(e.decrypt_message(c3), a * b) < tol  # decryption handles 3 components
+    c2 = e.relinearize(c3, output_domain=output_domain)
+    assert c2.component_count == 2 and c2.polynomial_domain == output_domain
+    assert _err(e.decrypt_message(e.rescale_to_next_level(c2)), a * b) < tol
+
+
+@pytest.mark.parametrize("step", [1, 3, -1, -7, 100, 2047, 2048 + 5])
+def test_rotation_follows_numpy_roll(setup, step):
+    e, tol = setup
+    m = random_message(e, 12)
+    ct = e.encrypt_message(m)
+    key = e.rotation_key(step)
+    assert -e.num_slots // 2 <= key.rotation_step < e.num_slots // 2
+    assert _err(e.decrypt_message(e.rotate_with_key(ct, key)), np.roll(m, step)) < tol
+
+
+def test_rotation_from_and_to_the_ntt_domain_and_at_a_deeper_level(setup):
+    e, tol = setup
+    m = random_message(e, 13)
+    ct = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=1))
+    r = e.rotate_with_key(ct, e.rotation_key(-3), output_domain="ntt")
+    assert r.polynomial_domain == "ntt" and r.level == 1
+    assert _err(e.decrypt_message(r), np.roll(m, -3)) < tol
+
+
+def test_hoisted_rotations_equal_individual_rotations(setup):
+    e, tol = setup
+    m = random_message(e, 14)
+    ct = e.encrypt_message(m)
+    keys = [e.rotation_key(s) for s in (1, 2, -5)]
+    for key, r in zip(keys, e.rotate_hoisted_with_keys(ct, keys)):
+        assert _err(e.decrypt_message(r), np.roll(m, key.rotation_step)) < tol
+
+
+def test_conjugate(setup):
+    e, tol = setup
+    m = random_message(e, 15)
+    ct = e.encrypt_message(m)
+    assert _err(e.decrypt_message(e.conjugate(ct)), np.conj(m)) < tol
+    nt = e.coefficient_domain_to_ntt_domain(ct)
+    assert _err(e.decrypt_message(e.conjugate(nt, output_domain="ntt")), np.conj(m)) < tol
+
+
+def test_stack_and_sum_ciphertext_batch(setup):
+    e, tol = setup
+    ms = [random_message(e, 20 + i) for i in range(4)]
+    stacked = Ciphertext.stack_batch([e.encrypt_message(m) for m in ms])
+    assert stacked.batch_shape == (4,)
+    total = e.sum_ciphertext_batch(stacked)
+    assert not total.is_batched
+    assert _err(e.decrypt_message(total), sum(ms)) < tol
+    pts = Plaintext.stack_batch([e.encode(m) for m in ms])
+    assert pts.batch_shape == (4,)
+
+
+def test_depth_two_circuit(setup):
+    e, tol = setup
+    a, b, c = (random_message(e, 30 + i) for i in range(3))
+    ntt = e.coefficient_domain_to_ntt_domain
+    ab = e.rescale_to_next_level(
+        e.relinearize(e.multiply(ntt(e.encrypt_message(a)), ntt(e.encrypt_message(b))), output_domain="ntt")
+    )
+    cc = ntt(e.encrypt_message(c, level=1, scale=ab.scale))
+    abc = e.rescale_to_next_level(e.relinearize(e.multiply(ab, cc), output_domain="ntt"))
+    assert abc.level == 2
+    want = a * b * c + np.roll(a, 2)
+    rotated = e.rotate_with_key(e.encrypt_message(a, level=2, scale=abc.scale), e.rotation_key(2), output_domain="ntt")
+    assert _err(e.decrypt_message(e.add(abc, rotated)), want) < tol

@@ -1,0 +1,109 @@
+"""Mismatched values, foreign keys and contexts are rejected before computing."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from fhelium_cupy.ckks import CkksEngine
+from fhelium_cupy.errors import CudaUnavailableError, ForeignContextError, ForeignKeyError, StateMismatchError
+from tests.helpers.ckks_engines import make_engine, random_message
+
+
+@pytest.fixture(scope="module")
+def e():
+    return make_engine("test-n4096-scale40")
+
+
+@pytest.fixture(scope="module")
+def other_key_engine():
+    engine = CkksEngine("test-n4096-scale40", insecure=True)
+    engine.generate_keys()
+    return engine
+
+
+def test_state_mismatches_raise_state_mismatch_error(e):
+    m = random_message(e, 1)
+    ct = e.encrypt_message(m)
+    ntt = e.coefficient_domain_to_ntt_domain(ct)
+    deeper = e.encrypt_message(m, level=1)
+    other_scale = e.encrypt_message(m, scale=2.0**35)
+    with pytest.raises(StateMismatchError, match="levels"):
+        e.add(ct, deeper)
+    with pytest.raises(StateMismatchError, match="scales"):
+        e.add(ct, other_scale)
+    with pytest.raises(StateMismatchError, match="domains"):
+        e.add(ct, ntt)
+    with pytest.raises(StateMismatchError, match="ntt-domain"):
+        e.multiply(ct, ct)
+    with pytest.raises(StateMismatchError, match="ntt-domain"):
+        e.multiply_plaintext(ct, e.encode(m))
+    with pytest.raises(StateMismatchError, match="prepare_plaintext_for_multiplication"):
+        e.multiply_plaintext(ntt, e.encode(m, polynomial_domain="coefficient"))
+    with pytest.raises(StateMismatchError, match="levels"):
+        e.multiply_plaintext(ntt, e.encode(m, level=1))
+    c3 = e.multiply(ntt, ntt)
+    with pytest.raises(StateMismatchError, match="components"):
+        e.rotate_with_key(c3, e.rotation_key(1))
+    with pytest.raises(StateMismatchError, match="components"):
+        e.relinearize(ntt)
+    with pytest.raises(StateMismatchError, match="shapes"):
+        e.add(c3, e.multiply_plaintext(ntt, e.encode(m)))
+    with pytest.raises(StateMismatchError, match="RotationKey"):
+        e.rotate_with_key(ct, e.relinearization_key())
+    with pytest.raises(StateMismatchError, match="RelinearizationKey"):
+        e.relinearize(c3, e.rotation_key(1))
+    with pytest.raises(StateMismatchError, match="batched"):
+        e.sum_ciphertext_batch(ct)
+    with pytest.raises(StateMismatchError, match="last level"):
+        e.rescale_to_next_level(e.encrypt_message(m, level=e.max_level))
+    with pytest.raises(StateMismatchError, match="expects a Ciphertext"):
+        e.add(ct, e.encode(m))
+    with pytest.raises(StateMismatchError, match="ntt-domain"):
+        e.ntt_domain_to_coefficient_domain(ct)
+
+
+def test_foreign_keys_are_rejected(e, other_key_engine):
+    m = random_message(e, 2)
+    mine = e.encrypt_message(m)
+    theirs = other_key_engine.encrypt_message(m)
+    assert mine.key_id != theirs.key_id
+    with pytest.raises(ForeignKeyError):
+        e.add(mine, theirs)
+    with pytest.raises(ForeignKeyError):
+        e.rotate_with_key(mine, other_key_engine.rotation_key(1))
+    with pytest.raises(ForeignKeyError):
+        e.relinearize(
+            e.multiply(*(e.coefficient_domain_to_ntt_domain(mine),) * 2), other_key_engine.relinearization_key()
+        )
+    with pytest.raises(ForeignKeyError):
+        e.decrypt_message(theirs)
+
+
+def test_foreign_contexts_are_rejected(e):
+    other = make_engine("test-n4096-scale30")
+    m = random_message(e, 3)
+    with pytest.raises(ForeignContextError):
+        e.add(e.encrypt_message(m), other.encrypt_message(m))
+    with pytest.raises(ForeignContextError):
+        e.multiply_plaintext(e.coefficient_domain_to_ntt_domain(e.encrypt_message(m)), other.encode(m))
+    with pytest.raises(ForeignContextError):
+        e.rotate_with_key(e.encrypt_message(m), other.rotation_key(1))
+
+
+def test_values_are_immutable_and_with_value_tensors_checks_shape(e):
+    ct = e.encrypt_message(random_message(e, 4))
+    with pytest.raises(AttributeError):
+        ct.level = 3
+    rebuilt = ct.with_value_tensors({"data": ct.data.copy()})
+    assert rebuilt.value_metadata() == ct.value_metadata() and rebuilt.data is not ct.data
+    with pytest.raises(StateMismatchError):
+        ct.with_value_tensors({"data": ct.data[:, :1].copy()})
+
+
+def test_cuda_without_a_cupy_backend_raises_a_clear_error(monkeypatch):
+    # a None entry in sys.modules makes the lazy import fail exactly like a missing module
+    monkeypatch.setitem(sys.modules, "fhelium_cupy.ckks.backends.cupy_backend", None)
+    with pytest.raises(CudaUnavailableError, match="device='cpu'"):
+        CkksEngine("test-n4096-scale40", device="cuda", insecure=True)

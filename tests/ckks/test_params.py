@@ -1,0 +1,110 @@
+"""Parameters: presets, prime generation, security bound and validation errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fhelium_cupy.ckks import CkksContext, CkksEngine, Parameters, ParametersLiteral, preset_names
+from fhelium_cupy.ckks.params import SECURITY_BOUNDS_128, balanced_digits
+from fhelium_cupy.ckks.primes import generate_ntt_primes, is_prime
+from fhelium_cupy.errors import ConfigurationError, InsecureParametersError
+
+
+def test_generated_primes_are_ntt_friendly_distinct_and_deterministic():
+    a = generate_ntt_primes(40, 6, 1 << 14)
+    assert a == generate_ntt_primes(40, 6, 1 << 14)
+    assert len(set(a)) == 6
+    for q in a:
+        assert is_prime(q) and q % (1 << 15) == 1 and q.bit_length() in (40, 41)
+    assert all(q.bit_length() == 60 for q in generate_ntt_primes(60, 3, 1 << 16, balanced=False))
+
+
+def test_is_prime_agrees_with_trial_division_on_small_numbers():
+    def slow(n):
+        return n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))
+
+    assert all(is_prime(n) == slow(n) for n in range(2000))
+
+
+@pytest.mark.parametrize(
+    "name, n, q_count, p_count, dnum, insecure",
+    [
+        ("test-n4096-scale40", 4096, 3, 1, 3, True),
+        ("test-n4096-scale30", 4096, 3, 1, 3, True),
+        ("slots8192-scale40-depth7", 16384, 8, 1, 8, False),
+        ("slots32768-scale40-depth34", 65536, 35, 4, 7, False),
+    ],
+)
+def test_presets_have_the_documented_shape_and_respect_the_bound(name, n, q_count, p_count, dnum, insecure):
+    p = Parameters.preset(name, insecure=True)
+    assert (p.ring_degree, len(p.q_moduli), len(p.p_moduli), p.dnum, p.insecure) == (
+        n,
+        q_count,
+        p_count,
+        dnum,
+        insecure,
+    )
+    assert all(m < 2**61 for m in p.moduli)
+    if not insecure:
+        assert p.log2_qp <= SECURITY_BOUNDS_128[n]
+        assert Parameters.preset(name) == p
+    if name.startswith("slots"):
+        assert all(q.bit_length() in (40, 41) for q in p.q_moduli)
+        assert all(m.bit_length() == 60 for m in p.p_moduli)
+        assert p.scale == 2.0**40
+    assert name in preset_names()
+
+
+def test_insecure_sets_need_an_explicit_opt_in_and_the_error_names_the_bound():
+    with pytest.raises(InsecureParametersError, match="109 bits"):
+        Parameters.preset("test-n4096-scale40")
+    with pytest.raises(InsecureParametersError, match="109 bits"):
+        CkksEngine("test-n4096-scale30")
+    with pytest.raises(InsecureParametersError, match="no 128-bit"):
+        Parameters.from_literal(ParametersLiteral(log_n=10, q_bits=(30,), p_bits=(31,)))
+    with pytest.raises(InsecureParametersError, match="438 bits"):
+        Parameters.from_literal(ParametersLiteral(log_n=14, q_bits=(50,) * 8, p_bits=(60,)))
+    insecure = Parameters.preset("test-n4096-scale40", insecure=True)
+    with pytest.raises(InsecureParametersError):
+        CkksEngine(insecure)
+
+
+def test_non_ntt_friendly_duplicate_or_oversize_primes_are_rejected():
+    good = generate_ntt_primes(30, 2, 4096)
+    not_friendly = next(q for q in range(2**30 + 1, 2**31, 2) if is_prime(q) and q % 8192 != 1)
+    with pytest.raises(ConfigurationError, match="not an NTT-friendly prime"):
+        Parameters.from_literal(ParametersLiteral(log_n=12, q_moduli=(good[0], not_friendly), p_moduli=(good[1],)))
+    with pytest.raises(ConfigurationError, match="not an NTT-friendly prime"):
+        Parameters.from_literal(
+            ParametersLiteral(log_n=12, q_moduli=(good[0] + 8192,), p_moduli=(good[1],)), insecure=True
+        )
+    with pytest.raises(ConfigurationError, match="distinct"):
+        Parameters.from_literal(ParametersLiteral(log_n=12, q_moduli=(good[0], good[0]), p_moduli=(good[1],)))
+    big = generate_ntt_primes(62, 1, 4096, balanced=False)[0] if False else (1 << 62) + 8193
+    with pytest.raises(ConfigurationError, match="bits"):
+        Parameters.from_literal(ParametersLiteral(log_n=12, q_moduli=(big,), p_moduli=(good[1],)), insecure=True)
+    with pytest.raises(ConfigurationError, match="dnum"):
+        Parameters.from_literal(ParametersLiteral(log_n=12, q_bits=(30, 30), p_bits=(40,), dnum=3), insecure=True)
+    with pytest.raises(ConfigurationError, match="special prime"):
+        Parameters.from_literal(ParametersLiteral(log_n=12, q_bits=(30,)), insecure=True)
+    with pytest.raises(ConfigurationError, match="unknown CKKS preset"):
+        Parameters.preset("nope")
+
+
+def test_digits_are_contiguous_balanced_and_exposed_by_the_context():
+    assert balanced_digits(35, 7) == tuple(tuple(range(5 * i, 5 * i + 5)) for i in range(7))
+    assert balanced_digits(5, 2) == ((0, 1, 2), (3, 4))
+    p = Parameters.from_literal(ParametersLiteral(log_n=12, q_bits=(30,) * 5, p_bits=(60, 60), dnum=2), insecure=True)
+    ctx = CkksContext(p)
+    assert ctx.digits == ((0, 1, 2), (3, 4))
+    assert ctx.moduli == p.q_moduli + p.p_moduli and len(ctx.psi) == 7
+
+
+def test_context_identity_is_stable_and_parameter_sensitive():
+    a = CkksContext(Parameters.preset("test-n4096-scale40", insecure=True))
+    b = CkksContext(Parameters.preset("test-n4096-scale40", insecure=True))
+    c = CkksContext(Parameters.preset("test-n4096-scale30", insecure=True))
+    assert a.context_id == b.context_id != c.context_id
+    assert len(a.context_id) == 16 and int(a.context_id, 16) >= 0

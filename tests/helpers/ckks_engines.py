@@ -1,0 +1,32 @@
+"""Shared CKKS test engines (insecure N=2^12 presets) and tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fhelium_cupy.ckks import CkksEngine
+
+__all__ = ["TOLERANCE", "make_engine", "random_message"]
+
+TOLERANCE = {"test-n4096-scale30": 1e-4, "test-n4096-scale40": 1e-6}
+_CACHE: dict[str, CkksEngine] = {}
+
+
+def make_engine(preset: str) -> CkksEngine:
+    """One engine (with keys) per preset and test session."""
+    if preset not in _CACHE:
+        engine = CkksEngine(preset, insecure=True)
+        engine.generate_keys()
+        _CACHE[preset] = engine
+    return _CACHE[preset]
+
+
+def random_message(
+    engine: CkksEngine, seed: int, *, complex_values: bool = True, length: int | None = None
+) -> np.ndarray:
+    rng = np.random.default_rng(seed)  # test data only, never key material
+    k = engine.num_slots if length is None else length
+    m = rng.uniform(-1, 1, k)
+    if complex_values:
+        m = m + 1j * rng.uniform(-1, 1, k)
+    return m
