@@ -12,18 +12,64 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..errors import CudaGraphCaptureError
+from ..interop.arrays import leaf_device
 from ..interop.capabilities import loaded_torch, require_cupy
 from ..interop.devices import Device
 from ..interop.streams import resolve_stream
-from ._output import OutputPlan, OutputSpec, describe_output
+from ._output import OutputPlan, OutputSpec, allocate_retained, describe_output
 from .arena import GraphArena
 from .buffer import ReusableValueBuffer
+from .pool import CudaGraphPool
+from .signature import ValueTreeSignature
 
-__all__ = ["end_capture_quietly", "function_name", "run_capture", "run_first_replay", "run_warmup"]
+__all__ = [
+    "CaptureParts",
+    "capture_parts",
+    "check_arguments",
+    "end_capture_quietly",
+    "example_device",
+    "function_name",
+    "run_capture",
+    "run_first_replay",
+    "run_warmup",
+]
 
 _MEMCPY_DEFAULT = 4  # cudaMemcpyDefault
+
+
+def check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
+    if function is not None and not callable(function):
+        raise TypeError("function must be callable")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
+        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
+    if warmup < 0:
+        raise ValueError("warmup must be non-negative")
+    if not isinstance(check_input_liveness, bool):
+        raise TypeError(f"check_input_liveness must be a bool, got {type(check_input_liveness).__name__}")
+    if pool is not None:
+        if not isinstance(pool, CudaGraphPool):
+            raise TypeError(f"pool must be a CudaGraphPool, got {type(pool).__name__}")
+        if warmup < 1:
+            raise ValueError("a CudaGraphPool capture needs warmup >= 1 to allocate retained outputs outside the pool")
+        pool._require_open()
+
+
+def example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> Device:
+    leaves: list[Any] = []
+    signature.collect_leaves(inputs, "example_inputs", leaves)
+    if not leaves:
+        raise ValueError("CUDA Graph capture requires at least one tensor in example_inputs")
+    devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
+    device = leaf_device(leaves[0])
+    if len(devices) != 1 or device.type != "cuda":
+        raise ValueError(f"CUDA Graph example inputs must target one CUDA device; got devices={devices}")
+    return device
 
 
 def function_name(function: object) -> str:
@@ -167,3 +213,79 @@ def run_first_replay(graph: Any, device: Device) -> float:
     stream.synchronize()
     dev.synchronize()
     return time.perf_counter() - start
+
+
+@dataclass
+class CaptureParts:
+    """Everything a successful capture produced, handed to the program constructor."""
+
+    device: Device
+    buffer: ReusableValueBuffer
+    static_inputs: tuple[Any, ...]
+    arena: GraphArena | None
+    graph: Any
+    output: OutputPlan
+    warmup_seconds: float
+    capture_seconds: float
+    first_replay_seconds: float
+    allocated_bytes: int
+    reserved_bytes: int
+
+    def device_context(self) -> Any:
+        cupy = require_cupy("CUDA Graph capture")
+        return cupy.cuda.Device(self.device.index)
+
+
+def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup: int, pool: CudaGraphPool | None) -> CaptureParts:
+    """Run the whole construction: checks, retained buffer, warmup, capture, first replay.
+
+    Argument errors (``TypeError``/``ValueError``) surface unwrapped before any device
+    work beyond the retained buffer; a stage failure closes the buffer, releases the
+    program's own arena and raises ``CudaGraphCaptureError`` from the original error.
+    """
+    signature = ValueTreeSignature.from_value(inputs)  # TypeError for unsupported leaves
+    device = example_device(signature, inputs)
+    if pool is not None and pool.device != device:
+        raise ValueError(f"CudaGraphPool is on {pool.device} but the example inputs are on {device}")
+    cupy = require_cupy("CUDA Graph capture")
+    with cupy.cuda.Device(device.index):
+        buffer: ReusableValueBuffer = ReusableValueBuffer.like(inputs, device=device)  # aliasing -> ValueError
+        static_inputs = buffer.value  # passed at capture and kept for the program's lifetime
+        arena = GraphArena(device) if pool is None else None
+        stage = "warmup"
+        try:
+            warmup_seconds, spec = run_warmup(function, inputs, device, warmup)
+            del inputs  # the examples are not needed any more (FHElium bug 7.4)
+            retained = None
+            if pool is not None:
+                assert spec is not None  # check_arguments requires warmup >= 1 with a pool
+                retained = (spec, allocate_retained(spec, device))
+            stage = "capture"
+            graph, output, capture_seconds = run_capture(
+                function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
+            )
+            stage = "first replay"
+            first_seconds = run_first_replay(graph, device)
+        except Exception as error:
+            graph = None
+            buffer.close()
+            if arena is not None:
+                arena.close()
+            raise CudaGraphCaptureError(stage=stage, function_name=function_name(function), detail=str(error)) from error
+        buffer._prune()  # the initial copy completed: drop the references to the examples
+    own = buffer.nbytes + (output.nbytes if pool is not None else 0)
+    used = arena.used_bytes if arena is not None else 0
+    reserved = arena.reserved_bytes if arena is not None else pool._arena.reserved_bytes  # type: ignore[union-attr]
+    return CaptureParts(
+        device=device,
+        buffer=buffer,
+        static_inputs=static_inputs,
+        arena=arena,
+        graph=graph,
+        output=output,
+        warmup_seconds=warmup_seconds,
+        capture_seconds=capture_seconds,
+        first_replay_seconds=first_seconds,
+        allocated_bytes=int(own + used),
+        reserved_bytes=int(own + reserved),
+    )

@@ -8,20 +8,19 @@ inputs, copies them into fixed addresses and launches the graph on the caller's 
 
 from __future__ import annotations
 
-import collections
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import numpy as np
-
-from ..errors import CudaGraphCaptureError, CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import data_pointer, leaf_device, leaf_span, low_offset_bytes
+from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
+from ..interop.arrays import leaf_span, low_offset_bytes
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import event_handles, resolve_stream
 from . import _capture
-from ._output import OutputPlan, allocate_retained
+from ._output import OutputPlan
+from ._replay import EventRing, source_pointer_getter
 from .arena import GraphArena
 from .buffer import CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
@@ -32,7 +31,6 @@ __all__ = ["CudaGraphCaptureStats", "CudaGraphProgram"]
 _OutputT = TypeVar("_OutputT")
 _MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction from unified addressing
 _CLOSED = "CUDA Graph program is closed"
-_PRECREATED_EVENTS = 4
 
 
 @dataclass(frozen=True)
@@ -61,82 +59,6 @@ class CudaGraphCaptureStats:
     first_replay_seconds: float
     memory_allocated_bytes: int
     memory_reserved_bytes: int
-
-
-class _EventRing:
-    """Reusable replay-complete events, each with the copy sources it keeps alive.
-
-    Events are handed out FIFO and recycled once complete. Re-recording an event is safe
-    here because (1) only a completed event is recycled, and (2) every consumer of a
-    replay event needs only its *latest* record: ``cudaStreamWaitEvent`` binds to the
-    record current when it is enqueued, and each replay waits for the previous one, so
-    the latest record implies all earlier ones.
-    """
-
-    __slots__ = ("_busy", "_cupy", "_device_index", "_free")
-
-    def __init__(self, cupy: Any, device_index: int) -> None:
-        self._cupy = cupy
-        self._device_index = device_index
-        self._busy: collections.deque[tuple[Any, object]] = collections.deque()
-        with cupy.cuda.Device(device_index):
-            self._free = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(_PRECREATED_EVENTS)]
-
-    def acquire(self) -> Any:
-        busy = self._busy
-        while busy and busy[0][0].done:
-            self._free.append(busy.popleft()[0])
-        if self._free:
-            return self._free.pop()
-        with self._cupy.cuda.Device(self._device_index):
-            return self._cupy.cuda.Event(block=False, disable_timing=True)
-
-    def push(self, event: Any, sources: object) -> None:
-        self._busy.append((event, sources))
-
-    def release_all(self) -> None:
-        self._busy.clear()
-        self._free.clear()
-
-
-def _check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
-    if function is not None and not callable(function):
-        raise TypeError("function must be callable")
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
-        raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
-    if warmup < 0:
-        raise ValueError("warmup must be non-negative")
-    if not isinstance(check_input_liveness, bool):
-        raise TypeError(f"check_input_liveness must be a bool, got {type(check_input_liveness).__name__}")
-    if pool is not None:
-        if not isinstance(pool, CudaGraphPool):
-            raise TypeError(f"pool must be a CudaGraphPool, got {type(pool).__name__}")
-        if warmup < 1:
-            raise ValueError("a CudaGraphPool capture needs warmup >= 1 to allocate retained outputs outside the pool")
-        pool._require_open()
-
-
-def _example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> Device:
-    leaves: list[Any] = []
-    signature.collect_leaves(inputs, "example_inputs", leaves)
-    if not leaves:
-        raise ValueError("CUDA Graph capture requires at least one tensor in example_inputs")
-    devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
-    device = leaf_device(leaves[0])
-    if len(devices) != 1 or device.type != "cuda":
-        raise ValueError(f"CUDA Graph example inputs must target one CUDA device; got devices={devices}")
-    return device
-
-
-def _source_pointer_getter(cupy: Any) -> Callable[[Any], int]:
-    ndarray = cupy.ndarray
-
-    def pointer(leaf: Any) -> int:
-        if type(leaf) is ndarray:
-            return leaf.data.ptr
-        return data_pointer(leaf)
-
-    return pointer
 
 
 class CudaGraphProgram(Generic[_OutputT]):
@@ -206,8 +128,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._pool = pool
         self._arena = arena
         self._check_input_liveness = check_input_liveness
-        self._events = _EventRing(cupy, self._device_index)
-        self._pointer = _source_pointer_getter(cupy)
+        self._events = EventRing(cupy, self._device_index)
+        self._pointer = source_pointer_getter(cupy)
         # Flat copy plan: (leaf index, target low address, low offset, span bytes) for every
         # non-empty leaf. A matching source has the same strides, so its low address is its
         # element-0 pointer minus the same low offset.
@@ -223,6 +145,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._last_event: Any = None
         self._last_stream_ptr = 0
         self._closed = False
+        # Safety net for a program dropped without close(): wait for its last replay before
+        # its storage can be released (the ring does not reference the program).
+        self._finalizer = weakref.finalize(self, self._events.drain)
         if pool is not None:
             pool._register(self)
 
@@ -276,7 +201,7 @@ class CudaGraphProgram(Generic[_OutputT]):
             CudaGraphCaptureError: warmup, capture, output validation or the first
                 replay failed (``stage`` says which; the original error is the cause).
         """
-        _check_arguments(function, warmup, check_input_liveness, pool)
+        _capture.check_arguments(function, warmup, check_input_liveness, pool)
         if function is None:
 
             def decorator(fn: Callable[..., _OutputT]) -> CudaGraphProgram[_OutputT]:
@@ -291,60 +216,26 @@ class CudaGraphProgram(Generic[_OutputT]):
     def _capture(
         cls, function: Callable[..., Any], inputs: tuple[Any, ...], warmup: int, check_input_liveness: bool, pool: CudaGraphPool | None
     ) -> CudaGraphProgram[Any]:
-        signature = ValueTreeSignature.from_value(inputs)  # TypeError for unsupported leaves
-        device = _example_device(signature, inputs)
-        if pool is not None and pool.device != device:
-            raise ValueError(f"CudaGraphPool is on {pool.device} but the example inputs are on {device}")
-        cupy = require_cupy("CUDA Graph capture")
-        with cupy.cuda.Device(device.index):
-            buffer: ReusableValueBuffer[tuple[Any, ...]] = ReusableValueBuffer.like(inputs, device=device)  # aliasing -> ValueError
-            static_inputs = buffer.value
-            arena = GraphArena(device) if pool is None else None
-            graph = None
-            stage = "warmup"
-            try:
-                warmup_seconds, spec = _capture.run_warmup(function, inputs, device, warmup)
-                del inputs  # the examples are not needed after this point (FHElium bug 7.4)
-                retained = None
-                if pool is not None:
-                    assert spec is not None
-                    retained = (spec, allocate_retained(spec, device))
-                stage = "capture"
-                graph, output, capture_seconds = _capture.run_capture(
-                    function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
-                )
-                stage = "first replay"
-                first_seconds = _capture.run_first_replay(graph, device)
-            except Exception as error:
-                graph = None
-                buffer.close()
-                if arena is not None:
-                    arena.close()
-                raise CudaGraphCaptureError(
-                    stage=stage, function_name=_capture.function_name(function), detail=str(error)
-                ) from error
-            buffer._prune()  # the initial copy completed: drop the references to the examples
-            own = buffer.nbytes + output.nbytes if pool is not None else buffer.nbytes
-            used = arena.used_bytes if arena is not None else 0
-            reserved = arena.reserved_bytes if arena is not None else pool._arena.reserved_bytes  # type: ignore[union-attr]
-            stats = CudaGraphCaptureStats(
-                warmup_iterations=warmup,
-                warmup_seconds=warmup_seconds,
-                capture_seconds=capture_seconds,
-                first_replay_seconds=first_seconds,
-                memory_allocated_bytes=int(own + used),
-                memory_reserved_bytes=int(own + reserved),
-            )
+        parts = _capture.capture_parts(function, inputs, warmup, pool)
+        stats = CudaGraphCaptureStats(
+            warmup_iterations=warmup,
+            warmup_seconds=parts.warmup_seconds,
+            capture_seconds=parts.capture_seconds,
+            first_replay_seconds=parts.first_replay_seconds,
+            memory_allocated_bytes=parts.allocated_bytes,
+            memory_reserved_bytes=parts.reserved_bytes,
+        )
+        with parts.device_context():
             return cls(
                 function=function,
-                device=device,
-                graph=graph,
-                input_buffer=buffer,
-                static_inputs=static_inputs,
-                output=output,
+                device=parts.device,
+                graph=parts.graph,
+                input_buffer=parts.buffer,
+                static_inputs=parts.static_inputs,
+                output=parts.output,
                 stats=stats,
                 pool=pool,
-                arena=arena,
+                arena=parts.arena,
                 check_input_liveness=check_input_liveness,
             )
 
@@ -560,6 +451,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         if self._last_event is not None:
             self._last_event.synchronize()
         self._buffer.close()  # waits for in-flight copies
+        self._finalizer.detach()
         self._events.release_all()
         self._graph = None
         self._launch = None

@@ -1,0 +1,346 @@
+"""CudaGraphProgram on a GPU: warmup, capture, first and sequential replay, outputs, streams."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.errors import CudaGraphInputError
+from fhelium_cupy.interop import Device
+from fhelium_cupy.runtime import CudaGraphCaptureStats, CudaGraphProgram, ValueTreeSignature, pin_value_tree
+from tests.helpers.gpu_spin import cycles_for_ms
+from tests.helpers.graph_workloads import (
+    affine,
+    affine_np,
+    long_affine,
+    rawkernel_axpy,
+    rawkernel_axpy_np,
+    scale_value,
+    tree_function,
+    tree_function_np,
+)
+from tests.helpers.toy_values import ToyValue
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def cp():
+    import cupy
+
+    yield cupy
+    cupy.cuda.runtime.deviceSynchronize()
+    assert not cupy.cuda.get_current_stream().is_capturing()
+
+
+def _rand(rng, shape=(4, 1024)):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch", reason="torch is optional")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA on this machine")
+    return torch
+
+
+def test_capture_then_sequential_replays_match_eager_results(cp):
+    rng = np.random.default_rng(0)
+    x0 = cp.asarray(_rand(rng))
+    with CudaGraphProgram.capture(affine, example_inputs=(x0,)) as program:
+        stats = program.stats
+        assert isinstance(stats, CudaGraphCaptureStats)
+        assert stats.warmup_iterations == 3
+        assert min(stats.warmup_seconds, stats.capture_seconds, stats.first_replay_seconds) >= 0
+        assert stats.memory_allocated_bytes >= x0.nbytes and stats.memory_reserved_bytes >= stats.memory_allocated_bytes
+        assert program.device == Device("cuda", x0.device.id)
+        assert program.input_signature == ValueTreeSignature.from_value((x0,))
+        assert program.input_signature.kind == "tuple"
+        assert program.input_nbytes == x0.nbytes
+        assert isinstance(program.cuda_graph, cp.cuda.Graph)
+        # the first replay ran the prototype
+        np.testing.assert_array_equal(cp.asnumpy(program.output), affine_np(cp.asnumpy(x0)))
+        ptr = program.output.data.ptr
+        for _ in range(5):
+            host = _rand(rng)
+            out = program.replay(cp.asarray(host))
+            assert out.data.ptr == ptr
+            np.testing.assert_array_equal(cp.asnumpy(out), affine_np(host))
+
+
+def test_rawkernel_workload_with_two_inputs_replays_exactly(cp):
+    rng = np.random.default_rng(1)
+    x, y = cp.asarray(_rand(rng, (3000,))), cp.asarray(_rand(rng, (3000,)))
+    program = CudaGraphProgram.capture(rawkernel_axpy, example_inputs=(x, y), warmup=1)
+    for _ in range(4):
+        hx, hy = _rand(rng, (3000,)), _rand(rng, (3000,))
+        out = program.replay(hx, cp.asarray(hy))
+        np.testing.assert_array_equal(cp.asnumpy(out), rawkernel_axpy_np(hx, hy))
+    program.close()
+
+
+def test_value_outputs_are_fresh_wrappers_around_stable_arrays(cp):
+    rng = np.random.default_rng(2)
+    v0 = ToyValue(cp.asarray(rng.integers(0, 1000, size=(2, 64), dtype=np.int64)), level=1)
+    program = CudaGraphProgram.capture(scale_value, example_inputs=(v0,))
+    host = rng.integers(0, 1000, size=(2, 64), dtype=np.int64)
+    first = program.replay(ToyValue(host, level=1))
+    second = program.replay_prepared()
+    assert isinstance(first, ToyValue) and first.level == 2
+    assert first is not second  # FHElium bug 7.5: never the same mutable object
+    assert first.data is second.data  # ... but the same fixed graph array
+    first.level = 99  # mutating a returned wrapper cannot corrupt the program
+    assert program.output.level == 2
+    np.testing.assert_array_equal(cp.asnumpy(program.output.data), host * 3)
+    with pytest.raises(CudaGraphInputError, match="level"):
+        program.replay(ToyValue(host, level=2))
+    program.close()
+
+
+def test_nested_trees_with_none_and_values(cp):
+    rng = np.random.default_rng(3)
+
+    def example():
+        a, b = rng.standard_normal((2, 8)), rng.standard_normal((2, 8))
+        v = rng.integers(0, 50, size=(3,), dtype=np.int64)
+        return ({"a": a, "b": b}, [ToyValue(v)])
+
+    host = example()
+    device_inputs = ({k: cp.asarray(v) for k, v in host[0].items()}, [ToyValue(cp.asarray(host[1][0].data))])
+    program = CudaGraphProgram.capture(tree_function, example_inputs=device_inputs, warmup=2)
+    for _ in range(3):
+        host = example()
+        out = program.replay(*host)
+        expected = tree_function_np(host[0], [host[1][0]])
+        np.testing.assert_array_equal(cp.asnumpy(out["sum"]), expected["sum"])
+        np.testing.assert_array_equal(cp.asnumpy(out["pair"][0]), expected["pair"][0])
+        assert out["pair"][1] is None
+        np.testing.assert_array_equal(cp.asnumpy(out["value"].data), expected["value"])
+    program.close()
+
+
+def test_decorator_form_returns_a_ready_program(cp):
+    x = cp.arange(16, dtype=cp.float64)
+
+    @CudaGraphProgram.capture(example_inputs=(x,), warmup=1)
+    def doubled(source):
+        return source * 2
+
+    assert isinstance(doubled, CudaGraphProgram)
+    np.testing.assert_array_equal(cp.asnumpy(doubled.replay(np.ones(16))), np.full(16, 2.0))
+    doubled.close()
+
+
+def test_partial_bound_static_state_is_kept_alive(cp):
+    weights = cp.arange(8, dtype=cp.float32)
+
+    def scaled(w, x):
+        return w * x
+
+    program = CudaGraphProgram.capture(functools.partial(scaled, weights), example_inputs=(cp.ones(8, cp.float32),))
+    del weights  # the program keeps the partial, and so the array, alive
+    cp.get_default_memory_pool().free_all_blocks()
+    out = program.replay(np.full(8, 2, np.float32))
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(8, dtype=np.float32) * 2)
+    program.close()
+
+
+def test_borrowed_output_is_overwritten_and_owned_output_is_not(cp):
+    rng = np.random.default_rng(4)
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros((4, 1024), cp.float32),))
+    h1, h2 = _rand(rng), _rand(rng)
+    borrowed = program.replay(h1)
+    owned = program.replay(h1, copy_output=True)
+    assert owned.data.ptr != program.output.data.ptr
+    assert isinstance(owned, cp.ndarray) and owned.strides == program.output.strides
+    program.replay(h2, synchronize=True)
+    np.testing.assert_array_equal(cp.asnumpy(owned), affine_np(h1))
+    np.testing.assert_array_equal(cp.asnumpy(borrowed), affine_np(h2))  # overwritten by the next replay
+    program.close()
+    np.testing.assert_array_equal(cp.asnumpy(owned), affine_np(h1))  # owned storage outlives the program
+
+
+@pytest.mark.parametrize("source_kind", ["cupy", "numpy", "pinned"])
+def test_replay_accepts_cuda_pageable_and_pinned_sources(cp, source_kind):
+    rng = np.random.default_rng(5)
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
+    for _ in range(3):
+        host = _rand(rng)
+        source = {"cupy": cp.asarray, "numpy": lambda a: a, "pinned": pin_value_tree}[source_kind](host)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(source)), affine_np(host))
+    program.close()
+
+
+def test_pinned_copy_on_transfer_stream_never_overwrites_a_running_replay(cp):
+    """Overwrite protection: a copy issued during a long replay waits for it."""
+    rng = np.random.default_rng(6)
+    cycles = cycles_for_ms(50)
+    program = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
+    transfer = cp.cuda.Stream(non_blocking=True)
+    compute = cp.cuda.Stream(non_blocking=True)
+    h1, h2 = _rand(rng), _rand(rng)
+    p1, p2 = pin_value_tree(h1), pin_value_tree(h2)
+    with compute:
+        first = program.replay(p1, copy_output=True)  # spins ~50 ms, then reads its input
+    handle = program.copy_inputs_from(p2, stream=transfer)
+    assert not handle.query()  # still waiting for the running replay
+    with compute:
+        second = program.replay_prepared(copy_handle=handle, copy_output=True)
+    compute.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(first), affine_np(h1))
+    np.testing.assert_array_equal(cp.asnumpy(second), affine_np(h2))
+    program.close()
+
+
+def test_prefetch_overlaps_transfer_with_compute_and_results_are_right(cp):
+    """Double-buffer style: prefetch tile i+1 on a transfer stream while compute runs tile i."""
+    rng = np.random.default_rng(7)
+    program = CudaGraphProgram.capture(long_affine(cycles_for_ms(5)), example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
+    transfer = cp.cuda.Stream(non_blocking=True)
+    compute = cp.cuda.Stream(non_blocking=True)
+    hosts = [_rand(rng) for _ in range(6)]
+    pinned = [pin_value_tree(h) for h in hosts]
+    results = []
+    handle = program.copy_inputs_from(pinned[0], stream=transfer)
+    for i in range(len(hosts)):
+        with compute:
+            results.append(program.replay_prepared(copy_handle=handle, copy_output=True))
+        if i + 1 < len(hosts):
+            handle = program.copy_inputs_from(pinned[i + 1], stream=transfer)
+    compute.synchronize()
+    for host, out in zip(hosts, results):
+        np.testing.assert_array_equal(cp.asnumpy(out), affine_np(host))
+    program.close()
+
+
+def test_replay_prepared_handle_rules(cp):
+    x = cp.zeros(256, cp.float32)
+    program = CudaGraphProgram.capture(affine, example_inputs=(x,), warmup=1)
+    other = CudaGraphProgram.capture(affine, example_inputs=(x,), warmup=1)
+    # no outstanding copy: re-runs the current payload
+    np.testing.assert_array_equal(cp.asnumpy(program.replay_prepared(synchronize=True)), np.ones(256, np.float32))
+    stale = program.copy_inputs_from(np.full(256, 1, np.float32))
+    latest = program.copy_inputs_from(np.full(256, 2, np.float32))
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle"):
+        program.replay_prepared(copy_handle=stale)
+    with pytest.raises(CudaGraphInputError, match="outstanding"):
+        program.replay_prepared()
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle"):
+        program.replay_prepared(copy_handle=other.copy_inputs_from(np.zeros(256, np.float32)))
+    out = program.replay_prepared(copy_handle=latest)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.full(256, 5, np.float32))
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle"):
+        program.replay_prepared(copy_handle=latest)  # consumed
+    # a successful replay supersedes an outstanding prepared copy
+    pending = program.copy_inputs_from(np.full(256, 7, np.float32))
+    np.testing.assert_array_equal(cp.asnumpy(program.replay(np.full(256, 3, np.float32))), np.full(256, 7, np.float32))
+    with pytest.raises(CudaGraphInputError):
+        program.replay_prepared(copy_handle=pending)
+    program.close()
+    other.close()
+
+
+def test_mismatched_inputs_fail_before_anything_moves(cp):
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(64, cp.float32),), warmup=1)
+    program.replay(np.full(64, 4, np.float32), synchronize=True)
+    for bad in (np.zeros(65, np.float32), np.zeros(64, np.float64), [np.zeros(64, np.float32)], np.zeros(128, np.float32)[::2]):
+        with pytest.raises(CudaGraphInputError, match="source"):
+            program.replay(bad)
+        with pytest.raises(CudaGraphInputError):
+            program.copy_inputs_from(bad)
+    with pytest.raises(CudaGraphInputError, match="length"):
+        program.replay(np.zeros(64, np.float32), np.zeros(64, np.float32))
+    # the payload is still the last good one
+    np.testing.assert_array_equal(cp.asnumpy(program.replay_prepared(synchronize=True)), np.full(64, 9, np.float32))
+    program.close()
+
+
+def test_allocation_storm_between_replays_leaves_graph_and_eager_memory_intact(cp):
+    """DESIGN decision 3: eager allocations never receive graph memory, and vice versa."""
+    rng = np.random.default_rng(8)
+    pool = cp.get_default_memory_pool()
+    examples = (cp.zeros(1 << 16, cp.float32), cp.zeros(1 << 16, cp.float32))
+    program = CudaGraphProgram.capture(rawkernel_axpy, example_inputs=examples)
+    hx, hy = _rand(rng, (1 << 16,)), _rand(rng, (1 << 16,))
+    out = program.replay(hx, hy, synchronize=True)
+    expected = rawkernel_axpy_np(hx, hy)
+    for round_ in range(3):
+        junk = [cp.full(int(n), round_ + 7, dtype=cp.uint8) for n in rng.integers(1, 1 << 20, size=64)]
+        del junk
+        pool.free_all_blocks()
+        victims = [cp.full(1 << 16, float(i), dtype=cp.float32) for i in range(32)]
+        np.testing.assert_array_equal(cp.asnumpy(out), expected)  # graph output untouched by eager work
+        hx, hy = _rand(rng, (1 << 16,)), _rand(rng, (1 << 16,))
+        out = program.replay(hx, hy, synchronize=True)
+        expected = rawkernel_axpy_np(hx, hy)
+        np.testing.assert_array_equal(cp.asnumpy(out), expected)
+        for i, victim in enumerate(victims):  # replay never wrote into eager memory
+            assert bool((victim == float(i)).all())
+    program.close()
+
+
+def test_replay_follows_the_callers_current_stream_and_device(cp):
+    rng = np.random.default_rng(9)
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(512, cp.float32),), warmup=1)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
+    outs = []
+    hosts = [_rand(rng, (512,)) for _ in range(6)]
+    for i, host in enumerate(hosts):
+        with streams[i % 3]:
+            outs.append(program.replay(host, copy_output=True))
+    cp.cuda.runtime.deviceSynchronize()
+    for host, out in zip(hosts, outs):
+        np.testing.assert_array_equal(cp.asnumpy(out), affine_np(host))
+    program.close()
+
+
+def test_torch_tensors_in_and_out(cp):
+    torch = _torch_cuda()
+
+    def torch_affine(t):
+        return torch.from_dlpack(affine(cp.from_dlpack(t)))
+
+    example = torch.zeros(4, 256, device="cuda", dtype=torch.float32)
+    program = CudaGraphProgram.capture(torch_affine, example_inputs=(example,), warmup=2)
+    for source in (torch.randn(4, 256, device="cuda"), torch.randn(4, 256)):
+        torch.cuda.synchronize()
+        out = program.replay(source, synchronize=True)
+        assert isinstance(out, torch.Tensor) and out.is_cuda
+        torch.testing.assert_close(out.cpu(), source.cpu() * 2 + 1, rtol=0, atol=0)
+    owned = program.replay(torch.ones(4, 256), copy_output=True, synchronize=True)
+    assert isinstance(owned, torch.Tensor) and owned.data_ptr() != program.output.data_ptr()
+    torch.testing.assert_close(owned.cpu(), torch.full((4, 256), 3.0), rtol=0, atol=0)
+    ts = torch.cuda.Stream()
+    handle = program.copy_inputs_from(torch.full((4, 256), 2.0), stream=ts)
+    with torch.cuda.stream(ts):
+        out = program.replay_prepared(copy_handle=handle)
+    ts.synchronize()
+    torch.testing.assert_close(out.cpu(), torch.full((4, 256), 5.0), rtol=0, atol=0)
+    program.close()
+
+
+def test_torch_events_are_accepted_as_dependencies(cp):
+    torch = _torch_cuda()
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(64, cp.float32),), warmup=1)
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        source = torch.full((64,), 4.0, device="cuda")
+        ready = torch.cuda.Event()
+        ready.record()
+    handle = program.copy_inputs_from(source, wait_for=[ready])
+    out = program.replay_prepared(copy_handle=handle, synchronize=True)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.full(64, 9, np.float32))
+    program.close()
+
+
+def test_stats_report_graph_private_memory(cp):
+    n = 1 << 20
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(n, cp.float32),), warmup=1)
+    stats = program.stats
+    # input buffer + the live output block; the arena reserves at least the output and the temporary
+    assert stats.memory_allocated_bytes >= 2 * n * 4
+    assert stats.memory_reserved_bytes >= stats.memory_allocated_bytes
+    program.close()
+    assert program.stats is stats
