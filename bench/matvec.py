@@ -34,7 +34,7 @@ if __package__ in (None, ""):
 from bench._timing import cuda_sync, summarize, time_device_cupy, time_device_torch, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
-__all__ = ["bench_matvec_size", "bench_pool_sharing", "main"]
+__all__ = ["bench_bsgs_size", "bench_matvec_size", "bench_pool_sharing", "main"]
 
 POOL_PROGRAMS = 8
 
@@ -243,6 +243,44 @@ def bench_matvec_size(
     entry["torch_graph"] = (
         _torch_graph_variant(workload, source, runs=runs, warmup=warmup) if torch_graph else {"skipped": "--no-torch"}
     )
+    _settle()
+    return entry
+
+
+def bench_bsgs_size(workload: MatvecWorkload, *, runs: int, warmup: int) -> dict[str, Any]:
+    """The BSGS evaluator (hoisted baby steps): eager latency and, on CUDA, graph replay latency."""
+    entry: dict[str, Any] = {"size": workload.size, "rotation_keys": len(workload.rotation_keys)}
+    x, source = workload.new_input()
+    out = workload.schedule(source)
+    workload.synchronize()
+    entry["max_abs_error"] = workload.max_error(x, out)
+    del out
+    sync = workload.synchronize
+    entry["launches_per_call"] = _launches_per_call(workload, lambda: workload.schedule(source))
+    entry["eager"] = {"latency": time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=sync)}
+    if workload.device != "cuda":
+        entry["graph"] = {"skipped": "CUDA Graph capture needs a CUDA GPU (this run used the CPU engine)"}
+        return entry
+    entry["eager"]["device"] = time_device_cupy(lambda: workload.schedule(source), runs=runs, warmup=warmup)
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    try:
+        program = CudaGraphProgram.capture(workload.schedule, example_inputs=(source,))
+    except Exception as error:
+        cuda_sync()
+        entry["graph"] = {"skipped": f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"}
+        return entry
+    try:
+        x, ciphertext = workload.new_input()
+        out = program.replay(ciphertext, copy_output=True, synchronize=True)
+        entry["graph"] = {
+            "max_abs_error": workload.max_error(x, out),
+            "latency": time_host(lambda: program.replay(ciphertext), runs=runs, warmup=warmup, synchronize=sync),
+            "device": time_device_cupy(lambda: program.replay(ciphertext), runs=runs, warmup=warmup),
+        }
+        del out
+    finally:
+        program.close()
     _settle()
     return entry
 

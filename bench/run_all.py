@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.env_report import environment
-from bench.matvec import bench_matvec_size, bench_pool_sharing
+from bench.matvec import bench_bsgs_size, bench_matvec_size, bench_pool_sharing
 from bench.ops import H200_BANDWIDTH, bench_ops, floor_bytes, parameter_summary
 
 __all__ = ["DEFAULT_CPU_PRESET", "DEFAULT_CUDA_PRESET", "main", "markdown", "parse_preset", "print_table", "run"]
@@ -68,6 +68,7 @@ def run(
     budget_s: float | None = None,
     torch_graph: bool = True,
     ops: bool = True,
+    bsgs: bool = True,
     show_progress: bool = True,
     json_path: str | Path | None = None,
     plots_dir: str | Path | None = None,
@@ -93,7 +94,8 @@ def run(
         "schema": SCHEMA,
         "environment": environment(),
         "config": {"device": device, "plan": [{"preset": n, "sizes": list(s)} for n, s in plan], "runs": runs,
-                   "warmup": warmup, "insecure": insecure, "budget_s": budget_s, "torch_graph": torch_graph},
+                   "warmup": warmup, "insecure": insecure, "budget_s": budget_s, "torch_graph": torch_graph,
+                   "bsgs": bsgs},
         "bandwidth_bytes_per_s": H200_BANDWIDTH,
         "presets": {},
     }
@@ -108,7 +110,7 @@ def run(
             Path(json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")
 
     for name, preset_sizes in plan:
-        entry: dict[str, Any] = {"parameters": parameter_summary(name), "matvec": [], "ops": [], "skipped": []}
+        entry: dict[str, Any] = {"parameters": parameter_summary(name), "matvec": [], "bsgs": [], "ops": [], "skipped": []}
         results["presets"][name] = entry
         if over_budget():
             entry["skipped"].append("time budget exhausted before this preset")
@@ -132,6 +134,14 @@ def run(
                     except Exception as error:
                         entry["skipped"].append(f"ops: {_reason(error)}")
                 entry["matvec"].append(bench_matvec_size(workload, runs=runs, warmup=warmup, torch_graph=torch_graph))
+                checkpoint()
+                if bsgs and size > 1 and not over_budget():
+                    try:
+                        bsgs_workload = MatvecWorkload.build(preset=name, device=device, size=size, insecure=insecure,
+                                                             engine=engine, show_progress=show_progress, method="bsgs")
+                        entry["bsgs"].append(bench_bsgs_size(bsgs_workload, runs=runs, warmup=warmup))
+                    except Exception as error:
+                        entry["skipped"].append(f"bsgs size {size}: {_reason(error)}")
                 if index == 0 and device == "cuda" and not over_budget():
                     try:
                         entry["pool"] = bench_pool_sharing(workload)
@@ -179,7 +189,9 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
     """One compact row per (preset, size): the numbers the README table wants."""
     rows = []
     for name, preset in results["presets"].items():
+        bsgs = {b["size"]: b for b in preset.get("bsgs", [])}
         for r in preset.get("matvec", []):
+            b = bsgs.get(r["size"], {})
             eager = _med(r.get("eager", {}).get("latency"))
             graph = _med(r.get("graph", {}).get("latency"))
             torch_graph = _med(r.get("torch_graph", {}).get("latency"))
@@ -194,6 +206,8 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "replay_prepared() µs": _fmt((_med(r.get("graph", {}).get("host_replay_prepared")) or 0) * 1e3 or None, "", 1),
                 "max abs err": f"{r['max_abs_error']:.2e}",
                 "launches": _fmt(r.get("launches_per_call")),
+                "bsgs eager / graph ms": (f"{_fmt(_med(b.get('eager', {}).get('latency')))} / "
+                                          f"{_fmt(_med((b.get('graph') or {}).get('latency')))}") if b else "-",
             })
     return rows
 
@@ -312,12 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=480.0, help="stop starting new work after this (default 480 s)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-ops", action="store_true")
+    parser.add_argument("--no-bsgs", action="store_true")
     args = parser.parse_args(argv)
     out = Path(args.out)
     results = run(
         device=args.device, presets=args.preset or [None], sizes=tuple(int(s) for s in args.sizes.split(",") if s),
         runs=args.runs, warmup=args.warmup, insecure=args.insecure, budget_s=args.budget_s,
-        torch_graph=not args.no_torch, ops=not args.no_ops, show_progress=False,
+        torch_graph=not args.no_torch, ops=not args.no_ops, bsgs=not args.no_bsgs, show_progress=False,
         json_path=out / "results.json", plots_dir=out, md_path=out / "results.md",
     )
     print_table(results)

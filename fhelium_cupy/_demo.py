@@ -122,6 +122,7 @@ class MatvecWorkload:
     keygen_seconds: float
     setup_seconds: float
     rng: np.random.Generator = field(repr=False)
+    method: str = "diagonal"
 
     @classmethod
     def build(
@@ -134,8 +135,12 @@ class MatvecWorkload:
         seed: int = 2026,
         engine: Any = None,
         show_progress: bool = True,
+        method: str = "diagonal",
     ) -> MatvecWorkload:
         """Create the engine (unless given), the matrix, its diagonals and rotation keys.
+
+        ``method``: ``"diagonal"`` (``linalg.matrix_vector``, n-1 rotations) or ``"bsgs"``
+        (``linalg.matrix_vector_bsgs``, hoisted baby steps + giant steps).
 
         Raises:
             ConfigurationError: ``size`` is not a positive divisor of the slot count.
@@ -144,6 +149,8 @@ class MatvecWorkload:
         """
         if not isinstance(size, int) or size <= 0:
             raise ConfigurationError(f"--size must be a positive integer, got {size!r}")
+        if method not in ("diagonal", "bsgs"):
+            raise ConfigurationError(f"method must be 'diagonal' or 'bsgs', got {method!r}")
         from .ckks import CkksEngine, linalg
 
         start = time.perf_counter()
@@ -154,7 +161,8 @@ class MatvecWorkload:
             raise ConfigurationError(
                 f"--size {size} must divide the preset's {slots} slots (a power of two up to {slots})"
             )
-        steps = list(linalg.required_rotation_steps(size))
+        bsgs = method == "bsgs"
+        steps = list(linalg.required_rotation_steps_bsgs(size) if bsgs else linalg.required_rotation_steps(size))
         key_start = time.perf_counter()
         keys = {}
         with progress_bar(len(steps) + 1, f"keys (N={2 * slots})", enabled=show_progress) as advance:
@@ -166,12 +174,13 @@ class MatvecWorkload:
         keygen = time.perf_counter() - key_start
         rng = np.random.default_rng(seed + size)
         matrix = rng.uniform(-1.0, 1.0, size=(size, size)) / size
-        diagonals = linalg.encode_diagonals(engine, matrix)
-        schedule = functools.partial(linalg.matrix_vector, engine=engine, diagonals=diagonals, rotation_keys=keys)
+        diagonals = (linalg.encode_bsgs_diagonals if bsgs else linalg.encode_diagonals)(engine, matrix)
+        evaluator = linalg.matrix_vector_bsgs if bsgs else linalg.matrix_vector
+        schedule = functools.partial(evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys)
         return cls(
             engine=engine, preset=preset, device=device, size=size, matrix=matrix, diagonals=diagonals,
             rotation_keys=keys, schedule=schedule, keygen_seconds=keygen,
-            setup_seconds=time.perf_counter() - start, rng=rng,
+            setup_seconds=time.perf_counter() - start, rng=rng, method=method,
         )
 
     @property
