@@ -51,25 +51,36 @@ class _FreeList:
 
     Kept separate from :class:`GraphArena` so blocks can point at it without keeping the
     arena (and its chunk list) alive, and so the bookkeeping can be tested without a GPU.
+
+    ``release`` only appends to a pending list (atomic under the GIL, no lock): it runs
+    from ``_Block.__del__``, possibly inside a garbage-collection pass triggered while
+    this thread already holds the lock in :meth:`take`. Pending releases are merged
+    into the free intervals under the lock before every search and every statistic.
     """
 
-    __slots__ = ("closed", "free", "lock", "peak_bytes", "sizes", "used_bytes")
+    __slots__ = ("_used", "closed", "free", "lock", "peak_bytes", "pending", "sizes")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sizes: list[int] = []  # chunk sizes, by chunk id
         self.free: list[list[tuple[int, int]]] = []  # per chunk: sorted (offset, size)
-        self.used_bytes = 0
+        self.pending: list[tuple[int, int, int]] = []
+        self._used = 0
         self.peak_bytes = 0
         self.closed = False
 
     def add_chunk(self, size: int) -> int:
+        """Register a new chunk (caller holds the lock)."""
         self.sizes.append(size)
         self.free.append([(0, size)])
         return len(self.sizes) - 1
 
     def take(self, size: int) -> tuple[int, int] | None:
-        """Best fit: ``(chunk id, offset)`` of a free range of ``size`` bytes, or ``None``."""
+        """Best fit: ``(chunk id, offset)`` of a free range of ``size`` bytes, or ``None``.
+
+        The caller holds the lock.
+        """
+        self._drain()
         best: tuple[int, int, int] | None = None  # (size, chunk, index)
         for cid, intervals in enumerate(self.free):
             for i, (_, isize) in enumerate(intervals):
@@ -85,26 +96,45 @@ class _FreeList:
             del self.free[cid][i]
         else:
             self.free[cid][i] = (offset + size, isize - size)
-        self.used_bytes += size
-        self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        self._used += size
+        self.peak_bytes = max(self.peak_bytes, self._used)
         return cid, offset
 
     def release(self, cid: int, offset: int, size: int) -> None:
+        """Return a range (any thread, any time, never blocks)."""
+        self.pending.append((cid, offset, size))
+
+    def used_bytes(self) -> int:
         with self.lock:
-            self.used_bytes -= size
-            if self.closed:
-                return
-            intervals = self.free[cid]
-            i = bisect.bisect_left(intervals, (offset, 0))
-            start, end = offset, offset + size
-            if i < len(intervals) and intervals[i][0] == end:  # merge with the next range
-                end += intervals[i][1]
-                del intervals[i]
-            if i > 0 and intervals[i - 1][0] + intervals[i - 1][1] == start:  # and the previous
-                start = intervals[i - 1][0]
-                del intervals[i - 1]
-                i -= 1
-            intervals.insert(i, (start, end - start))
+            self._drain()
+            return self._used
+
+    def intervals(self, cid: int) -> list[tuple[int, int]]:
+        """Free ranges of one chunk (for tests and diagnostics)."""
+        with self.lock:
+            self._drain()
+            return list(self.free[cid])
+
+    def _drain(self) -> None:
+        pending = self.pending
+        while pending:
+            cid, offset, size = pending.pop()
+            self._used -= size
+            if not self.closed:
+                self._insert(cid, offset, size)
+
+    def _insert(self, cid: int, offset: int, size: int) -> None:
+        intervals = self.free[cid]
+        i = bisect.bisect_left(intervals, (offset, 0))
+        start, end = offset, offset + size
+        if i < len(intervals) and intervals[i][0] == end:  # merge with the next range
+            end += intervals[i][1]
+            del intervals[i]
+        if i > 0 and intervals[i - 1][0] + intervals[i - 1][1] == start:  # and the previous
+            start = intervals[i - 1][0]
+            del intervals[i - 1]
+            i -= 1
+        intervals.insert(i, (start, end - start))
 
 
 class _Block:
@@ -161,7 +191,7 @@ class GraphArena:
     @property
     def used_bytes(self) -> int:
         """Bytes in blocks currently viewed by live arrays (graph outputs, escaped temporaries)."""
-        return self._free.used_bytes
+        return self._free.used_bytes()
 
     @property
     def peak_bytes(self) -> int:
@@ -212,6 +242,7 @@ class GraphArena:
         if self._closed:
             return
         with self._free.lock:
+            self._free._drain()
             self._free.closed = True
             self._chunks = []
         self._closed = True

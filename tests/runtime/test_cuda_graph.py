@@ -146,7 +146,7 @@ def test_arena_free_list_best_fit_and_coalescing():
     b = free.take(1024)
     c = free.take(1024)
     assert (a, b, c) == ((cid, 0), (cid, 1024), (cid, 2048))
-    assert free.used_bytes == 3072 and free.peak_bytes == 3072
+    assert free.used_bytes() == 3072 and free.peak_bytes == 3072
     free.release(cid, 1024, 1024)  # a 1024-byte hole in the middle, 1024 free at the tail
     assert free.take(2048) is None  # the two free ranges are not contiguous
     assert free.take(512) == (cid, 1024)  # first of the equally small ranges
@@ -155,12 +155,13 @@ def test_arena_free_list_best_fit_and_coalescing():
     free.release(cid, 0, 1024)
     free.release(cid, 1024, 1024)
     free.release(cid, 2048, 1024)
-    assert free.free[cid] == [(0, 4096)]  # fully coalesced
-    assert free.used_bytes == 0 and free.peak_bytes == 3072
+    assert free.intervals(cid) == [(0, 4096)]  # fully coalesced
+    assert free.used_bytes() == 0 and free.peak_bytes == 3072
     second = free.add_chunk(8192)
     assert free.take(4096) == (cid, 0)  # best fit: the exact 4096-byte chunk, not the larger one
     assert free.take(6000) == (second, 0)
     free.release(cid, 0, 4096)
     free.closed = True
     free.release(second, 0, 6000)  # after close: accounting only, no reuse
-    assert free.used_bytes == 0
+    assert free.used_bytes() == 0
+    assert free.intervals(second) == [(6000, 2192)]  # closed: the range was not given back
