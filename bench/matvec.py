@@ -21,6 +21,7 @@ Run: ``python bench/matvec.py --device cpu --preset test-n4096-scale40 --insecur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -200,13 +201,14 @@ def _torch_graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, wa
         result["host_replay"] = time_host(lambda: replay(ciphertext), runs=runs, warmup=warmup,
                                           synchronize=torch.cuda.synchronize, sync_inside=False)
     except Exception as error:  # recorded, never fatal: this is the comparison, not our product
-        torch.cuda.synchronize()
         result = {"skipped": f"torch.cuda.graph {stage} failed: {type(error).__name__}: {' '.join(str(error).split())[:300]}"}
     finally:
         del graph
-        torch.cuda.synchronize()
-        buffer.close()
-        arena.close()
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        with contextlib.suppress(Exception):
+            buffer.close()
+            arena.close()
     return result
 
 

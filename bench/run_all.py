@@ -317,7 +317,10 @@ def print_table(results: dict[str, Any], file: Any = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the fhelium-cupy benchmark suite into one directory.")
     parser.add_argument("--out", required=True, help="output directory (results.json, results.md, PNGs)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    parser.add_argument("--from-json", default=None, metavar="PATH",
+                        help="measure nothing: redraw the PNGs, Markdown and table from an earlier results.json")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto (default): cuda when CuPy sees a GPU, else cpu")
     parser.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]")
     parser.add_argument("--sizes", default="8,16,32")
     parser.add_argument("--runs", type=int, default=20)
@@ -329,8 +332,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bsgs", action="store_true")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.from_json:
+        results = json.loads(Path(args.from_json).read_text())
+        from bench.plots import write_plots
+
+        out.mkdir(parents=True, exist_ok=True)
+        results["plots"] = write_plots(results, out)
+        (out / "results.md").write_text(markdown(results))
+        print_table(results)
+        print(f"redrew {out / 'results.md'} and {len(results['plots'])} PNGs from {args.from_json}")
+        return 0
+    device = args.device
+    if device == "auto":
+        from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+
+        device = "cpu" if cuda_unavailable_reason() is not None else "cuda"
     results = run(
-        device=args.device, presets=args.preset or [None], sizes=tuple(int(s) for s in args.sizes.split(",") if s),
+        device=device, presets=args.preset or [None], sizes=tuple(int(s) for s in args.sizes.split(",") if s),
         runs=args.runs, warmup=args.warmup, insecure=args.insecure, budget_s=args.budget_s,
         torch_graph=not args.no_torch, ops=not args.no_ops, bsgs=not args.no_bsgs, show_progress=False,
         json_path=out / "results.json", plots_dir=out, md_path=out / "results.md",

@@ -1,0 +1,46 @@
+"""examples/ and the bench entry point run on a CPU-only machine (GPU examples exit 0 with a reason)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("0*.py"))
+
+
+def _python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="with a GPU the examples run the full CUDA path (slow)")
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_each_example_exits_zero_without_a_gpu(example: Path) -> None:
+    result = _python(str(example))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    if example.name.startswith("01"):
+        assert "max abs error" in result.stdout
+
+
+def test_run_all_cpu_smoke_writes_json_markdown_and_redraws_from_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _python("bench/run_all.py", "--device", "cpu", "--preset", "test-n4096-scale40:2", "--insecure",
+                     "--runs", "1", "--warmup", "0", "--no-bsgs", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["schema"] == "fhelium-cupy-bench/1"
+    assert results["presets"]["test-n4096-scale40"]["matvec"][0]["max_abs_error"] < 1e-4
+    assert "## Matrix-vector product" in (out / "results.md").read_text()
+    again = _python("bench/run_all.py", "--from-json", str(out / "results.json"), "--out", str(tmp_path / "redrawn"))
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "redrawn" / "results.md").is_file()
