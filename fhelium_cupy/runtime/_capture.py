@@ -44,6 +44,14 @@ _MEMCPY_DEFAULT = 4  # cudaMemcpyDefault
 
 
 def check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
+    """Argument checks of ``capture`` that need no device (``function=None`` is the decorator form).
+
+    Raises:
+        TypeError: non-callable ``function``; ``warmup`` not an int (bools rejected);
+            ``check_input_liveness`` not a bool; ``pool`` not a ``CudaGraphPool``.
+        ValueError: negative ``warmup``; a pool with ``warmup < 1``.
+        ExecutionError: the pool is closed.
+    """
     if function is not None and not callable(function):
         raise TypeError("function must be callable")
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
@@ -61,6 +69,11 @@ def check_arguments(function: object, warmup: object, check_input_liveness: obje
 
 
 def example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> Device:
+    """The one CUDA device of every example leaf.
+
+    Raises:
+        ValueError: no array leaf, or leaves on the host or on several devices.
+    """
     leaves: list[Any] = []
     signature.collect_leaves(inputs, "example_inputs", leaves)
     if not leaves:
