@@ -133,6 +133,7 @@ def matrix_vector(
     engine,
     diagonals: Plaintext,
     rotation_keys: Mapping[int, RotationKey] | Sequence[RotationKey],
+    hoisted: bool = False,
 ) -> Ciphertext:
     """Encrypted ``A x`` by the cyclic-diagonal method (n - 1 rotations, one batched product).
 
@@ -142,13 +143,20 @@ def matrix_vector(
         diagonals: ``encode_diagonals(engine, A, level=l)`` (``[n, L, N]``).
         rotation_keys: step -> ``RotationKey`` for steps ``1..n-1`` (mapping, or a sequence
             whose item ``k - 1`` is step ``k``).
+        hoisted: False (default) runs example 18's ``n - 1`` independent ``rotate_with_key``
+            calls; True shares one ModUp among them (``rotate_hoisted_with_keys``), same result
+            up to key-switching noise.
 
     Returns:
         Coefficient-domain CT2 at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
     """
     n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
     _check_source(engine, source, diagonals, (n,))
-    rotated = [source] + [engine.rotate_with_key(source, _key(rotation_keys, k)) for k in range(1, n)]
+    keys = [_key(rotation_keys, k) for k in range(1, n)]
+    if hoisted:
+        rotated = [source] + engine.rotate_hoisted_with_keys(source, keys)
+    else:
+        rotated = [source] + [engine.rotate_with_key(source, key) for key in keys]
     stacked = engine.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch(rotated))
     products = engine.multiply_plaintext(stacked, diagonals)
     total = engine.ntt_domain_to_coefficient_domain(engine.sum_ciphertext_batch(products))

@@ -13,7 +13,9 @@ NumPy has no 128-bit integer, so every product is assembled exactly from 32-bit 
 Conditional subtractions use ``minimum(r, r - q)``: when ``r < q`` the wrapped
 difference is huge and ``minimum`` keeps ``r``. All functions take ``q`` and constants as
 uint64 arrays broadcastable against the data (e.g. shape ``(L, 1)`` for ``[..., L, N]``)
-and return canonical residues in ``[0, q)``. Module-level helpers compute the Python-int
+and return canonical residues in ``[0, q)``. For moduli below ``2**50`` the
+``*_float`` variants estimate the quotient in float64 (error < 1) and correct exactly;
+they are exact and faster. Module-level helpers compute the Python-int
 constants (Shoup companions, ``q^-1 mod 2**64``, Montgomery radix powers).
 """
 
@@ -26,8 +28,10 @@ __all__ = [
     "add_mod",
     "as_u64",
     "montgomery_inverse",
+    "mul_mod_float",
     "mul_montgomery",
     "mul_shoup",
+    "mul_shoup_float",
     "mulhi",
     "neg_mod",
     "reduce_once",
@@ -158,3 +162,36 @@ def mul_montgomery(
     m *= q_inv
     r = np.subtract(hi, _mulhi_split(m, q_split[0], q_split[1]), out=out)
     return np.minimum(r, r + q, out=r)
+
+
+def mul_mod_float(a: np.ndarray, b: np.ndarray, q: np.ndarray, q_f: np.ndarray) -> np.ndarray:
+    """``a * b mod q`` for canonical ``a, b`` and every ``q < 2**50`` (float-assisted, exact).
+
+    ``q_f`` is ``q`` as float64. The float quotient ``a*b/q`` (< 2**50) is off by less than
+    one, so ``a*b - qhat*q`` (wrapping) lies in ``[-q, 2q)``; adding ``q`` and two
+    conditional subtractions give the canonical result.
+    """
+    qhat = np.multiply(a.astype(np.float64), b.astype(np.float64))
+    qhat /= q_f
+    qq = qhat.astype(np.uint64)
+    qq *= q
+    r = a * b
+    r -= qq
+    r += q
+    np.subtract(r, q, out=qq)
+    np.minimum(r, qq, out=r)
+    np.subtract(r, q, out=qq)
+    return np.minimum(r, qq, out=r)
+
+
+def mul_shoup_float(x: np.ndarray, w: np.ndarray, w_over_q: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``x * w mod q`` for ``x < 2**51``, ``w < q < 2**50`` with ``w_over_q = w / q`` in float64 (exact)."""
+    qq = np.multiply(x.astype(np.float64), w_over_q).astype(np.uint64)
+    qq *= q
+    r = x * w
+    r -= qq
+    r += q
+    np.subtract(r, q, out=qq)
+    np.minimum(r, qq, out=r)
+    np.subtract(r, q, out=qq)
+    return np.minimum(r, qq, out=r)

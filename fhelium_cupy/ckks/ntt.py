@@ -103,19 +103,29 @@ class _Stacked:
     stages_inv: tuple
     n_inv: np.ndarray  # [L, 1]
     n_inv_split: tuple
+    small: bool  # every modulus < 2**50: float-assisted Shoup (see ``_shoup_into``)
 
 
-def _stage_twiddles(tw: np.ndarray, tw_s: np.ndarray, m: int, n: int, R: int) -> tuple:
+FLOAT_PATH_BITS = 50
+"""Moduli below ``2**50`` use a float64 quotient estimate (exact after two corrections)."""
+
+
+def _stage_twiddles(tw: np.ndarray, tw_s: np.ndarray, m: int, n: int, R: int, small: bool, q: np.ndarray) -> tuple:
     L = tw.shape[0]
     if m < R:
         w = np.ascontiguousarray(tw[:, m : 2 * m]).reshape(L, m, 1)
         ws = np.ascontiguousarray(tw_s[:, m : 2 * m]).reshape(L, m, 1)
-        return (False, w, ws & MASK32, ws >> _S32)
-    m_lo = m // R
-    # group i = hi * m_lo + i_lo  ->  W[l, i_lo, 0, hi]
-    w = np.ascontiguousarray(tw[:, m : 2 * m].reshape(L, R, m_lo).transpose(0, 2, 1)).reshape(L, m_lo, 1, R)
-    ws = np.ascontiguousarray(tw_s[:, m : 2 * m].reshape(L, R, m_lo).transpose(0, 2, 1)).reshape(L, m_lo, 1, R)
-    return (True, w, ws & MASK32, ws >> _S32)
+        transposed = False
+    else:
+        m_lo = m // R
+        # group i = hi * m_lo + i_lo  ->  W[l, i_lo, 0, hi]
+        w = np.ascontiguousarray(tw[:, m : 2 * m].reshape(L, R, m_lo).transpose(0, 2, 1)).reshape(L, m_lo, 1, R)
+        ws = np.ascontiguousarray(tw_s[:, m : 2 * m].reshape(L, R, m_lo).transpose(0, 2, 1)).reshape(L, m_lo, 1, R)
+        transposed = True
+    if small:
+        qf = q.astype(np.float64).reshape((L,) + (1,) * (w.ndim - 1))
+        return (transposed, w, w.astype(np.float64) / qf, None)
+    return (transposed, w, ws & MASK32, ws >> _S32)
 
 
 def stack_ntt_tables(tables: tuple[NttTables, ...]) -> _Stacked:
@@ -130,19 +140,24 @@ def stack_ntt_tables(tables: tuple[NttTables, ...]) -> _Stacked:
     fwd_s = np.stack([t.forward_shoup for t in tables])
     inv = np.stack([t.inverse for t in tables])
     inv_s = np.stack([t.inverse_shoup for t in tables])
+    small = all(t.q < (1 << FLOAT_PATH_BITS) for t in tables)
     stages_fwd = []
     m = 1
     while m < n:
-        stages_fwd.append(_stage_twiddles(fwd, fwd_s, m, n, R))
+        stages_fwd.append(_stage_twiddles(fwd, fwd_s, m, n, R, small, q))
         m *= 2
     stages_inv = []
     m = n // 2
     while m >= 1:
-        stages_inv.append(_stage_twiddles(inv, inv_s, m, n, R))
+        stages_inv.append(_stage_twiddles(inv, inv_s, m, n, R, small, q))
         m //= 2
     n_inv = as_u64([t.n_inverse for t in tables], (L, 1))
-    n_inv_s = as_u64([t.n_inverse_shoup for t in tables], (L, 1))
-    return _Stacked(n, R, C, q, tuple(stages_fwd), tuple(stages_inv), n_inv, (n_inv_s & MASK32, n_inv_s >> _S32))
+    if small:
+        n_split = (n_inv.astype(np.float64) / q.astype(np.float64), None)
+    else:
+        n_inv_s = as_u64([t.n_inverse_shoup for t in tables], (L, 1))
+        n_split = (n_inv_s & MASK32, n_inv_s >> _S32)
+    return _Stacked(n, R, C, q, tuple(stages_fwd), tuple(stages_inv), n_inv, n_split, small)
 
 
 class _Scratch:
@@ -158,8 +173,29 @@ class _Scratch:
 
 
 def _shoup_into(x, w, w0, w1, q, out, s) -> None:
-    """``out = x * w mod q`` (Shoup, exact, canonical) using the five scratch views ``s``."""
+    """``out = x * w mod q`` (exact, canonical) for ``x < q`` using the five scratch views ``s``.
+
+    With ``w1 is None`` (every modulus < 2**50), ``w0`` is ``w / q`` in float64 and the
+    quotient ``floor(x * w / q)`` is estimated in floating point: its error is below 1, so
+    ``x*w - qhat*q`` (wrapping) lies in ``[-q, 2q)`` and two conditional subtractions after
+    adding ``q`` make it canonical. Otherwise ``w0, w1`` are the 32-bit halves of the Shoup
+    companion and the quotient is the exact high word of ``x * w'``.
+    """
     s1, s2, s3, s4, s5 = s
+    if w1 is None:
+        f = s3.view(np.float64)
+        np.copyto(f, x, casting="unsafe")
+        f *= w0
+        np.copyto(s1, f, casting="unsafe")
+        s1 *= q
+        np.multiply(x, w, out=out)
+        out -= s1
+        out += q
+        np.subtract(out, q, out=s1)
+        np.minimum(out, s1, out=out)
+        np.subtract(out, q, out=s1)
+        np.minimum(out, s1, out=out)
+        return
     np.bitwise_and(x, MASK32, out=s1)
     np.right_shift(x, _S32, out=s2)
     np.multiply(s1, w1, out=s3)  # p01

@@ -225,10 +225,10 @@ class Parameters:
 
 PRESETS: dict[str, ParametersLiteral] = {
     "test-n4096-scale40": ParametersLiteral(
-        log_n=12, q_bits=(40, 40, 50), p_bits=(60,), scale=2.0**40, name="test-n4096-scale40"
+        log_n=12, q_bits=(40, 40, 49), p_bits=(49,), scale=2.0**40, name="test-n4096-scale40"
     ),
     "test-n4096-scale30": ParametersLiteral(
-        log_n=12, q_bits=(30, 30, 40), p_bits=(60,), scale=2.0**30, name="test-n4096-scale30"
+        log_n=12, q_bits=(30, 30, 40), p_bits=(45,), scale=2.0**30, name="test-n4096-scale30"
     ),
     "slots8192-scale40-depth7": ParametersLiteral(
         log_n=14, q_bits=(40,) * 8, p_bits=(60,), scale=2.0**40, dnum=8, name="slots8192-scale40-depth7"

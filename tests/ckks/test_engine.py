@@ -149,3 +149,15 @@ def test_depth_two_circuit(setup):
     want = a * b * c + np.roll(a, 2)
     rotated = e.rotate_with_key(e.encrypt_message(a, level=2, scale=abc.scale), e.rotation_key(2), output_domain="ntt")
     assert _err(e.decrypt_message(e.add(abc, rotated)), want) < tol
+
+
+def test_realistic_preset_rotation_and_multiplication_use_the_exact_60_bit_path():
+    from fhelium_cupy.ckks import CkksEngine
+
+    e = CkksEngine("slots8192-scale40-depth7")
+    m = random_message(e, 40, length=64)
+    ct = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=5))
+    r = e.rotate_with_key(ct, e.rotation_key(-2), output_domain="ntt")
+    c2 = e.rescale_to_next_level(e.relinearize(e.multiply(r, ct)))
+    want = np.roll(np.pad(m, (0, e.num_slots - 64)), -2) * np.pad(m, (0, e.num_slots - 64))
+    assert _err(e.decrypt_message(c2), want) < 1e-6

@@ -35,15 +35,17 @@ def test_diagonal_identity_holds_in_cleartext():
 
 @pytest.mark.parametrize("preset", list(TOLERANCE))
 @pytest.mark.parametrize("n", [8, 16])
-@pytest.mark.parametrize("method", ["cyclic", "bsgs"])
+@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "bsgs"])
 def test_matrix_vector_matches_numpy(preset, n, method):
     e = make_engine(preset)
     rng = np.random.default_rng(n)
     a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
     ct = e.encrypt_message(periodic_message(x, e.num_slots))
-    if method == "cyclic":
+    if method.startswith("cyclic"):
         keys = e.rotation_keys(required_rotation_steps(n))
-        y = matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys=keys)
+        y = matrix_vector(
+            ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys=keys, hoisted=method.endswith("hoisted")
+        )
     else:
         keys = e.rotation_keys(required_rotation_steps_bsgs(n))
         y = matrix_vector_bsgs(ct, engine=e, diagonals=encode_bsgs_diagonals(e, a), rotation_keys=keys)

@@ -73,3 +73,20 @@ def test_shoup_product_is_exact_for_any_64_bit_input(q, data, x_any):
     w = data.draw(st.integers(0, q - 1))
     got = mul_shoup(_u(xs), _u([w]), _u([shoup_companion(w, q)]), _u([q]))
     assert [int(v) for v in got] == [x * w % q for x in xs]
+
+
+SMALL = [q for q in PRIMES if q < 2**50]
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=st.sampled_from(SMALL), data=st.data())
+def test_float_assisted_products_are_exact_below_2_to_50(q, data):
+    from fhelium_cupy.ckks.modarith import mul_mod_float, mul_shoup_float
+
+    xs, ys = _pairs(q, data)
+    qa = _u([q])
+    qf = qa.astype(np.float64)
+    assert [int(v) for v in mul_mod_float(_u(xs), _u(ys), qa, qf)] == [x * y % q for x, y in zip(xs, ys)]
+    w = data.draw(st.integers(0, q - 1))
+    got = mul_shoup_float(_u(xs), _u([w]), np.array([w / q]), qa)
+    assert [int(v) for v in got] == [x * w % q for x in xs]

@@ -18,8 +18,10 @@ from ..modarith import (
     add_mod,
     as_u64,
     montgomery_inverse,
+    mul_mod_float,
     mul_montgomery,
     mul_shoup,
+    mul_shoup_float,
     neg_mod,
     shoup_companion,
     sub_mod,
@@ -66,6 +68,10 @@ class _Rows:
         self.r_inv = _Const([pow(_R, -1, q) for q in moduli], moduli)  # x -> x * R^-1
         self.one = _Const([1] * L, moduli)  # x (any < 2^64) -> x mod q
         self.half = as_u64([(q - 1) // 2 for q in moduli], (L, 1))
+        self.small = all(q < (1 << 50) for q in moduli)  # float-assisted exact products
+        self.q_f = self.q.astype(np.float64)
+        self.r_inv_f = self.r_inv.w.astype(np.float64) / self.q_f
+        self.r_mod_f = self.r_mod.w.astype(np.float64) / self.q_f
         n = context.ring_degree
         self.ntt = stack_ntt_tables(tuple(ntt_tables(context.moduli[r], context.psi[r], n) for r in rows))
 
@@ -159,19 +165,27 @@ class NumpyBackend:
 
     def mul(self, a, b, rows, *, out=None):
         t = self.tables(rows)
+        if t.small:
+            return self._emit(mul_mod_float(a, b, t.q, t.q_f), out)
         m = mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
         return self._emit(mul_shoup(m, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
 
     def mul_montgomery(self, a, b, rows, *, out=None):
         t = self.tables(rows)
+        if t.small:
+            return self._emit(mul_shoup_float(mul_mod_float(a, b, t.q, t.q_f), t.r_inv.w, t.r_inv_f, t.q), out)
         return self._emit(mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split), out)
 
     def to_montgomery(self, a, rows, *, out=None):
         t = self.tables(rows)
+        if t.small:
+            return self._emit(mul_shoup_float(a, t.r_mod.w, t.r_mod_f, t.q), out)
         return self._emit(mul_shoup(a, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
 
     def from_montgomery(self, a, rows, *, out=None):
         t = self.tables(rows)
+        if t.small:
+            return self._emit(mul_shoup_float(a, t.r_inv.w, t.r_inv_f, t.q), out)
         return self._emit(mul_shoup(a, t.r_inv.w, None, t.q, w_split=t.r_inv.split), out)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
