@@ -165,7 +165,7 @@ def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
             }))
     if not groups:
         return None
-    plt, fig, axes = _figure(1, env, "Device memory: eager vs graph scratch; standalone vs pooled programs", env.get("_device"))
+    plt, fig, axes = _figure(1, env, "Device memory: eager vs graph scratch, standalone vs pooled", env.get("_device"))
     ax = axes[0]
     for j, (label, values) in enumerate(groups):
         items = list(values.items())

@@ -177,7 +177,9 @@ def _fmt(value: Any, unit: str = "", digits: int = 3) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.{digits}g}{unit}" if abs(value) < 1e-3 or abs(value) >= 1e4 else f"{value:.{digits}f}{unit}"
+        if abs(value) >= 1e4:
+            return f"{value:.0f}{unit}"
+        return f"{value:.{digits}g}{unit}" if abs(value) < 1e-3 else f"{value:.{digits}f}{unit}"
     return f"{value}{unit}"
 
 

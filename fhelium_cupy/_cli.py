@@ -59,6 +59,12 @@ def _info_rows() -> list[tuple[str, str]]:
             rows.append(("nvrtc", f"missing ({type(error).__name__}); pip install nvidia-cuda-nvrtc-cu12 or nvidia-cuda-nvrtc"))
         cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
         rows.append(("kernel cache", cache))
+    try:
+        from .ckks.params import preset_names
+
+        rows.append(("ckks presets", ", ".join(preset_names())))
+    except Exception as error:  # pragma: no cover - the CKKS layer failed to import
+        rows.append(("ckks presets", f"unavailable ({type(error).__name__})"))
     missing = [n for n, v in rows if v == "missing"]
     rows.append(("missing optional pieces", ", ".join(missing) if missing else "none"))
     return rows
