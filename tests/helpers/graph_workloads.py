@@ -30,7 +30,7 @@ _AXPY = r"""
 extern "C" __global__ void axpy_f32(const float* x, const float* y, float a, float* out, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        out[i] = a * x[i] + y[i];
+        out[i] = __fadd_rn(__fmul_rn(a, x[i]), y[i]);  // no FMA contraction: bit-exact with NumPy float32
     }
 }
 """
