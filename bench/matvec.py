@@ -35,7 +35,7 @@ if __package__ in (None, ""):
 from bench._timing import cuda_sync, summarize, time_device_cupy, time_device_torch, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
-__all__ = ["bench_bsgs_size", "bench_matvec_size", "bench_pool_sharing", "main"]
+__all__ = ["bench_matvec_size", "bench_pool_sharing", "bench_variant_size", "main"]
 
 POOL_PROGRAMS = 8
 
@@ -261,9 +261,9 @@ def bench_matvec_size(
     return entry
 
 
-def bench_bsgs_size(workload: MatvecWorkload, *, runs: int, warmup: int) -> dict[str, Any]:
-    """The BSGS evaluator (hoisted baby steps): eager latency and, on CUDA, graph replay latency."""
-    entry: dict[str, Any] = {"size": workload.size, "rotation_keys": len(workload.rotation_keys)}
+def bench_variant_size(workload: MatvecWorkload, *, runs: int, warmup: int) -> dict[str, Any]:
+    """Another evaluator (``hoisted`` or ``bsgs``): eager latency and, on CUDA, graph replay latency."""
+    entry: dict[str, Any] = {"size": workload.size, "method": workload.method, "rotation_keys": len(workload.rotation_keys)}
     x, source = workload.new_input()
     out = workload.schedule(source)
     workload.synchronize()

@@ -67,14 +67,15 @@ def _plot_matvec(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
             points = [(s, get(r)) for s, r in zip(sizes, rows) if get(r) is not None]
             if points:
                 ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
-        bsgs = preset.get("bsgs") or []
-        for label, get, style in (
-            ("BSGS eager", lambda r: _median(r.get("eager", {}).get("latency")), "o:"),
-            ("BSGS graph replay", lambda r: _median((r.get("graph") or {}).get("latency")), "s:"),
-        ):
-            points = [(r["size"], get(r)) for r in bsgs if get(r) is not None]
-            if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label, alpha=0.8)
+        for method, tag in (("hoisted", "hoisted"), ("bsgs", "BSGS")):
+            rows_m = preset.get(method) or []
+            for label, get, style in (
+                (f"{tag} eager", lambda r: _median(r.get("eager", {}).get("latency")), "o:"),
+                (f"{tag} graph replay", lambda r: _median((r.get("graph") or {}).get("latency")), "s:"),
+            ):
+                points = [(r["size"], get(r)) for r in rows_m if get(r) is not None]
+                if points:
+                    ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label, alpha=0.8)
         floors = preset.get("matvec_floor_ms") or {}
         fp = [(int(s), v) for s, v in floors.items()]
         if fp:

@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.env_report import environment
-from bench.matvec import bench_bsgs_size, bench_matvec_size, bench_pool_sharing
+from bench.matvec import bench_matvec_size, bench_pool_sharing, bench_variant_size
 from bench.ops import H200_BANDWIDTH, bench_ops, floor_bytes, parameter_summary
 
 __all__ = ["DEFAULT_CPU_PRESET", "DEFAULT_CUDA_PRESET", "main", "markdown", "parse_preset", "print_table", "run"]
@@ -110,7 +110,8 @@ def run(
             Path(json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")
 
     for name, preset_sizes in plan:
-        entry: dict[str, Any] = {"parameters": parameter_summary(name), "matvec": [], "bsgs": [], "ops": [], "skipped": []}
+        entry: dict[str, Any] = {"parameters": parameter_summary(name), "matvec": [], "hoisted": [], "bsgs": [],
+                                 "ops": [], "skipped": []}
         results["presets"][name] = entry
         if over_budget():
             entry["skipped"].append("time budget exhausted before this preset")
@@ -135,13 +136,16 @@ def run(
                         entry["skipped"].append(f"ops: {_reason(error)}")
                 entry["matvec"].append(bench_matvec_size(workload, runs=runs, warmup=warmup, torch_graph=torch_graph))
                 checkpoint()
-                if bsgs and size > 1 and not over_budget():
+                for method in ("hoisted", "bsgs") if bsgs and size > 1 else ():
+                    if over_budget():
+                        entry["skipped"].append(f"{method} size {size}: time budget exhausted")
+                        continue
                     try:
-                        bsgs_workload = MatvecWorkload.build(preset=name, device=device, size=size, insecure=insecure,
-                                                             engine=engine, show_progress=show_progress, method="bsgs")
-                        entry["bsgs"].append(bench_bsgs_size(bsgs_workload, runs=runs, warmup=warmup))
+                        variant = MatvecWorkload.build(preset=name, device=device, size=size, insecure=insecure,
+                                                       engine=engine, show_progress=show_progress, method=method)
+                        entry[method].append(bench_variant_size(variant, runs=runs, warmup=warmup))
                     except Exception as error:
-                        entry["skipped"].append(f"bsgs size {size}: {_reason(error)}")
+                        entry["skipped"].append(f"{method} size {size}: {_reason(error)}")
                 if index == 0 and device == "cuda" and not over_budget():
                     try:
                         entry["pool"] = bench_pool_sharing(workload)
@@ -192,8 +196,10 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for name, preset in results["presets"].items():
         bsgs = {b["size"]: b for b in preset.get("bsgs", [])}
+        hoisted = {h["size"]: h for h in preset.get("hoisted", [])}
         for r in preset.get("matvec", []):
             b = bsgs.get(r["size"], {})
+            h = hoisted.get(r["size"], {})
             eager = _med(r.get("eager", {}).get("latency"))
             graph = _med(r.get("graph", {}).get("latency"))
             torch_graph = _med(r.get("torch_graph", {}).get("latency"))
@@ -208,6 +214,8 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "replay_prepared() µs": _fmt((_med(r.get("graph", {}).get("host_replay_prepared")) or 0) * 1e3 or None, "", 1),
                 "max abs err": f"{r['max_abs_error']:.2e}",
                 "launches": _fmt(r.get("launches_per_call")),
+                "hoisted eager / graph ms": (f"{_fmt(_med(h.get('eager', {}).get('latency')))} / "
+                                             f"{_fmt(_med((h.get('graph') or {}).get('latency')))}") if h else "-",
                 "bsgs eager / graph ms": (f"{_fmt(_med(b.get('eager', {}).get('latency')))} / "
                                           f"{_fmt(_med((b.get('graph') or {}).get('latency')))}") if b else "-",
             })
@@ -304,7 +312,7 @@ def print_table(results: dict[str, Any], file: Any = None) -> None:
             print(title, file=file)
             print(_md_table(rows), file=file)
         return
-    console = Console(file=file, width=160)
+    console = Console(file=file, width=200)
     for title, rows in tables:
         if not rows:
             continue
@@ -331,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=480.0, help="stop starting new work after this (default 480 s)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-ops", action="store_true")
-    parser.add_argument("--no-bsgs", action="store_true")
+    parser.add_argument("--no-bsgs", action="store_true", help="skip the hoisted and BSGS evaluator variants")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.from_json:

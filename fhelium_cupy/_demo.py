@@ -139,7 +139,8 @@ class MatvecWorkload:
     ) -> MatvecWorkload:
         """Create the engine (unless given), the matrix, its diagonals and rotation keys.
 
-        ``method``: ``"diagonal"`` (``linalg.matrix_vector``, n-1 rotations) or ``"bsgs"``
+        ``method``: ``"diagonal"`` (``linalg.matrix_vector``, n-1 rotations), ``"hoisted"``
+        (the same with one shared ModUp for all rotations, ``hoisted=True``) or ``"bsgs"``
         (``linalg.matrix_vector_bsgs``, hoisted baby steps + giant steps).
 
         Raises:
@@ -149,8 +150,8 @@ class MatvecWorkload:
         """
         if not isinstance(size, int) or size <= 0:
             raise ConfigurationError(f"--size must be a positive integer, got {size!r}")
-        if method not in ("diagonal", "bsgs"):
-            raise ConfigurationError(f"method must be 'diagonal' or 'bsgs', got {method!r}")
+        if method not in ("diagonal", "hoisted", "bsgs"):
+            raise ConfigurationError(f"method must be 'diagonal', 'hoisted' or 'bsgs', got {method!r}")
         from .ckks import CkksEngine, linalg
 
         start = time.perf_counter()
@@ -176,7 +177,8 @@ class MatvecWorkload:
         matrix = rng.uniform(-1.0, 1.0, size=(size, size)) / size
         diagonals = (linalg.encode_bsgs_diagonals if bsgs else linalg.encode_diagonals)(engine, matrix)
         evaluator = linalg.matrix_vector_bsgs if bsgs else linalg.matrix_vector
-        schedule = functools.partial(evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys)
+        extra = {"hoisted": True} if method == "hoisted" else {}
+        schedule = functools.partial(evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys, **extra)
         return cls(
             engine=engine, preset=preset, device=device, size=size, matrix=matrix, diagonals=diagonals,
             rotation_keys=keys, schedule=schedule, keygen_seconds=keygen,
