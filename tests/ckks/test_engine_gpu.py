@@ -1,0 +1,156 @@
+"""CkksEngine on CUDA: every operation bit-identical to the NumPy engine; matvec precision.
+
+The CPU engine makes the keys and the inputs; the CUDA engine receives copies of them
+(``.to("cuda")``) and must return exactly the same residues, operation by operation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.ckks import (
+    CkksEngine,
+    encode_bsgs_diagonals,
+    encode_diagonals,
+    matrix_vector,
+    matrix_vector_bsgs,
+    periodic_message,
+    required_rotation_steps,
+    required_rotation_steps_bsgs,
+)
+from tests.helpers.ckks_engines import random_message
+
+pytestmark = pytest.mark.gpu
+
+PRESETS = {"test-n4096-scale40": 1e-6, "slots8192-scale40-depth7": 1e-6}
+_PAIRS: dict[str, tuple[CkksEngine, CkksEngine]] = {}
+
+
+def engines(preset: str) -> tuple[CkksEngine, CkksEngine]:
+    """(cpu, cuda) engines sharing one secret key."""
+    if preset not in _PAIRS:
+        cpu = CkksEngine(preset, device="cpu", insecure=True)
+        chain = cpu.generate_keys()
+        gpu = CkksEngine(preset, device="cuda", insecure=True)
+        gpu.generate_keys(secret_key=chain.secret_key.to("cuda"))
+        _PAIRS[preset] = (cpu, gpu)
+    return _PAIRS[preset]
+
+
+def _host(array):
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+def assert_same(cpu_value, gpu_value):
+    """Bit-identical residues and identical metadata."""
+    assert type(cpu_value) is type(gpu_value)
+    assert dict(cpu_value.value_metadata()) == dict(gpu_value.value_metadata())
+    a, b = cpu_value.data, gpu_value.data
+    assert type(b).__module__.startswith("cupy"), "the CUDA engine must keep data on the GPU"
+    a, b = np.asarray(a), _host(b)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    mismatch = np.argwhere(a != b)
+    assert mismatch.size == 0, f"{mismatch.shape[0]} residues differ, first at {tuple(mismatch[0])}"
+
+
+def _pair(preset, seed, **kw):
+    cpu, gpu = engines(preset)
+    ct = cpu.encrypt_message(random_message(cpu, seed), **kw)
+    return cpu, gpu, ct, ct.to("cuda")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_linear_operations_are_bit_identical(preset):
+    cpu, gpu, a, ga = _pair(preset, 1)
+    b = cpu.encrypt_message(random_message(cpu, 2))
+    gb = b.to("cuda")
+    assert_same(cpu.add(a, b), gpu.add(ga, gb))
+    assert_same(cpu.subtract(a, b), gpu.subtract(ga, gb))
+    assert_same(cpu.negate(a), gpu.negate(ga))
+    na, gna = cpu.coefficient_domain_to_ntt_domain(a), gpu.coefficient_domain_to_ntt_domain(ga)
+    assert_same(na, gna)
+    assert_same(cpu.ntt_domain_to_coefficient_domain(na), gpu.ntt_domain_to_coefficient_domain(gna))
+    assert_same(cpu.rescale_to_next_level(a), gpu.rescale_to_next_level(ga))
+    assert_same(cpu.rescale_to_next_level(na), gpu.rescale_to_next_level(gna))
+    batch = type(a).stack_batch([a, b])
+    assert_same(cpu.sum_ciphertext_batch(batch), gpu.sum_ciphertext_batch(batch.to("cuda")))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_multiplications_are_bit_identical(preset):
+    cpu, gpu, a, ga = _pair(preset, 3)
+    b = cpu.encrypt_message(random_message(cpu, 4))
+    na, nb = cpu.coefficient_domain_to_ntt_domain(a), cpu.coefficient_domain_to_ntt_domain(b)
+    gna, gnb = na.to("cuda"), nb.to("cuda")
+    pt = cpu.encode(random_message(cpu, 5))
+    assert_same(cpu.multiply_plaintext(na, pt), gpu.multiply_plaintext(gna, pt.to("cuda")))
+    c3, g3 = cpu.multiply(na, nb), gpu.multiply(gna, gnb)
+    assert_same(c3, g3)
+    relin = cpu.relinearization_key()
+    for domain in ("coefficient", "ntt"):
+        assert_same(
+            cpu.relinearize(c3, relin, output_domain=domain),
+            gpu.relinearize(g3, relin.to("cuda"), output_domain=domain),
+        )
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("step", [1, -3, 5])
+def test_rotations_and_conjugation_are_bit_identical(preset, step):
+    cpu, gpu, a, ga = _pair(preset, 6 + step)
+    key = cpu.rotation_key(step)
+    assert_same(cpu.rotate_with_key(a, key), gpu.rotate_with_key(ga, key.to("cuda")))
+    na = cpu.coefficient_domain_to_ntt_domain(a)
+    assert_same(
+        cpu.rotate_with_key(na, key, output_domain="ntt"),
+        gpu.rotate_with_key(na.to("cuda"), key.to("cuda"), output_domain="ntt"),
+    )
+    conj = cpu.conjugation_key()
+    assert_same(cpu.conjugate(a, conj), gpu.conjugate(ga, conj.to("cuda")))
+    keys = [cpu.rotation_key(s) for s in (1, 2, 3)]
+    for c, g in zip(cpu.rotate_hoisted_with_keys(a, keys), gpu.rotate_hoisted_with_keys(ga, [k.to("cuda") for k in keys])):
+        assert_same(c, g)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "bsgs"])
+def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method):
+    cpu, gpu = engines(preset)
+    n = 8
+    rng = np.random.default_rng(11)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    ct = cpu.encrypt_message(periodic_message(x, cpu.num_slots))
+    if method == "bsgs":
+        keys = cpu.rotation_keys(required_rotation_steps_bsgs(n))
+        diag = encode_bsgs_diagonals(cpu, a)
+        run_cpu = matrix_vector_bsgs(ct, engine=cpu, diagonals=diag, rotation_keys=keys)
+        gkeys = {s: k.to("cuda") for s, k in keys.items()}
+        run_gpu = matrix_vector_bsgs(ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys)
+    else:
+        hoisted = method.endswith("hoisted")
+        keys = cpu.rotation_keys(required_rotation_steps(n))
+        diag = encode_diagonals(cpu, a)
+        run_cpu = matrix_vector(ct, engine=cpu, diagonals=diag, rotation_keys=keys, hoisted=hoisted)
+        gkeys = {s: k.to("cuda") for s, k in keys.items()}
+        run_gpu = matrix_vector(
+            ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys, hoisted=hoisted
+        )
+    assert_same(run_cpu, run_gpu)
+    got = gpu.decrypt_message(run_gpu, real=True)
+    error = np.max(np.abs(got - periodic_message(a @ x, gpu.num_slots)))
+    assert error < PRESETS[preset], f"max abs error {error:.3e}"
+
+
+def test_gpu_encrypt_decrypt_round_trip_and_torch_cuda_messages():
+    _, gpu = engines("slots8192-scale40-depth7")
+    m = random_message(gpu, 21)
+    ct = gpu.encrypt_message(m)
+    assert type(ct.data).__module__.startswith("cupy")
+    assert np.max(np.abs(gpu.decrypt_message(ct) - m)) < 1e-6
+    torch = pytest.importorskip("torch", reason="torch is optional")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    tm = torch.from_numpy(m.real.copy()).cuda()
+    got = gpu.decrypt_message(gpu.encrypt_message(tm), real=True)
+    assert np.max(np.abs(got - m.real)) < 1e-6
