@@ -215,9 +215,9 @@ def _torch_graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, wa
     except Exception as error:  # recorded, never fatal: this is the comparison, not our product
         result = {"skipped": f"torch.cuda.graph {stage} failed: {type(error).__name__}: {' '.join(str(error).split())[:300]}"}
     finally:
-        del graph
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
+            graph.reset()  # release the graph before the arena it writes to
         with contextlib.suppress(Exception):
             buffer.close()
             arena.close()

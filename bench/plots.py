@@ -168,7 +168,7 @@ def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
         return None
     plt, fig, axes = _figure(1, env, "Device memory: eager vs graph scratch, standalone vs pooled", env.get("_device"))
     ax = axes[0]
-    for j, (label, values) in enumerate(groups):
+    for j, (_label, values) in enumerate(groups):
         items = list(values.items())
         width = 0.8 / len(items)
         for i, (key, value) in enumerate(items):
