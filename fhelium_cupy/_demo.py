@@ -38,6 +38,10 @@ DEFAULT_CUDA_PRESET = "slots8192-scale40-depth7"  # N=2^14: FHElium example 18's
 # --------------------------------------------------------------------------- progress
 
 
+def _no_progress(n: int = 1) -> None:
+    return None
+
+
 @contextlib.contextmanager
 def progress_bar(total: int, description: str, *, enabled: bool = True) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr (rich, else tqdm, else nothing); yields ``advance(n)``.
@@ -45,32 +49,49 @@ def progress_bar(total: int, description: str, *, enabled: bool = True) -> Itera
     Stdout stays clean for the numbers the demo prints.
     """
     if not enabled or total <= 0:
-        yield lambda n=1: None
+        yield _no_progress
         return
+    rich_progress: Any = None
     try:
+        from rich import progress as rich_progress
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     except ImportError:
-        Progress = None  # noqa: N806
-    if Progress is not None:
+        pass
+    if rich_progress is not None:
         console = Console(file=sys.stderr)
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        with rich_progress.Progress(
+            rich_progress.TextColumn("{task.description}"), rich_progress.BarColumn(),
+            rich_progress.MofNCompleteColumn(), rich_progress.TimeElapsedColumn(),
             console=console, transient=not console.is_terminal,
         ) as progress:
             task = progress.add_task(description, total=total)
-            yield lambda n=1: progress.advance(task, n)
+
+            def advance_rich(n: int = 1) -> None:
+                progress.advance(task, n)
+
+            yield advance_rich
         return
     try:
         from tqdm import tqdm
     except ImportError:
-        yield lambda n=1: None
+        yield _no_progress
         return
     with tqdm(total=total, desc=description, file=sys.stderr, leave=False) as bar:
-        yield lambda n=1: bar.update(n)
+
+        def advance_tqdm(n: int = 1) -> None:
+            bar.update(n)
+
+        yield advance_tqdm
 
 
 # --------------------------------------------------------------------------- engine adapters
+
+
+def _counter_of(owner: Any) -> Callable[[], int | None]:
+    def count() -> int | None:
+        return int(owner.launch_count)
+
+    return count
 
 
 def launch_counter(engine: Any) -> Callable[[], int | None]:
@@ -81,17 +102,29 @@ def launch_counter(engine: Any) -> Callable[[], int | None]:
     """
     for owner in (engine, getattr(engine, "backend", None), getattr(engine, "_backend", None)):
         if owner is not None and isinstance(getattr(owner, "launch_count", None), int):
-            return lambda owner=owner: int(owner.launch_count)
-    return lambda: None
+            return _counter_of(owner)
+
+    def no_count() -> int | None:
+        return None
+
+    return no_count
+
+
+def _nothing() -> None:
+    return None
 
 
 def _device_synchronizer(device: str) -> Callable[[], None]:
     if device != "cuda":
-        return lambda: None
+        return _nothing
     from .interop.capabilities import require_cupy
 
     cupy = require_cupy("synchronize")
-    return lambda: cupy.cuda.get_current_stream().synchronize()
+
+    def synchronize() -> None:
+        cupy.cuda.get_current_stream().synchronize()
+
+    return synchronize
 
 
 def _to_host(array: Any) -> np.ndarray:
@@ -177,8 +210,10 @@ class MatvecWorkload:
         matrix = rng.uniform(-1.0, 1.0, size=(size, size)) / size
         diagonals = (linalg.encode_bsgs_diagonals if bsgs else linalg.encode_diagonals)(engine, matrix)
         evaluator = linalg.matrix_vector_bsgs if bsgs else linalg.matrix_vector
-        extra = {"hoisted": True} if method == "hoisted" else {}
-        schedule = functools.partial(evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys, **extra)
+        extra: dict[str, Any] = {"hoisted": True} if method == "hoisted" else {}
+        schedule: Callable[[Any], Any] = functools.partial(
+            evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys, **extra
+        )
         return cls(
             engine=engine, preset=preset, device=device, size=size, matrix=matrix, diagonals=diagonals,
             rotation_keys=keys, schedule=schedule, keygen_seconds=keygen,
@@ -297,7 +332,7 @@ def run_demo(
     try:
         for index in range(1, replays + 1):
             x, ciphertext = workload.new_input()
-            result, seconds = _time_call(lambda ct=ciphertext: program.replay(ct, copy_output=True), sync)
+            result, seconds = _time_call(functools.partial(program.replay, ciphertext, copy_output=True), sync)
             replay_times.append(seconds)
             error = workload.max_error(x, result)
             report["runs"].append({"mode": "replay", "input": index, "max_abs_error": error, "latency_ms": _ms(seconds)})
