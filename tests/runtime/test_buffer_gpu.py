@@ -63,7 +63,7 @@ def test_pinned_source_stays_alive_until_the_copy_event(cp):
     source = pin_value_tree(host)
     ref = weakref.ref(source)
     stream = cp.cuda.Stream(non_blocking=True)
-    spin_ms(100, stream=stream)  # the copy cannot start for ~100 ms
+    spin_ms(1500, stream=stream)  # the copy cannot start for ~1.5 s (gc.collect can take long)
     handle = buffer.copy_from(source, stream=stream)
     del source
     gc.collect()
@@ -82,7 +82,7 @@ def test_cross_stream_waits_order_readers_and_writers(cp):
     transfer, compute, producer = (cp.cuda.Stream(non_blocking=True) for _ in range(3))
     host = rng.standard_normal(1 << 16).astype(np.float32)
     # a producer event delays the copy
-    spin_ms(50, stream=producer)
+    spin_ms(800, stream=producer)
     ready = producer.record()
     handle = buffer.copy_from(pin_value_tree(host), stream=transfer, wait_for=[ready])
     assert not handle.query()
@@ -111,7 +111,7 @@ def test_cross_stream_waits_order_readers_and_writers(cp):
 def test_consecutive_copies_on_different_streams_are_serialized(cp):
     buffer = ReusableValueBuffer.like(cp.zeros(1 << 14, cp.float32))
     slow, fast = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-    spin_ms(50, stream=slow)
+    spin_ms(300, stream=slow)
     buffer.copy_from(np.full(1 << 14, 1, np.float32), stream=slow)
     last = buffer.copy_from(np.full(1 << 14, 2, np.float32), stream=fast)  # waits for the slow copy
     last.synchronize()
