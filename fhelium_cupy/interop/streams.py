@@ -59,14 +59,36 @@ def stream_device_index(stream: Any) -> int | None:
     return None
 
 
-def _torch_current_stream(index: int) -> Any | None:
+_EXTERNAL: dict[int, Any] = {}
+
+
+def _torch_current_stream_ptr(index: int) -> int:
+    """Raw handle of torch's current stream on ``index``; 0 when torch is not in play.
+
+    Uses torch's raw-handle query (no stream object is built) when available: this runs on
+    every ``replay()``, so it must cost well under a microsecond.
+    """
     torch = loaded_torch()
     if torch is None or not torch.cuda.is_initialized():
-        return None
+        return 0
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(index))
     current = torch.cuda.current_stream(index)
     if current.cuda_stream == torch.cuda.default_stream(index).cuda_stream:
-        return None
-    return current
+        return 0
+    return int(current.cuda_stream)
+
+
+def _external(ptr: int, device_index: int) -> Any:
+    """A cached CuPy view of a foreign stream handle (a handle is just a number; no ownership)."""
+    stream = _EXTERNAL.get(ptr)
+    if stream is None or stream.device_id != device_index:
+        if len(_EXTERNAL) > 64:
+            _EXTERNAL.clear()
+        stream = _from_handle(ptr, None)
+        _EXTERNAL[ptr] = stream
+    return stream
 
 
 def resolve_stream(stream: object | None, device: Device) -> Any:
@@ -84,9 +106,9 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     if stream is None:
         current = cupy.cuda.get_current_stream(device.index)
         if current.ptr == 0 or current.ptr == 1:
-            foreign = _torch_current_stream(device.index)  # type: ignore[arg-type]
-            if foreign is not None:
-                return _from_handle(int(foreign.cuda_stream), foreign)
+            foreign = _torch_current_stream_ptr(device.index)  # type: ignore[arg-type]
+            if foreign > 2:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
+                return _external(foreign, device.index)  # type: ignore[arg-type]
         return current
     if isinstance(stream, cupy.cuda.Stream):
         result = stream
