@@ -148,6 +148,10 @@ def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: 
             if i >= warmup:
                 samples.append(t1 - t0)
         result["host_replay_prepared"] = summarize(samples)
+        # the bare Graph.launch on the same stream: replay overhead = host_replay - host_graph_launch
+        graph = program.cuda_graph
+        result["host_graph_launch"] = time_host(lambda: graph.launch(cupy.cuda.get_current_stream()), runs=runs,
+                                                warmup=warmup, synchronize=sync, sync_inside=False)
         counter = launch_counter(workload.engine)
         before = counter()
         program.replay(ciphertext, synchronize=True)
