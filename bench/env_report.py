@@ -10,7 +10,7 @@ import sys
 
 def environment() -> dict:
     info: dict = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }

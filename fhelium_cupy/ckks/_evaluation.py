@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..errors import StateMismatchError
 from ._checks import check_ciphertext, check_key, check_plaintext, check_same_state
+from .backends.base import keyswitch_from_digits_many_by_loop
 from .keys import ConjugationKey, KeySwitchKey, RelinearizationKey, RotationKey
 from .values import Ciphertext, Plaintext
 
@@ -194,18 +195,20 @@ class EvaluationMixin:
         for key in keys:
             check_key(self, ct, key, "rotate_hoisted_with_keys", RotationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        if not keys:
+            return []
         digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
         c0 = xp.ascontiguousarray(ct.data[0])
+        datas = [key.data for key in keys]
+        elements = [key.galois_element for key in keys]
+        many = getattr(be, "keyswitch_from_digits_many", None)
+        if many is not None:
+            y = many(digits, datas, rows, elements)  # [E, 2, L, N], coefficient domain
+        else:
+            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements)
         out = []
-        for key in keys:
-            y = be.keyswitch_from_digits(digits, key.data, rows, galois_element=key.galois_element)
-            out.append(
-                self._finish(
-                    ct,
-                    be.automorphism(c0, key.galois_element, rows, domain="coefficient"),
-                    y,
-                    "coefficient",
-                    "coefficient",
-                )
-            )
+        for i, g in enumerate(elements):
+            # c0 + y0 in place (the add may alias its output), y1 as is: entry i is the rotation
+            be.add(be.automorphism(c0, g, rows, domain="coefficient"), y[i, 0], rows, out=y[i, 0])
+            out.append(ct._with_data(y[i], polynomial_domain="coefficient"))
         return out
