@@ -74,6 +74,16 @@ class CkksValue:
 
     __slots__ = ("data",)
     _FIELDS: tuple[str, ...] = ()
+    # slot attributes, declared for type checkers (no class attributes are created)
+    data: Any
+    level: int
+    scale: float
+    prime_ids: tuple[int, ...]
+    polynomial_domain: str
+    modulus_basis: str
+    residue_representation: str
+    context_id: str
+    key_id: str | None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; build a new value instead")

@@ -87,7 +87,7 @@ def numpy_dtype_of(dtype: object) -> np.dtype:
         if dtype not in table:
             raise TypeError(f"torch dtype {dtype} has no NumPy equivalent and cannot be staged")
         return table[dtype]
-    return np.dtype(dtype)  # type: ignore[arg-type]
+    return np.dtype(dtype)  # type: ignore[call-overload]
 
 
 def leaf_dtype(leaf: Any) -> np.dtype:

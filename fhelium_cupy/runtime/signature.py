@@ -287,7 +287,7 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
         )
     metadata = value.value_metadata()  # type: ignore[attr-defined]
     if metadata != expected._metadata_dict:
-        frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[arg-type]
+        frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[call-overload]
         if frozen != expected._metadata_dict:
             for key in sorted(set(frozen) | set(expected._metadata_dict)):
                 want = expected._metadata_dict.get(key, "<missing>")
