@@ -239,6 +239,12 @@ PRESETS: dict[str, ParametersLiteral] = {
     "slots32768-scale40-depth34": ParametersLiteral(
         log_n=16, q_bits=(40,) * 35, p_bits=(60,) * 4, scale=2.0**40, dnum=7, name="slots32768-scale40-depth34"
     ),
+    # fewer, larger key-switching digits: 4 digits of <= 9 Q primes over 6 P primes (P >= each
+    # digit), so a key switch runs dnum * (L + K) = 160 instead of 7 * 39 = 273 limb NTTs.
+    "slots32768-scale40-depth33-dnum4": ParametersLiteral(
+        log_n=16, q_bits=(40,) * 34, p_bits=(60,) * 6, scale=2.0**40, dnum=4,
+        name="slots32768-scale40-depth33-dnum4",
+    ),
 }
 
 

@@ -154,3 +154,21 @@ def test_keyswitch_from_digits_equals_inner_product_then_rounding_moddown(be):
                     [moduli[r] for r in be.p_rows],
                 )
                 assert [int(v) for v in got[k, :, j]] == want
+
+
+def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
+    rows = tuple(range(1, be.context.q_count))
+    moduli = be.context.moduli
+    rng = random.Random(12)
+    digits = be.modup(random_residues(rng, [moduli[r] for r in rows], N), rows)
+
+    def key():
+        return np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
+
+    keys, gs = [key(), key(), key()], [5, None, 25]
+    got = be.keyswitch_from_digits_many(digits, keys, rows, gs)
+    assert got.shape == (3, 2, len(rows), N)
+    for i, (k, g) in enumerate(zip(keys, gs)):
+        np.testing.assert_array_equal(got[i], be.keyswitch_from_digits(digits, k, rows, galois_element=g))
+    with pytest.raises(ValueError):
+        be.keyswitch_from_digits_many(digits, keys, rows, gs[:2])

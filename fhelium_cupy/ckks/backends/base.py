@@ -61,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CkksBackend", "Domain", "RingContext"]
+__all__ = ["CkksBackend", "Domain", "RingContext", "keyswitch_from_digits_many_by_loop"]
 
 Domain = Literal["coefficient", "ntt"]
 Array = Any  # numpy.ndarray or cupy.ndarray of uint64
@@ -166,3 +166,36 @@ class CkksBackend(Protocol):
         ``rows``. With ``galois_element`` the digits are first permuted by the NTT-domain
         automorphism (hoisted rotation)."""
         ...
+
+    def keyswitch_from_digits_many(
+        self,
+        digits_ntt: Array,
+        keys: Sequence[Array],
+        rows: Sequence[int],
+        galois_elements: Sequence[int | None],
+    ) -> Array:
+        """Optional (batched hoisting): ``keyswitch_from_digits`` of one set of digits with
+        several (key, Galois element) pairs, stacked: returns ``[len(keys), 2, ..., L, N]``
+        whose entry ``i`` equals ``keyswitch_from_digits(digits_ntt, keys[i], rows,
+        galois_element=galois_elements[i])`` bit for bit. Callers fall back to
+        ``keyswitch_from_digits_many_by_loop`` when a backend lacks it."""
+        ...
+
+
+def keyswitch_from_digits_many_by_loop(
+    backend: Any,
+    digits_ntt: Array,
+    keys: Sequence[Array],
+    rows: Sequence[int],
+    galois_elements: Sequence[int | None],
+) -> Array:
+    """The documented default of ``CkksBackend.keyswitch_from_digits_many``: one
+    ``keyswitch_from_digits`` per key, stacked on a new first axis."""
+    if len(keys) != len(galois_elements):
+        raise ValueError(f"keyswitch_from_digits_many: {len(keys)} keys for {len(galois_elements)} galois elements")
+    if not keys:
+        raise ValueError("keyswitch_from_digits_many: needs at least one key")
+    parts = [
+        backend.keyswitch_from_digits(digits_ntt, key, rows, galois_element=g) for key, g in zip(keys, galois_elements)
+    ]
+    return backend.xp.stack(parts)

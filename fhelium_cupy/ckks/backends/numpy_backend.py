@@ -34,7 +34,7 @@ from ..ntt import (
     ntt_tables,
     stack_ntt_tables,
 )
-from .base import Domain, RingContext
+from .base import Domain, RingContext, keyswitch_from_digits_many_by_loop
 
 __all__ = ["NumpyBackend"]
 
@@ -299,6 +299,10 @@ class NumpyBackend:
             acc[k] = total
         coeff = self.ntt_inverse(acc, targets)
         return self.moddown(coeff, rows)
+
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements):
+        """Stacked ``keyswitch_from_digits`` per (key, Galois element): ``[len(keys), 2, ..., L, N]``."""
+        return keyswitch_from_digits_many_by_loop(self, digits_ntt, keys, rows, galois_elements)
 
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
         """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
