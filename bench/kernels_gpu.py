@@ -34,6 +34,8 @@ def make_sets():
         "n14": ("N=2^14, 8 Q + 1 P, dnum 8", ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)),
         "n16": ("N=2^16, 35 Q (40-bit) + 4 P (60-bit), dnum 9",
                 ro.make_context(n16, ro.ntt_primes(40, 35, n16), ro.ntt_primes(60, 4, n16), dnum=9)),
+        "n16d4": ("N=2^16, 34 Q (40-bit) + 6 P (60-bit), dnum 4",
+                  ro.make_context(n16, ro.ntt_primes(40, 34, n16), ro.ntt_primes(60, 6, n16), dnum=4)),
     }
 
 
@@ -98,7 +100,24 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
         y = be.keyswitch_from_digits(be.modup(rot[1], rows), key, rows)
         return be.add(rot[0], y[0], rows), y[1]
 
+    def ntt_part(part: str):
+        """One of the two forward-NTT kernels alone (same launch as ntt_forward(ct))."""
+        tw, tw_sh, _, _ = be._tw()
+        rows_t, rowmap = be._rows(rows)
+        count = 2 * L
+        lc = be._chunk_log(count)
+        chunk = 1 << lc
+        col_block = be._column_block(chunk, count)
+        base = (np.int32(be.num_moduli), np.int32(be.log_n), np.int32(lc), np.int64(L * n), np.int64(L * n))
+        if part == "column":
+            return lambda: be._launch("ntt_forward_column_stages", (-(-chunk // col_block), L, 2), col_block,
+                                      (ct, out, rowmap, be._consts, tw, tw_sh, *base))
+        return lambda: be._launch("ntt_forward_chunk_stages", (n // chunk, L, 2), chunk >> 3,
+                                  (ct, out, rowmap, be._consts, tw, tw_sh, *base), shared_mem=(chunk + chunk // 16) * 8)
+
     ops = {
+        "ntt_forward column kernel only": (ntt_part("column"), 2 * 2 * L),
+        "ntt_forward chunk kernel only": (ntt_part("chunk"), 2 * 2 * L),
         "ntt_forward(ct)": (lambda: be.ntt_forward(ct, rows, out=out), 2 * 2 * L),
         "ntt_inverse(ct)": (lambda: be.ntt_inverse(ct, rows, out=out), 2 * 2 * L),
         "rescale(ct, ntt)": (lambda: be.rescale(ct, rows, domain="ntt"), 2 * L + 2 * (L - 1)),
@@ -109,6 +128,9 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
         "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
         "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
         "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
+        "keyswitch_from_digits_many (7 keys)": (
+            lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)]),
+            D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
     }
     results = []
     for name, (fn, limbs_moved) in ops.items():

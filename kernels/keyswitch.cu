@@ -103,7 +103,6 @@ extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages(
     case 2: FHE_MODUP_COLUMNS(2); break;
     case 3: FHE_MODUP_COLUMNS(3); break;
     case 4: FHE_MODUP_COLUMNS(4); break;
-    case 5: FHE_MODUP_COLUMNS(5); break;
     default: break;
   }
 #undef FHE_MODUP_COLUMNS
@@ -166,4 +165,38 @@ extern "C" __global__ void keyswitch_moddown_rounding(const u64* in, u64* out, c
   }
   const u64 d = sub_mod(x[(i64)i * n], e, mq.q);
   out[(z * L + i) * n + k] = shoup_mul(d, pmod[L + i], pmod[2 * L + i], mq.q);
+}
+
+// keyswitch_inner_product_many: keyswitch_inner_product for E (key, Galois permutation)
+// pairs of one set of digits in one launch (batched hoisted rotations):
+// acc[e, k, b, r] = sum_d digit_d[b, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r]].
+// key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous);
+// perms [E, coeff] (identity rows for no permutation).
+// Axis order: digits [D, batch, R, coeff]; out [E, 2, batch, R, coeff].
+// In canonical, out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
+extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
+                                                        const int* rowmap, const u64* consts, const int* keydig,
+                                                        const int* perms, int num_moduli, int n, int R, int batch,
+                                                        int num_digits, int key_rows) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const int r = blockIdx.y;
+  const int e = blockIdx.z / batch;
+  const int b = blockIdx.z % batch;
+  const int id = rowmap[r];
+  const Modulus mr = load_modulus(consts, num_moduli, id);
+  const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
+  const int src = perms[(i64)e * n + k];
+  const i64 digit_stride = (i64)batch * R * n;
+  const u64* dig = digits + ((i64)b * R + r) * n + src;
+  u64 acc0 = 0, acc1 = 0;
+  for (int d = 0; d < num_digits; ++d) {
+    const u64 x = dig[d * digit_stride];
+    const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + k;
+    acc0 = add_mod(acc0, mont_mul(x, key[kbase], mr.q, mr.qinv), mr.q);
+    acc1 = add_mod(acc1, mont_mul(x, key[kbase + (i64)key_rows * n], mr.q, mr.qinv), mr.q);
+  }
+  u64* o = out + (i64)e * 2 * digit_stride + ((i64)b * R + r) * n + k;
+  o[0] = acc0;
+  o[digit_stride] = acc1;
 }

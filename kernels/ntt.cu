@@ -42,62 +42,247 @@ extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, co
     case 2: forward_columns_body<2>(src, dst, q, w, wsh, log_chunk, j); break;
     case 3: forward_columns_body<3>(src, dst, q, w, wsh, log_chunk, j); break;
     case 4: forward_columns_body<4>(src, dst, q, w, wsh, log_chunk, j); break;
-    case 5: forward_columns_body<5>(src, dst, q, w, wsh, log_chunk, j); break;
     default: break;
   }
 }
 
+// --- shared-memory chunk stages ----------------------------------------------------------
+// A block transforms one chunk of C = 2^log_chunk coefficients with T = C >> FHE_LV threads
+// (FHE_VPT = 2^FHE_LV coefficients per thread). The log_chunk stages run in rounds of up to
+// FHE_LV consecutive stages; in a round of RS stages each thread holds 2^(FHE_LV - RS)
+// independent groups of 2^RS coefficients {x0 + k * 2^ltmin, k < 2^RS} (2^ltmin = the
+// round's smallest stride) and does the RS stages in registers, so shared memory is touched
+// once per round (two barriers per round instead of one per stage). Shared memory is padded
+// by one word per 16 (sm_pad) so the 8-word-strided accesses of the ltmin = 0 round are free
+// of bank conflicts. Forward: a short round (log_chunk % FHE_LV stages) first, read straight
+// from global memory, then full rounds; the last full round has ltmin = 0 and writes each
+// thread's contiguous coefficients with 16-byte stores. Inverse: the mirror image.
+#define FHE_LV 3
+#define FHE_VPT (1 << FHE_LV)
+
+struct alignas(16) u64x2 {
+  u64 a, b;
+};
+
+__device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
+
+// Chunk position of register (g, k) of thread `tid` in a round of RS stages, smallest
+// stride 2^ltmin, T threads: group G = tid + g * T.
+template <int RS>
+__device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int T) {
+  const int G = tid + g * T;
+  return ((G >> ltmin) << (ltmin + RS)) | (G & ((1 << ltmin) - 1)) | (k << ltmin);
+}
+
+// Forward (Cooley-Tukey) round: chunk stages p .. p+RS-1 (global stage s = K + p + i,
+// stride C >> (p + i + 1)). In/out [0, 4q).
+template <int RS>
+__device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int log_chunk,
+                                              int base, const u64* tw, const u64* tw_sh, u64 q, u64 two_q) {
+  const int ltmin = log_chunk - p - RS;
+#pragma unroll
+  for (int i = 0; i < RS; ++i) {
+    const int s = log_n - log_chunk + p + i;
+    const int shift = log_n - s;  // log2(2t)
+    const int lh = RS - 1 - i;    // log2 of the pair distance in k
+#pragma unroll
+    for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+#pragma unroll
+      for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
+        const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
+        const int widx = (1 << s) + ((base + round_index<RS>(tid, g, k, ltmin, T)) >> shift);
+        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], tw[widx], tw_sh[widx], q, two_q);
+      }
+    }
+  }
+}
+
+// Inverse (Gentleman-Sande) round: chunk stages u = p .. p+RS-1 (stride 2^u). In/out [0, 2q).
+template <int RS>
+__device__ __forceinline__ void inverse_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int base,
+                                              const u64* itw, const u64* itw_sh, u64 q, u64 two_q) {
+#pragma unroll
+  for (int i = 0; i < RS; ++i) {
+    const int u = p + i;
+#pragma unroll
+    for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+#pragma unroll
+      for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
+        const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
+        const int widx = (1 << (log_n - u - 1)) + ((base + round_index<RS>(tid, g, k, p, T)) >> (u + 1));
+        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], itw[widx], itw_sh[widx], q, two_q);
+      }
+    }
+  }
+}
+
+template <int RS>
+__device__ __forceinline__ void round_load(u64 (&v)[FHE_VPT], const u64* sm, int tid, int T, int ltmin) {
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+#pragma unroll
+    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = sm[sm_pad(round_index<RS>(tid, g, k, ltmin, T))];
+}
+
+template <int RS>
+__device__ __forceinline__ void round_store(const u64 (&v)[FHE_VPT], u64* sm, int tid, int T, int ltmin) {
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+#pragma unroll
+    for (int k = 0; k < (1 << RS); ++k) sm[sm_pad(round_index<RS>(tid, g, k, ltmin, T))] = v[(g << RS) | k];
+}
+
+// Global <-> registers for a round (coalesced across threads when 2^ltmin >= 32).
+template <int RS>
+__device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, int tid, int T, int ltmin) {
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+#pragma unroll
+    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = src[round_index<RS>(tid, g, k, ltmin, T)];
+}
+
 // ntt_forward_chunk_stages: the last log_chunk forward stages on contiguous chunks of
-// C = 2^log_chunk coefficients in shared memory; output canonical.
+// C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
-// Launch: grid (N / C, limbs, batch), block min(512, C / 2), dynamic shared memory C * 8 bytes.
+// Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
+// dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, const int* rowmap,
                                                     const u64* consts, const u64* tw, const u64* tw_sh,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
-  const int C = 1 << log_chunk;
-  const int chunk = blockIdx.x;
+  const int T = 1 << (log_chunk - FHE_LV);
+  const int tid = threadIdx.x;
   const int id = rowmap[blockIdx.y];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + ((i64)chunk << log_chunk);
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + ((i64)chunk << log_chunk);
-  for (int i = threadIdx.x; i < C; i += blockDim.x) sm[i] = src[i];
-  __syncthreads();
-  forward_chunk_stages(sm, chunk, log_n, log_chunk, tw + (i64)id * N, tw_sh + (i64)id * N, q);
-  for (int i = threadIdx.x; i < C; i += blockDim.x) dst[i] = reduce_from_4q(sm[i], q, two_q);
+  const int base = blockIdx.x << log_chunk;
+  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
+  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
+  const u64* w = tw + (i64)id * N;
+  const u64* wsh = tw_sh + (i64)id * N;
+  u64 v[FHE_VPT];
+  const int rest = log_chunk % FHE_LV;
+  int p = 0;      // first chunk stage of the current round
+  int lt = 0;     // ltmin of the round whose values are in v
+  if (rest == 0) {
+    lt = log_chunk - FHE_LV;
+    global_load<FHE_LV>(v, src, tid, T, lt);
+    forward_round<FHE_LV>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    p = FHE_LV;
+  } else if (rest == 1) {
+    lt = log_chunk - 1;
+    global_load<1>(v, src, tid, T, lt);
+    forward_round<1>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    p = 1;
+  } else {
+    lt = log_chunk - 2;
+    global_load<2>(v, src, tid, T, lt);
+    forward_round<2>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    p = 2;
+  }
+  const int first_rs = p;
+  for (; p < log_chunk; p += FHE_LV) {
+    if (p == first_rs && rest == 1) round_store<1>(v, sm, tid, T, lt);
+    else if (p == first_rs && rest == 2) round_store<2>(v, sm, tid, T, lt);
+    else round_store<FHE_LV>(v, sm, tid, T, lt);
+    lt = log_chunk - p - FHE_LV;
+    __syncthreads();
+    round_load<FHE_LV>(v, sm, tid, T, lt);
+    __syncthreads();
+    forward_round<FHE_LV>(v, tid, T, p, log_n, log_chunk, base, w, wsh, q, two_q);
+  }
+  if (lt == 0) {  // each thread's FHE_VPT coefficients are contiguous
+    u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));
+#pragma unroll
+    for (int k = 0; k < FHE_VPT; k += 2) {
+      u64x2 pair;
+      pair.a = reduce_from_4q(v[k], q, two_q);
+      pair.b = reduce_from_4q(v[k + 1], q, two_q);
+      d2[k >> 1] = pair;
+    }
+  } else {  // log_chunk < FHE_LV never launches; a single short round (log_chunk < 3) is not used
+#pragma unroll
+    for (int k = 0; k < FHE_VPT; ++k) dst[round_index<FHE_LV>(tid, 0, k, lt, T)] = reduce_from_4q(v[k], q, two_q);
+  }
 }
 
 // ntt_inverse_chunk_stages: the first log_chunk inverse stages (strides < C) on contiguous
-// chunks in shared memory. When log_chunk == log_n this is the whole inverse transform and
-// the output is multiplied by N^-1 and canonical; otherwise the output is lazy [0, 2q).
-// Axis [batch, limb, coeff]. In: canonical. May run in place.
-// Launch: grid (N / C, limbs, batch), block min(512, C / 2), dynamic shared memory C * 8 bytes.
+// chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
+// transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
+// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
+// Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
+// dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, const int* rowmap,
                                                     const u64* consts, const u64* itw, const u64* itw_sh,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
-  const int C = 1 << log_chunk;
-  const int chunk = blockIdx.x;
+  const int T = 1 << (log_chunk - FHE_LV);
+  const int tid = threadIdx.x;
   const int id = rowmap[blockIdx.y];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + ((i64)chunk << log_chunk);
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + ((i64)chunk << log_chunk);
-  for (int i = threadIdx.x; i < C; i += blockDim.x) sm[i] = src[i];
-  __syncthreads();
-  inverse_chunk_stages(sm, chunk, log_n, log_chunk, itw + (i64)id * N, itw_sh + (i64)id * N, q);
-  if (log_chunk == log_n) {
-    const u64 ninv = consts[FHE_C_NINV * num_moduli + id];
-    const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
-    for (int i = threadIdx.x; i < C; i += blockDim.x) dst[i] = shoup_mul(sm[i], ninv, ninv_sh, q);
-  } else {
-    for (int i = threadIdx.x; i < C; i += blockDim.x) dst[i] = sm[i];
+  const u64 two_q = 2 * q;
+  const int base = blockIdx.x << log_chunk;
+  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
+  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
+  const u64* w = itw + (i64)id * N;
+  const u64* wsh = itw_sh + (i64)id * N;
+  u64 v[FHE_VPT];
+  {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
+    const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
+#pragma unroll
+    for (int k = 0; k < FHE_VPT; k += 2) {
+      const u64x2 pair = s2[k >> 1];
+      v[k] = pair.a;
+      v[k + 1] = pair.b;
+    }
   }
+  const int rest = log_chunk % FHE_LV;
+  const int full_end = log_chunk - rest;  // full rounds cover chunk stages [0, full_end)
+  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, wsh, q, two_q);
+  int lt = 0;
+  for (int p = FHE_LV; p < full_end; p += FHE_LV) {
+    round_store<FHE_LV>(v, sm, tid, T, lt);
+    lt = p;
+    __syncthreads();
+    round_load<FHE_LV>(v, sm, tid, T, lt);
+    __syncthreads();
+    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, wsh, q, two_q);
+  }
+  if (rest) {
+    round_store<FHE_LV>(v, sm, tid, T, lt);
+    lt = full_end;
+    __syncthreads();
+    if (rest == 1) {
+      round_load<1>(v, sm, tid, T, lt);
+      inverse_round<1>(v, tid, T, full_end, log_n, base, w, wsh, q, two_q);
+    } else {
+      round_load<2>(v, sm, tid, T, lt);
+      inverse_round<2>(v, tid, T, full_end, log_n, base, w, wsh, q, two_q);
+    }
+  }
+  const bool whole = log_chunk == log_n;
+  const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
+  const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
+  // registers (g, k) of the last round: RS = rest (or FHE_LV), ltmin = lt
+#define FHE_INV_STORE(RS)                                                                       \
+  _Pragma("unroll") for (int g = 0; g < (FHE_VPT >> (RS)); ++g)                                 \
+  _Pragma("unroll") for (int k = 0; k < (1 << (RS)); ++k) {                                     \
+    const u64 x = v[(g << (RS)) | k];                                                           \
+    dst[round_index<RS>(tid, g, k, lt, T)] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;        \
+  }
+  if (rest == 1) {
+    FHE_INV_STORE(1)
+  } else if (rest == 2) {
+    FHE_INV_STORE(2)
+  } else {
+    FHE_INV_STORE(FHE_LV)
+  }
+#undef FHE_INV_STORE
 }
 
 template <int K>
@@ -135,7 +320,6 @@ extern "C" __global__ void ntt_inverse_column_stages(const u64* in, u64* out, co
     case 2: inverse_columns_body<2>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
     case 3: inverse_columns_body<3>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
     case 4: inverse_columns_body<4>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 5: inverse_columns_body<5>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
     default: break;
   }
 }

@@ -188,6 +188,19 @@ def _keyswitch(galois: bool) -> Case:
     return run
 
 
+def _keyswitch_many(gpu, ref, ctx, rng, lv):
+    """Batched hoisting: three (key, Galois element) pairs, one of them without permutation."""
+    rows = lv["ks"]
+    c = rand(ctx, rows, (1,), rng)
+    digits = ref.modup(c, rows)
+    keys = [random_key(ctx, rng) for _ in range(3)]
+    n = ctx.ring_degree
+    gs = [5, None, pow(5, 3, 2 * n)]
+    got = gpu.keyswitch_from_digits_many(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs)
+    want = np.stack([ref.keyswitch_from_digits(digits, k, rows, galois_element=g) for k, g in zip(keys, gs)])
+    return gpu.to_numpy(got).reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows
+
+
 CASES: dict[str, Case] = {
     "add": _elementwise("add"),
     "sub": _elementwise("sub"),
@@ -216,6 +229,7 @@ CASES: dict[str, Case] = {
     "modup_lower_level": _modup("ks"),
     "keyswitch_from_digits": _keyswitch(False),
     "keyswitch_from_digits_galois": _keyswitch(True),
+    "keyswitch_from_digits_many": _keyswitch_many,
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Domain, RingContext
+from .base import Domain, RingContext, keyswitch_from_digits_many_by_loop
 
 __all__ = [
     "CupyBackend",
@@ -35,8 +35,11 @@ __all__ = [
 ]
 
 _R = 1 << 64
-_CHUNK_LOG = 12  # shared-memory chunk of the NTT: 4096 words = 32 KiB
-_MAX_COLUMN_STAGES = 5  # ntt.cu instantiates 1..5 register column stages (N <= 2^17)
+_CHUNK_LOG = 12  # largest shared-memory chunk of the NTT: 4096 words (+1/16 padding) = 34 KiB
+_MIN_CHUNK_LOG = 10  # smallest chunk chosen to fill the GPU when few polynomials are batched
+_MAX_COLUMN_STAGES = 4  # ntt.cu instantiates 1..4 register column stages
+_COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients per thread
+_FILL_BLOCKS = 264  # two blocks per SM of an H100/H200 (132 SMs)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
@@ -221,8 +224,8 @@ class CupyBackend:
             raise ValueError(f"ring_degree must be a power of two, got {n}")
         self.n = n
         self.log_n = n.bit_length() - 1
-        if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES:
-            raise ValueError(f"ring_degree {n} exceeds the NTT kernels' limit 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}")
+        if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < _COEFFS_PER_THREAD_LOG:
+            raise ValueError(f"ring_degree {n} is outside the NTT kernels' range [8, 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}]")
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
@@ -433,36 +436,53 @@ class CupyBackend:
         step = -(-limbs // parts)
         return [(b, b + 1, l0, min(l0 + step, limbs)) for b in range(batch) for l0 in range(0, limbs, step)]
 
+    def _chunk_log(self, count: int) -> int:
+        """log2 of the NTT chunk for ``count`` polynomials: the largest chunk (<= 2^12) whose
+        chunk-stage grid still fills the GPU, at least 2^10 and at most 4 column stages."""
+        lc = min(self.log_n, _CHUNK_LOG)
+        low = max(self.log_n - _MAX_COLUMN_STAGES, min(self.log_n, _MIN_CHUNK_LOG))
+        while lc > low and (self.n >> lc) * count < _FILL_BLOCKS:
+            lc -= 1
+        return lc
+
+    @staticmethod
+    def _column_block(columns: int, count: int) -> int:
+        """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
+        return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= _FILL_BLOCKS else 64
+
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage."""
         tw, tw_sh, itw, itw_sh = self._tw()
         w, wsh = (itw, itw_sh) if inverse else (tw, tw_sh)
-        chunk = 1 << self.log_chunk
-        chunk_block = max(1, min(512, chunk // 2))
-        col_grid_x = -(-chunk // _COLUMN_BLOCK)
-        base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk))
         for b0, b1, l0, l1 in self._groups(batch, limbs):
+            log_chunk = self._chunk_log((b1 - b0) * (l1 - l0))
+            chunk = 1 << log_chunk
+            chunk_block = chunk >> _COEFFS_PER_THREAD_LOG
+            chunk_smem = (chunk + chunk // 16) * 8
+            col_block = self._column_block(chunk, (b1 - b0) * (l1 - l0))
+            col_grid_x = -(-chunk // col_block)
+            base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
             s = src[b0:b1, l0:l1]
             d = dst[b0:b1, l0:l1]
             rm = rowmap[l0:l1]
             g = (b1 - b0, l1 - l0)
             strides = (np.int64(src_bs), np.int64(dst_bs))
             same = (np.int64(dst_bs), np.int64(dst_bs))
-            if self.log_chunk == self.log_n:
+            if log_chunk == self.log_n:
                 name = "ntt_inverse_chunk_stages" if inverse else "ntt_forward_chunk_stages"
                 self._launch(name, (1, g[1], g[0]), chunk_block, (s, d, rm, self._consts, w, wsh, *base, *strides),
-                             shared_mem=chunk * 8)
+                             shared_mem=chunk_smem)
             elif inverse:
                 self._launch("ntt_inverse_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
-                             (s, d, rm, self._consts, w, wsh, *base, *strides), shared_mem=chunk * 8)
-                self._launch("ntt_inverse_column_stages", (col_grid_x, g[1], g[0]), _COLUMN_BLOCK,
+                             (s, d, rm, self._consts, w, wsh, *base, *strides), shared_mem=chunk_smem)
+                self._launch("ntt_inverse_column_stages", (col_grid_x, g[1], g[0]), col_block,
                              (d, d, rm, self._consts, w, wsh, *base, *same))
             else:
-                self._launch("ntt_forward_column_stages", (col_grid_x, g[1], g[0]), _COLUMN_BLOCK,
+                self._launch("ntt_forward_column_stages", (col_grid_x, g[1], g[0]), col_block,
                              (s, d, rm, self._consts, w, wsh, *base, *strides))
                 self._launch("ntt_forward_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
-                             (d, d, rm, self._consts, w, wsh, *base, *same), shared_mem=chunk * 8)
+                             (d, d, rm, self._consts, w, wsh, *base, *same), shared_mem=chunk_smem)
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
@@ -566,28 +586,30 @@ class CupyBackend:
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
         tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["qdm"])
         out3 = out.reshape(D * batch, R, n)
-        if self.log_chunk == self.log_n:
+        log_chunk = self._chunk_log(D * batch * R)
+        if log_chunk == self.log_n:
             self._launch("keyswitch_modup_extend", (-(-n // _BLOCK), R, D * batch), _BLOCK,
                          (c, y, out, t["out_map"], self._consts, *tables, np.int32(self.num_moduli), np.int32(n),
                           np.int32(L), np.int32(R), np.int32(batch), np.int32(t["dstride"])))
             self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
             return out
         tw, tw_sh, _, _ = self._tw()
-        chunk = 1 << self.log_chunk
+        chunk = 1 << log_chunk
         zstep = D * batch
         if self.l2_group_bytes > 0:
             zstep = max(1, min(zstep, self.l2_group_bytes // (R * n * 8)))
         for z0 in range(0, D * batch, zstep):
             z1 = min(z0 + zstep, D * batch)
-            self._launch("keyswitch_modup_extend_ntt_column_stages", (-(-chunk // _COLUMN_BLOCK), R, z1 - z0),
-                         _COLUMN_BLOCK,
+            col_block = self._column_block(chunk, R * (z1 - z0))
+            self._launch("keyswitch_modup_extend_ntt_column_stages", (-(-chunk // col_block), R, z1 - z0),
+                         col_block,
                          (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw, tw_sh,
-                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk), np.int32(L),
+                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk), np.int32(L),
                           np.int32(R), np.int32(batch), np.int32(t["dstride"]), np.int32(z0)))
-            self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), max(1, min(512, chunk // 2)),
+            self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), chunk >> _COEFFS_PER_THREAD_LOG,
                          (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw, tw_sh,
-                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(self.log_chunk),
-                          np.int64(R * n), np.int64(R * n)), shared_mem=chunk * 8)
+                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk),
+                          np.int64(R * n), np.int64(R * n)), shared_mem=(chunk + chunk // 16) * 8)
         return out
 
     def _mul_scalar_table(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any) -> Any:
@@ -599,21 +621,37 @@ class CupyBackend:
                       np.int32(len(rows)), np.int64(plane), np.int64(plane)))
         return out
 
-    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+    def _ks_inputs(self, digits_ntt: Any, keys: Sequence[Any], rows: Sequence[int], what: str) -> tuple:
         rows, rowmap = self._rows(rows)
         t = self._modup_device(rows)
-        L, n = len(rows), self.n
-        R, D = len(t["out_rows"]), t["num_digits"]
+        R, D, n = len(t["out_rows"]), t["num_digits"], self.n
         digits = digits_ntt if digits_ntt.flags.c_contiguous else self.xp.ascontiguousarray(digits_ntt)
         if digits.dtype != np.uint64 or digits.ndim < 3 or digits.shape[0] != D or digits.shape[-2:] != (R, n):
-            raise ValueError(f"keyswitch_from_digits: expected digits [{D}, ..., {R}, {n}], got {digits.shape}")
+            raise ValueError(f"{what}: expected digits [{D}, ..., {R}, {n}], got {digits.shape}")
         key_rows = self.context.q_count + self.context.p_count
-        if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
-            raise ValueError(f"keyswitch_from_digits: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
         needed = max(index for index, _ in active_digits(self.context, rows)) + 1
-        if key.shape[0] < needed:
-            raise ValueError(f"keyswitch_from_digits: key has {key.shape[0]} digits, rows {rows} need {needed}")
-        key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
+        checked = []
+        for key in keys:
+            if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
+                raise ValueError(f"{what}: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
+            if key.shape[0] < needed:
+                raise ValueError(f"{what}: key has {key.shape[0]} digits, rows {rows} need {needed}")
+            checked.append(key if key.flags.c_contiguous else self.xp.ascontiguousarray(key))
+        return rows, t, digits, checked, key_rows
+
+    def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int) -> None:
+        """INTT of ``acc [entries, R, N]`` in place, then rounding ModDown into ``out [entries, L, N]``."""
+        R, n = len(t["out_rows"]), self.n
+        acc3 = acc.reshape(entries, R, n)
+        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
+        self._launch("keyswitch_moddown_rounding", (-(-n // _BLOCK), L, entries), _BLOCK,
+                     (acc, out, t["out_map"], self._consts, t["md"], np.int32(self.num_moduli), np.int32(n),
+                      np.int32(L), np.int32(len(self.p_rows))))
+
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+        rows, t, digits, (key,), key_rows = self._ks_inputs(digits_ntt, (key,), rows, "keyswitch_from_digits")
+        L, n = len(rows), self.n
+        R, D = len(t["out_rows"]), t["num_digits"]
         perm = np.uint64(0) if galois_element is None else self._galois(galois_element, "ntt")
         batch_shape = tuple(digits.shape[1:-2])
         batch = _prod(batch_shape)
@@ -622,10 +660,56 @@ class CupyBackend:
                      (digits, key, acc, t["out_map"], self._consts, t["key_digits"], perm,
                       np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                       np.int32(key_rows)))
-        acc3 = acc.reshape(2 * batch, R, n)
-        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, 2 * batch, R)
         out = self.xp.empty((2,) + batch_shape + (L, n), dtype=np.uint64)
-        self._launch("keyswitch_moddown_rounding", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,
-                     (acc, out, t["out_map"], self._consts, t["md"], np.int32(self.num_moduli), np.int32(n),
-                      np.int32(L), np.int32(len(self.p_rows))))
+        self._moddown_launch(acc, out, t, L, 2 * batch)
+        return out
+
+    @staticmethod
+    def _address(a: Any) -> int:
+        data = getattr(a, "data", None)
+        return int(data.ptr) if hasattr(data, "ptr") else int(a.ctypes.data)
+
+    def _many_tables(self, keys: Sequence[Any], galois_elements: Sequence[int | None]) -> tuple[Any, Any]:
+        """Device tables of one (keys, Galois elements) tuple: key addresses [E] and
+        permutations [E, N] (int32), cached; the cache holds the keys so addresses stay valid."""
+        addrs = tuple(self._address(k) for k in keys)
+        gs = tuple(None if g is None else int(g) % (2 * self.n) for g in galois_elements)
+
+        def build_keys() -> tuple[Any, tuple[Any, ...]]:
+            return self._upload(np.array(addrs, dtype=np.uint64)), tuple(keys)
+
+        def build_perms() -> Any:
+            ident = np.arange(self.n, dtype=np.int32)
+            rows = [ident if g is None else ntt_automorphism_permutation(self.n, g) for g in gs]
+            return self._upload(np.stack(rows))
+
+        if len(self._cache) > 65536:
+            self._cache = {k: v for k, v in self._cache.items() if k[0] not in ("scalar", "keyptrs")}
+        key_table, _ = self._cached(("keyptrs", addrs), build_keys)
+        return key_table, self._cached(("perms", gs), build_perms)
+
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements):
+        """All rotations of one hoisted ModUp: one inner-product launch for every (key, Galois
+        element), one batched inverse NTT and one ModDown: ``[E, 2, ..., L, N]``."""
+        keys, galois_elements = list(keys), list(galois_elements)
+        if len(keys) != len(galois_elements) or not keys:
+            raise ValueError(f"keyswitch_from_digits_many: {len(keys)} keys for {len(galois_elements)} galois elements")
+        rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, keys, rows, "keyswitch_from_digits_many")
+        for g in galois_elements:
+            if g is not None and int(g) % 2 == 0:
+                raise ValueError(f"galois element must be odd, got {g}")
+        L, n = len(rows), self.n
+        R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
+        batch_shape = tuple(digits.shape[1:-2])
+        batch = _prod(batch_shape)
+        if 2 * E * batch > _MAX_GRID_YZ:
+            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements)
+        key_table, perms = self._many_tables(keys, galois_elements)
+        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
+                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms,
+                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
+                      np.int32(key_rows)))
+        out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
+        self._moddown_launch(acc, out, t, L, E * 2 * batch)
         return out

@@ -1,0 +1,132 @@
+"""Quick GPU timing of the 8-diagonal encrypted matvec (N=2^14) and one N=2^16 rotation check.
+
+Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [--n16 PRESET|none]
+
+* matvec: ``matrix_vector(..., hoisted=False/True)`` eager (CUDA events around the Python
+  call) and captured with ``CudaGraphProgram.capture`` (events around ``program.replay``),
+  median over reps; checks graph == eager bit for bit, hoisted == unhoisted decryption
+  (both within 1e-6 of A x).
+* n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
+  ``numpy.roll`` (precision check of the preset), and its eager/graph time.
+Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+
+def events_median(cp, fn, reps: int) -> float:
+    stream = cp.cuda.get_current_stream()
+    for _ in range(3):
+        fn()
+    stream.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        fn()
+        stop.record(stream)
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
+    return statistics.median(times)
+
+
+def matvec(cp, reps: int) -> dict:
+    from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    n = 8
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (n, n))
+    x = rng.uniform(-1, 1, n)
+    keys = engine.rotation_keys(required_rotation_steps(n))
+    diags = encode_diagonals(engine, a)
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    want = periodic_message(a @ x, engine.num_slots)
+    out: dict = {"preset": "slots8192-scale40-depth7", "n": n}
+    for hoisted in (False, True):
+        fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=hoisted)
+        eager_ct = fn(ct)
+        err = float(np.max(np.abs(engine.decrypt_message(eager_ct, real=True) - want)))
+        before = engine.backend.launch_count
+        fn(ct)
+        launches = engine.backend.launch_count - before
+        eager = events_median(cp, partial(fn, ct), reps)
+        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        try:
+            replayed = program.replay(ct, copy_output=True, synchronize=True)
+            same = bool(np.array_equal(replayed.data.get(), eager_ct.data.get()))
+            graph = events_median(cp, partial(program.replay, ct), reps)
+        finally:
+            program.close()
+        key = "hoisted" if hoisted else "independent"
+        out[key] = {"launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
+                    "max_err": err, "graph_equals_eager": same}
+        print(f"matvec n=8 N=2^14 {key:<11} launches {launches:>4} eager {eager:8.1f} us graph {graph:8.1f} us "
+              f"err {err:.2e} graph==eager {same}", flush=True)
+    return out
+
+
+def rotation16(cp, preset: str, reps: int) -> dict:
+    from fhelium_cupy.ckks import CkksEngine
+
+    t = time.perf_counter()
+    engine = CkksEngine(preset, device="cuda")
+    engine.generate_keys()
+    key = engine.rotation_key(1)
+    rng = np.random.default_rng(1)
+    m = rng.uniform(-1, 1, engine.num_slots)
+    ct = engine.encrypt_message(m)
+    setup_s = time.perf_counter() - t
+    rot = engine.rotate_with_key(ct, key)
+    err = float(np.max(np.abs(engine.decrypt_message(rot, real=True) - np.roll(m, 1))))
+    eager = events_median(cp, lambda: engine.rotate_with_key(ct, key), reps)
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    program = CudaGraphProgram.capture(partial(engine.rotate_with_key, key=key), example_inputs=(ct,))
+    try:
+        graph = events_median(cp, lambda: program.replay(ct), reps)
+    finally:
+        program.close()
+    before = engine.backend.launch_count
+    engine.rotate_with_key(ct, key)
+    launches = engine.backend.launch_count - before
+    p = engine.parameters
+    print(f"rotation {preset} (L={len(p.q_moduli)}, K={len(p.p_moduli)}, dnum={p.dnum}) launches {launches} "
+          f"eager {eager:.1f} us graph {graph:.1f} us err {err:.2e} setup {setup_s:.1f}s", flush=True)
+    return {"preset": preset, "launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
+            "max_err": err, "setup_s": round(setup_s, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
+    args = parser.parse_args()
+    from fhelium_cupy.runtime.kernels import require_cuda
+
+    cp = require_cuda()
+    result = {"matvec": matvec(cp, args.reps)}
+    if args.n16 != "none":
+        result["rotation_n16"] = rotation16(cp, args.n16, args.reps)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "matvec_gpu_quick.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
