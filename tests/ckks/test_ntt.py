@@ -97,3 +97,112 @@ def test_automorphisms_match_oracles_and_commute_with_the_ntt(g):
     for i in range(len(rows)):
         assert to_int_rows(ntt)[i] == oracle_ntt_automorphism(to_int_rows(f)[i], g)
     np.testing.assert_array_equal(ntt, be.ntt_forward(coef, rows))
+
+
+# --- signed lazy-reduction path (every modulus < 2**50) vs the exact Shoup path ----------------
+
+
+def _psi(q: int, n: int) -> int:
+    c = 2
+    while pow(pow(c, (q - 1) // (2 * n), q), n, q) != q - 1:
+        c += 1
+    return pow(c, (q - 1) // (2 * n), q)
+
+
+def _stacks(log_n: int, moduli: tuple[int, ...]):
+    from dataclasses import replace
+
+    from fhelium_cupy.ckks import ntt
+
+    n = 1 << log_n
+    st = ntt.stack_ntt_tables(tuple(ntt.ntt_tables(q, _psi(q, n), n) for q in moduli))
+    return st, replace(st, lazy=None)
+
+
+def _largest_ntt_primes_below(bits: int, count: int, n: int) -> tuple[int, ...]:
+    from fhelium_cupy.ckks.primes import is_prime
+
+    out, k = [], ((1 << bits) - 1) // (2 * n)
+    while len(out) < count:
+        if is_prime(k * 2 * n + 1):
+            out.append(k * 2 * n + 1)
+        k -= 1
+    return tuple(out)
+
+
+def _adversarial(rng: random.Random, moduli, n: int, batch: tuple[int, ...], kind: str) -> np.ndarray:
+    a = random_residues(rng, list(moduli), n, batch)
+    q = np.array(moduli, dtype=np.uint64)[:, None]
+    if kind == "max":
+        a[...] = q - np.uint64(1)
+    elif kind == "alternating":
+        a[...] = np.where(np.arange(n) % 2 == 0, q - np.uint64(1), np.uint64(0))
+    elif kind == "high":
+        a[...] = q - np.uint64(1) - (a % np.uint64(3))
+    return a
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    log_n=st.sampled_from([1, 2, 3, 5, 8, 11, 12]),
+    batch=st.sampled_from([(), (1,), (3,), (2, 2)]),
+    bits=st.sampled_from([(30, 31), (40, 45), (49, 49), (50, 50), (50, 30)]),
+    kind=st.sampled_from(["random", "max", "alternating", "high"]),
+)
+def test_lazy_float_ntt_is_bit_identical_to_the_exact_path_and_to_python_ints(seed, log_n, batch, bits, kind):
+    n = 1 << log_n
+    moduli = tuple(_largest_ntt_primes_below(b, 1, n)[0] for b in bits)
+    moduli = tuple(dict.fromkeys(moduli))
+    lazy, exact = _stacks(log_n, moduli)
+    assert lazy.lazy is not None and exact.lazy is None
+    from fhelium_cupy.ckks.ntt import ntt_forward_u64, ntt_inverse_u64
+
+    a = _adversarial(random.Random(seed), moduli, n, batch, kind)
+    f = ntt_forward_u64(a, lazy)
+    np.testing.assert_array_equal(f, ntt_forward_u64(a, exact))
+    np.testing.assert_array_equal(ntt_inverse_u64(a, lazy), ntt_inverse_u64(a, exact))
+    np.testing.assert_array_equal(ntt_inverse_u64(f, lazy), a)
+    if log_n <= 5:
+        flat_a, flat_f = a.reshape(-1, len(moduli), n), f.reshape(-1, len(moduli), n)
+        for i, q in enumerate(moduli):
+            assert to_int_rows(flat_f[0])[i] == naive_negacyclic_ntt(to_int_rows(flat_a[0])[i], q, _psi(q, n))
+
+
+@pytest.mark.parametrize("limit_bits,forward_reduces", [(56, True), (58, False)])
+def test_lazy_plan_extra_reductions_stay_exact(monkeypatch, limit_bits, forward_reduces):
+    """A lower intermediate limit forces the reduce-before / reduce-sum stages of the plan."""
+    from fhelium_cupy.ckks import ntt
+
+    monkeypatch.setattr(ntt, "_LIMIT", float(1 << limit_bits))
+    log_n, n = 10, 1 << 10
+    moduli = _largest_ntt_primes_below(50, 2, n) + _largest_ntt_primes_below(40, 1, n)
+    lazy, exact = _stacks(log_n, moduli)
+    assert lazy.lazy is not None
+    assert any(s[3] for s in lazy.lazy.fwd) == forward_reduces and any(s[3] for s in lazy.lazy.inv)
+    for kind in ("random", "max", "alternating", "high"):
+        a = _adversarial(random.Random(limit_bits), moduli, n, (2,), kind)
+        f = ntt.ntt_forward_u64(a, lazy)
+        np.testing.assert_array_equal(f, ntt.ntt_forward_u64(a, exact))
+        np.testing.assert_array_equal(ntt.ntt_inverse_u64(a, lazy), ntt.ntt_inverse_u64(a, exact))
+        np.testing.assert_array_equal(ntt.ntt_inverse_u64(f, lazy), a)
+
+
+def test_lazy_plan_bounds_hold_for_the_largest_supported_rings():
+    """Planned bounds stay below 2**62 up to N = 2**17 with moduli just under 2**50."""
+    from fhelium_cupy.ckks import ntt
+
+    for log_n in (12, 16, 17):
+        n = 1 << log_n
+        moduli = _largest_ntt_primes_below(50, 1, n) + _largest_ntt_primes_below(30, 1, n)
+        st_ = ntt.stack_ntt_tables(tuple(ntt.ntt_tables(q, _psi(q, n), n) for q in moduli))
+        assert st_.lazy is not None
+
+
+def test_transforms_restore_the_callers_ufunc_buffer_size():
+    be = _backend(6, (30, 40, 49), (45, 49))
+    rows = (0, 1)
+    a = random_residues(random.Random(3), [be.context.moduli[r] for r in rows], 64, (2,))
+    before = np.getbufsize()
+    be.ntt_inverse(be.ntt_forward(a, rows), rows)
+    assert np.getbufsize() == before
