@@ -21,6 +21,8 @@ constants (Shoup companions, ``q^-1 mod 2**64``, Montgomery radix powers).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = [
@@ -44,6 +46,30 @@ MASK32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 _TWO64 = 1 << 64
 
+UFUNC_BUFSIZE = 64
+"""ufunc buffer size (elements) used inside this module and the NTT. With NumPy's default
+(8192), an operation whose contiguous inner run is shorter than the buffer (``q [L, 1]``
+broadcast over rows of ``N <= 4096`` words, strided butterfly halves) goes through buffered
+iteration, which copies every operand in and out and costs 2-4x. Scoped by ``np.errstate``,
+which restores the caller's value."""
+
+
+def _unbuffered(func):
+    """Run ``func`` with ``np.setbufsize(UFUNC_BUFSIZE)``; the caller's setting is restored."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with np.errstate():
+            np.setbufsize(UFUNC_BUFSIZE)
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _work(x: np.ndarray, *others: np.ndarray) -> np.ndarray:
+    """A fresh uint64 array of the broadcast shape of the operands."""
+    return np.empty(np.broadcast_shapes(np.shape(x), *(np.shape(o) for o in others)), dtype=U64)
+
 
 def as_u64(values, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Python ints (each < 2**64) -> uint64 array, optionally reshaped."""
@@ -61,51 +87,51 @@ def montgomery_inverse(q: int) -> int:
     return pow(q, -1, _TWO64)
 
 
+@_unbuffered
 def mulhi(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """High 64 bits of the exact 128-bit product ``a * b`` (element-wise, broadcasting)."""
-    a0 = a & MASK32
-    a1 = a >> _S32
     b0 = b & MASK32
     b1 = b >> _S32
-    p01 = a0 * b1
-    p10 = a1 * b0
-    mid = (a0 * b0) >> _S32
-    mid += p01 & MASK32
-    mid += p10 & MASK32
-    hi = a1 * b1
-    hi += p01 >> _S32
-    hi += p10 >> _S32
-    hi += mid >> _S32
-    return hi
+    return _mulhi_split(a, b0, b1)
 
 
 def _mulhi_split(x: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
-    """``mulhi(x, w)`` with ``w``'s 32-bit halves precomputed."""
-    x0 = x & MASK32
-    x1 = x >> _S32
-    p01 = x0 * w1
-    p10 = x1 * w0
-    mid = (x0 * w0) >> _S32
-    mid += p01 & MASK32
-    mid += p10 & MASK32
-    hi = x1 * w1
-    hi += p01 >> _S32
-    hi += p10 >> _S32
-    hi += mid >> _S32
-    return hi
+    """``mulhi(x, w)`` with ``w``'s 32-bit halves precomputed (four temporaries, in place)."""
+    x0 = _work(x, w0, w1)
+    np.bitwise_and(x, MASK32, out=x0)
+    x1 = np.right_shift(x, _S32, out=np.empty_like(x0))
+    p01 = np.multiply(x0, w1, out=np.empty_like(x0))
+    np.multiply(x0, w0, out=x0)
+    x0 >>= _S32  # mid
+    p10 = np.multiply(x1, w0, out=np.empty_like(x0))
+    np.multiply(x1, w1, out=x1)  # hi
+    t = np.right_shift(p01, _S32, out=np.empty_like(x0))
+    x1 += t
+    p01 &= MASK32
+    x0 += p01
+    np.right_shift(p10, _S32, out=t)
+    x1 += t
+    p10 &= MASK32
+    x0 += p10
+    x0 >>= _S32
+    x1 += x0
+    return x1
 
 
+@_unbuffered
 def reduce_once(x: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``x - q`` if ``x >= q`` else ``x`` (input in ``[0, 2q)``)."""
     return np.minimum(x, x - q, out=out)
 
 
+@_unbuffered
 def add_mod(a: np.ndarray, b: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``(a + b) mod q`` for canonical inputs."""
     s = np.add(a, b, out=out)
     return np.minimum(s, s - q, out=s)
 
 
+@_unbuffered
 def sub_mod(a: np.ndarray, b: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``(a - b) mod q`` for canonical inputs."""
     d = np.subtract(a, b, out=out)
@@ -113,12 +139,14 @@ def sub_mod(a: np.ndarray, b: np.ndarray, q: np.ndarray, out: np.ndarray | None 
     return np.minimum(d, d - q, out=d)
 
 
+@_unbuffered
 def neg_mod(a: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``-a mod q`` for canonical input (0 stays 0)."""
     d = np.subtract(q, a, out=out)
     return np.minimum(d, d - q, out=d)
 
 
+@_unbuffered
 def mul_shoup(
     x: np.ndarray,
     w: np.ndarray,
@@ -139,9 +167,11 @@ def mul_shoup(
     qhat *= q
     r = np.multiply(x, w, out=out)
     r -= qhat
-    return np.minimum(r, r - q, out=r)
+    np.subtract(r, q, out=qhat)
+    return np.minimum(r, qhat, out=r)
 
 
+@_unbuffered
 def mul_montgomery(
     a: np.ndarray,
     b: np.ndarray,
@@ -157,13 +187,16 @@ def mul_montgomery(
     """
     if q_split is None:
         q_split = (q & MASK32, q >> _S32)
-    hi = mulhi(a, b)
-    m = a * b
+    hi = _mulhi_split(a, b & MASK32, b >> _S32)
+    m = np.multiply(a, b, out=np.empty_like(hi))
     m *= q_inv
-    r = np.subtract(hi, _mulhi_split(m, q_split[0], q_split[1]), out=out)
-    return np.minimum(r, r + q, out=r)
+    t = _mulhi_split(m, q_split[0], q_split[1])
+    r = np.subtract(hi, t, out=out)
+    np.add(r, q, out=t)
+    return np.minimum(r, t, out=r)
 
 
+@_unbuffered
 def mul_mod_float(a: np.ndarray, b: np.ndarray, q: np.ndarray, q_f: np.ndarray) -> np.ndarray:
     """``a * b mod q`` for canonical ``a, b`` and every ``q < 2**50`` (float-assisted, exact).
 
@@ -184,6 +217,7 @@ def mul_mod_float(a: np.ndarray, b: np.ndarray, q: np.ndarray, q_f: np.ndarray) 
     return np.minimum(r, qq, out=r)
 
 
+@_unbuffered
 def mul_shoup_float(x: np.ndarray, w: np.ndarray, w_over_q: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``x * w mod q`` for ``x < 2**51``, ``w < q < 2**50`` with ``w_over_q = w / q`` in float64 (exact)."""
     qq = np.multiply(x.astype(np.float64), w_over_q).astype(np.uint64)

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .modarith import MASK32, as_u64, mul_shoup, shoup_companion
+from .modarith import MASK32, UFUNC_BUFSIZE, as_u64, mul_shoup, shoup_companion
 
 __all__ = [
     "NttTables",
@@ -361,12 +361,7 @@ def _transpose(x: np.ndarray, b: int, L: int, r: int, c: int) -> np.ndarray:
 
 
 _I64 = np.int64
-_BUFSIZE = 64
-"""ufunc buffer size (elements) inside the transforms and ``modarith``. With NumPy's default
-(8192) every operation whose contiguous inner run is shorter (the strided butterfly halves,
-and ``q [L, 1]`` broadcast over rows of ``N`` words) goes through buffered iteration, which
-copies operands in and out and costs 2-4x; runs here are at least 64 words, so a buffer no
-longer than that keeps every loop unbuffered. Scoped with ``np.errstate`` (which restores it)."""
+_BUFSIZE = UFUNC_BUFSIZE  # see ``modarith.UFUNC_BUFSIZE``: runs here are >= 64 words, so no buffering
 
 
 def _lazy_mul_into(x, w, w0, q, out, s) -> None:
