@@ -33,3 +33,23 @@ extern "C" __global__ void automorphism_coefficient_signed(const u64* in, u64* o
   const u64 q = consts[FHE_C_Q * num_moduli + rowmap[blockIdx.y]];
   out[z * out_bs + poly + k] = (m >> 31) ? neg_mod(v, q) : v;
 }
+
+// automorphism_coefficient_add_many: out[e, b] += automorphism_{g_e}(in[b]) for E Galois
+// elements at once (coefficient domain; srcmaps [E, coeff] as automorphism_coefficient_signed;
+// the c0 half of E hoisted rotations). in [batch, L, coeff]; out entry (e, b) starts at
+// e * out_es + b * out_bs. In canonical, out canonical (in place). out must not alias in.
+// Launch: grid (ceil(N / 256), L, E * batch), block 256.
+extern "C" __global__ void automorphism_coefficient_add_many(const u64* in, u64* out, const unsigned* srcmaps,
+                                                             const int* rowmap, const u64* consts, int num_moduli,
+                                                             int n, int batch, i64 in_bs, i64 out_es, i64 out_bs) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const int e = blockIdx.z / batch;
+  const int b = blockIdx.z % batch;
+  const i64 poly = (i64)blockIdx.y * n;
+  const unsigned m = srcmaps[(i64)e * n + k];
+  const u64 v = in[b * in_bs + poly + (m & 0x7fffffffu)];
+  const u64 q = consts[FHE_C_Q * num_moduli + rowmap[blockIdx.y]];
+  u64* o = out + e * out_es + b * out_bs + poly + k;
+  *o = add_mod(*o, (m >> 31) ? neg_mod(v, q) : v, q);
+}

@@ -202,13 +202,9 @@ class EvaluationMixin:
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)
-        if many is not None:
-            y = many(digits, datas, rows, elements)  # [E, 2, L, N], coefficient domain
+        if many is not None:  # [E, 2, L, N] coefficient domain: (rotated c0 + y0, y1) per key
+            y = many(digits, datas, rows, elements, c0=c0)
         else:
-            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements)
-        out = []
-        for i, g in enumerate(elements):
-            # c0 + y0 in place (the add may alias its output), y1 as is: entry i is the rotation
-            be.add(be.automorphism(c0, g, rows, domain="coefficient"), y[i, 0], rows, out=y[i, 0])
-            out.append(ct._with_data(y[i], polynomial_domain="coefficient"))
+            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0)
+        out = [ct._with_data(y[i], polynomial_domain="coefficient") for i in range(len(keys))]
         return out

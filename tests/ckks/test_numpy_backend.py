@@ -170,5 +170,11 @@ def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
     assert got.shape == (3, 2, len(rows), N)
     for i, (k, g) in enumerate(zip(keys, gs)):
         np.testing.assert_array_equal(got[i], be.keyswitch_from_digits(digits, k, rows, galois_element=g))
+    c0 = random_residues(rng, [moduli[r] for r in rows], N)
+    with_c0 = be.keyswitch_from_digits_many(digits, keys, rows, gs, c0=c0)
+    for i, g in enumerate(gs):
+        rotated = c0 if g is None else be.automorphism(c0, g, rows, domain="coefficient")
+        np.testing.assert_array_equal(with_c0[i, 0], be.add(rotated, got[i, 0], rows))
+        np.testing.assert_array_equal(with_c0[i, 1], got[i, 1])
     with pytest.raises(ValueError):
         be.keyswitch_from_digits_many(digits, keys, rows, gs[:2])

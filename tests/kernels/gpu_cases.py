@@ -196,9 +196,16 @@ def _keyswitch_many(gpu, ref, ctx, rng, lv):
     keys = [random_key(ctx, rng) for _ in range(3)]
     n = ctx.ring_degree
     gs = [5, None, pow(5, 3, 2 * n)]
+    c0 = rand(ctx, rows, (1,), rng)
     got = gpu.keyswitch_from_digits_many(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs)
+    got_c0 = gpu.keyswitch_from_digits_many(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs,
+                                            c0=gpu.asarray(c0))
     want = np.stack([ref.keyswitch_from_digits(digits, k, rows, galois_element=g) for k, g in zip(keys, gs)])
-    return gpu.to_numpy(got).reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows
+    want_c0 = want.copy()
+    for i, g in enumerate(gs):
+        want_c0[i, 0] = ref.add(c0 if g is None else ref.automorphism(c0, g, rows, domain="coefficient"), want[i, 0], rows)
+    got, want = np.stack([gpu.to_numpy(got), gpu.to_numpy(got_c0)]), np.stack([want, want_c0])
+    return got.reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows
 
 
 CASES: dict[str, Case] = {

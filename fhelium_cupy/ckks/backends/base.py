@@ -173,12 +173,18 @@ class CkksBackend(Protocol):
         keys: Sequence[Array],
         rows: Sequence[int],
         galois_elements: Sequence[int | None],
+        *,
+        c0: Array | None = None,
     ) -> Array:
         """Optional (batched hoisting): ``keyswitch_from_digits`` of one set of digits with
         several (key, Galois element) pairs, stacked: returns ``[len(keys), 2, ..., L, N]``
         whose entry ``i`` equals ``keyswitch_from_digits(digits_ntt, keys[i], rows,
-        galois_element=galois_elements[i])`` bit for bit. Callers fall back to
-        ``keyswitch_from_digits_many_by_loop`` when a backend lacks it."""
+        galois_element=galois_elements[i])`` bit for bit. With ``c0`` (coefficient domain
+        ``[..., L, N]`` over ``rows``, the digits' batch shape) component 0 of entry ``i``
+        additionally gets ``automorphism(c0, galois_elements[i], rows, domain="coefficient")``
+        added mod q (``c0`` itself for ``None``): entry ``i`` is then the complete hoisted
+        rotation of ``(c0, c1)``. Callers fall back to ``keyswitch_from_digits_many_by_loop``
+        when a backend lacks it."""
         ...
 
 
@@ -188,6 +194,8 @@ def keyswitch_from_digits_many_by_loop(
     keys: Sequence[Array],
     rows: Sequence[int],
     galois_elements: Sequence[int | None],
+    *,
+    c0: Array | None = None,
 ) -> Array:
     """The documented default of ``CkksBackend.keyswitch_from_digits_many``: one
     ``keyswitch_from_digits`` per key, stacked on a new first axis."""
@@ -198,4 +206,9 @@ def keyswitch_from_digits_many_by_loop(
     parts = [
         backend.keyswitch_from_digits(digits_ntt, key, rows, galois_element=g) for key, g in zip(keys, galois_elements)
     ]
-    return backend.xp.stack(parts)
+    out = backend.xp.stack(parts)
+    if c0 is not None:
+        for i, g in enumerate(galois_elements):
+            rotated = c0 if g is None else backend.automorphism(c0, g, rows, domain="coefficient")
+            backend.add(rotated, out[i, 0], rows, out=out[i, 0])
+    return out

@@ -688,7 +688,7 @@ class CupyBackend:
         key_table, _ = self._cached(("keyptrs", addrs), build_keys)
         return key_table, self._cached(("perms", gs), build_perms)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements):
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None):
         """All rotations of one hoisted ModUp: one inner-product launch for every (key, Galois
         element), one batched inverse NTT and one ModDown: ``[E, 2, ..., L, N]``."""
         keys, galois_elements = list(keys), list(galois_elements)
@@ -702,8 +702,12 @@ class CupyBackend:
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
         batch_shape = tuple(digits.shape[1:-2])
         batch = _prod(batch_shape)
+        if c0 is not None:
+            c0 = self._check(c0, rows, "keyswitch_from_digits_many")
+            if tuple(c0.shape[:-2]) != batch_shape:
+                raise ValueError(f"keyswitch_from_digits_many: c0 batch {c0.shape[:-2]} != digits batch {batch_shape}")
         if 2 * E * batch > _MAX_GRID_YZ:
-            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements)
+            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements, c0=c0)
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
@@ -712,4 +716,13 @@ class CupyBackend:
                       np.int32(key_rows)))
         out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         self._moddown_launch(acc, out, t, L, E * 2 * batch)
+        if c0 is not None:
+            gs = tuple(1 if g is None else int(g) % (2 * n) for g in galois_elements)
+            maps = self._cached(("coefmaps", gs),
+                                lambda: self._upload(np.stack([coefficient_automorphism_map(n, g) for g in gs])))
+            _, rowmap = self._rows(rows)
+            plane = L * n
+            self._launch("automorphism_coefficient_add_many", (-(-n // _BLOCK), L, E * batch), _BLOCK,
+                         (c0, out, maps, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
+                          np.int32(batch), np.int64(plane), np.int64(2 * batch * plane), np.int64(plane)))
         return out

@@ -300,9 +300,10 @@ class NumpyBackend:
         coeff = self.ntt_inverse(acc, targets)
         return self.moddown(coeff, rows)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements):
-        """Stacked ``keyswitch_from_digits`` per (key, Galois element): ``[len(keys), 2, ..., L, N]``."""
-        return keyswitch_from_digits_many_by_loop(self, digits_ntt, keys, rows, galois_elements)
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None):
+        """Stacked ``keyswitch_from_digits`` per (key, Galois element): ``[len(keys), 2, ..., L, N]``
+        (plus the rotated ``c0`` in component 0 when given; see the contract)."""
+        return keyswitch_from_digits_many_by_loop(self, digits_ntt, keys, rows, galois_elements, c0=c0)
 
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
         """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
