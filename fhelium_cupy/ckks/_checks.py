@@ -84,7 +84,7 @@ def check_same_state(a, b, op: str, *, check_scale: bool = True, check_component
         raise StateMismatchError(f"{op}: operand shapes differ ({tuple(a.data.shape)} vs {tuple(b.data.shape)})")
 
 
-def check_key(engine, ct, key, op: str, key_type: type) -> None:
+def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
     if not isinstance(key, key_type) or (key_type is KeySwitchKey and type(key) is not KeySwitchKey):
         raise StateMismatchError(f"{op} needs a {key_type.__name__}, got {type(key).__name__}")
     if key.context_id != engine.context.context_id:

@@ -9,6 +9,7 @@ values; inputs are never modified or aliased.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import StateMismatchError
 from ._checks import check_ciphertext, check_key, check_plaintext, check_same_state
@@ -16,11 +17,25 @@ from .backends.base import keyswitch_from_digits_many_by_loop
 from .keys import ConjugationKey, KeySwitchKey, RelinearizationKey, RotationKey
 from .values import Ciphertext, Plaintext
 
+if TYPE_CHECKING:
+    from .backends.base import CkksBackend
+    from .context import CkksContext
+    from .keygen import KeyChain
+
 __all__ = ["EvaluationMixin"]
 
 
 class EvaluationMixin:
     """Evaluation methods; the host class provides ``backend``, ``context``, ``keys``."""
+
+    # provided by the host class (``CkksEngine``); declared for type checkers only
+    backend: CkksBackend
+    context: CkksContext
+
+    if TYPE_CHECKING:
+
+        @property
+        def keys(self) -> KeyChain: ...
 
     # --- linear ----------------------------------------------------------------------
     def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -164,7 +179,7 @@ class EvaluationMixin:
             c01 = be.ntt_forward(c01, rows) if output_domain == "ntt" else be.ntt_inverse(c01, rows)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
-    def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type) -> Ciphertext:
+    def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
         check_ciphertext(self, ct, op, components=(2,))
         check_key(self, ct, key, op, key_type)
         be, rows, g = self.backend, ct.prime_ids, key.galois_element

@@ -128,7 +128,7 @@ class CrtReconstructor:
         q_all = as_u64(self.moduli, (L, 1))
         z = x + self.h_mod
         z = np.minimum(z, z - q_all)
-        digits = []
+        digits: list[np.ndarray] = []
         for i, qi in enumerate(self.moduli):
             qa = np.array([qi], dtype=np.uint64)
             v = z[..., i, :]

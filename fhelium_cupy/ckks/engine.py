@@ -128,7 +128,7 @@ class CkksEngine(EvaluationMixin):
     def keys(self) -> KeyChain:
         """The engine's key chain (generated on first use)."""
         if self._keys is None:
-            self.generate_keys()
+            return self.generate_keys()
         return self._keys
 
     def relinearization_key(self) -> RelinearizationKey:

@@ -11,11 +11,12 @@ QP; digit ``d`` holds ``(b_d, a_d)`` with ``b_d + a_d*s = e_d + P*g_d*s_src``).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from ..errors import StateMismatchError
 from ..values import register_value_type
-from .values import CkksValue, _check_rns_state
+from .values import CkksValue, ModulusBasis, _check_rns_state
 
 __all__ = [
     "ConjugationKey",
@@ -26,7 +27,7 @@ __all__ = [
     "SecretKey",
 ]
 
-_KEY_FIELDS = (
+_KEY_FIELDS: tuple[str, ...] = (
     "level",
     "scale",
     "prime_ids",
@@ -40,11 +41,12 @@ _KEY_FIELDS = (
 
 class _Key(CkksValue):
     __slots__ = _KEY_FIELDS
-    _FIELDS = _KEY_FIELDS
-    _BASIS = "QP"
-    _LEADING = 0
+    _FIELDS: ClassVar[tuple[str, ...]] = _KEY_FIELDS
+    _BASIS: ClassVar[ModulusBasis] = "QP"
+    _LEADING: ClassVar[int] = 0
+    key_id: str  # always a non-empty string for keys (checked in ``__init__``)
 
-    def __init__(self, data: Any, *, prime_ids, context_id: str, key_id: str, **extra: Any) -> None:
+    def __init__(self, data: Any, *, prime_ids: Sequence[int], context_id: str, key_id: str, **extra: Any) -> None:
         self._set(
             data=data,
             level=0,
@@ -95,7 +97,7 @@ class RelinearizationKey(KeySwitchKey):
     __slots__ = ()
 
 
-_GALOIS_FIELDS = _KEY_FIELDS + ("galois_element",)
+_GALOIS_FIELDS: tuple[str, ...] = _KEY_FIELDS + ("galois_element",)
 
 
 class ConjugationKey(KeySwitchKey):
@@ -103,8 +105,11 @@ class ConjugationKey(KeySwitchKey):
 
     __slots__ = ("galois_element",)
     _FIELDS = _GALOIS_FIELDS
+    galois_element: int  # slot attribute, declared for type checkers
 
-    def __init__(self, data: Any, *, prime_ids, context_id: str, key_id: str, galois_element: int) -> None:
+    def __init__(
+        self, data: Any, *, prime_ids: Sequence[int], context_id: str, key_id: str, galois_element: int
+    ) -> None:
         super().__init__(
             data, prime_ids=prime_ids, context_id=context_id, key_id=key_id, galois_element=int(galois_element)
         )
@@ -119,9 +124,19 @@ class RotationKey(KeySwitchKey):
 
     __slots__ = ("galois_element", "rotation_step")
     _FIELDS = _GALOIS_FIELDS + ("rotation_step",)
+    # slot attributes, declared for type checkers
+    galois_element: int
+    rotation_step: int
 
     def __init__(
-        self, data: Any, *, prime_ids, context_id: str, key_id: str, galois_element: int, rotation_step: int
+        self,
+        data: Any,
+        *,
+        prime_ids: Sequence[int],
+        context_id: str,
+        key_id: str,
+        galois_element: int,
+        rotation_step: int,
     ) -> None:
         super().__init__(
             data,

@@ -106,6 +106,12 @@ class _Stacked:
     small: bool  # every modulus < 2**50: float-assisted Shoup (see ``_shoup_into``)
     lazy: _LazyPlan | None = None  # signed lazy-reduction schedule (float path only)
 
+    def lazy_plan(self) -> _LazyPlan:
+        """``lazy``, for the lazy-transform code paths (only entered when it is set)."""
+        if self.lazy is None:
+            raise RuntimeError("internal error: lazy NTT path entered without a lazy-reduction plan")
+        return self.lazy
+
 
 FLOAT_PATH_BITS = 50
 """Moduli below ``2**50`` use a float64 quotient estimate (exact after two corrections)."""
@@ -113,6 +119,8 @@ FLOAT_PATH_BITS = 50
 
 def _stage_twiddles(tw: np.ndarray, tw_s: np.ndarray, m: int, n: int, R: int, small: bool, q: np.ndarray) -> tuple:
     L = tw.shape[0]
+    w: np.ndarray
+    ws: np.ndarray
     if m < R:
         w = np.ascontiguousarray(tw[:, m : 2 * m]).reshape(L, m, 1)
         ws = np.ascontiguousarray(tw_s[:, m : 2 * m]).reshape(L, m, 1)
@@ -259,23 +267,24 @@ def stack_ntt_tables(tables: tuple[NttTables, ...]) -> _Stacked:
     inv = np.stack([t.inverse for t in tables])
     inv_s = np.stack([t.inverse_shoup for t in tables])
     small = all(t.q < (1 << FLOAT_PATH_BITS) for t in tables)
-    stages_fwd = []
+    fwd_stages: list[tuple] = []
     m = 1
     while m < n:
-        stages_fwd.append(_stage_twiddles(fwd, fwd_s, m, n, R, small, q))
+        fwd_stages.append(_stage_twiddles(fwd, fwd_s, m, n, R, small, q))
         m *= 2
-    stages_inv = []
+    inv_stages: list[tuple] = []
     m = n // 2
     while m >= 1:
-        stages_inv.append(_stage_twiddles(inv, inv_s, m, n, R, small, q))
+        inv_stages.append(_stage_twiddles(inv, inv_s, m, n, R, small, q))
         m //= 2
     n_inv = as_u64([t.n_inverse for t in tables], (L, 1))
+    n_split: tuple[np.ndarray, np.ndarray | None]
     if small:
         n_split = (n_inv.astype(np.float64) / q.astype(np.float64), None)
     else:
         n_inv_s = as_u64([t.n_inverse_shoup for t in tables], (L, 1))
         n_split = (n_inv_s & MASK32, n_inv_s >> _S32)
-    stages_fwd, stages_inv = tuple(stages_fwd), tuple(stages_inv)
+    stages_fwd, stages_inv = tuple(fwd_stages), tuple(inv_stages)
     lazy = _plan_lazy(tuple(tables), stages_fwd, stages_inv) if small and n >= 2 else None
     return _Stacked(n, R, C, q, stages_fwd, stages_inv, n_inv, n_split, small, lazy)
 
@@ -388,7 +397,7 @@ def _canonicalize(x: np.ndarray, b: int, L: int, n: int, final: tuple, st: _Stac
     for k in range(2):
         part = half[:, :, k, :]
         if reduce:
-            _lazy_mul_into(part, None, st.lazy.q_over, st.q, part, (f, s1, s2))
+            _lazy_mul_into(part, None, st.lazy_plan().q_over, st.q, part, (f, s1, s2))
         part += cascade[0]
         for c in cascade[1:]:
             np.subtract(part, c, out=s1)
@@ -397,7 +406,7 @@ def _canonicalize(x: np.ndarray, b: int, L: int, n: int, final: tuple, st: _Stac
 
 def _forward_lazy(x: np.ndarray, st: _Stacked, b: int, L: int) -> np.ndarray:
     n = st.n
-    plan = st.lazy
+    plan = st.lazy_plan()
     bufs = [np.empty(b * L * n // 2, dtype=np.uint64) for _ in range(3)]
     layout_t = False
     m = 1
@@ -428,12 +437,12 @@ def _canonicalize_reduce_only(x: np.ndarray, b: int, L: int, n: int, st: _Stacke
     s1, s2 = bufs[1].reshape(shape), bufs[2].reshape(shape)
     for k in range(2):
         part = half[:, :, k, :]
-        _lazy_mul_into(part, None, st.lazy.q_over, st.q, part, (f, s1, s2))
+        _lazy_mul_into(part, None, st.lazy_plan().q_over, st.q, part, (f, s1, s2))
 
 
 def _inverse_lazy(x: np.ndarray, st: _Stacked, b: int, L: int) -> np.ndarray:
     n = st.n
-    plan = st.lazy
+    plan = st.lazy_plan()
     bufs = [np.empty(b * L * n // 2, dtype=np.uint64) for _ in range(4)]
     layout_t = bool(plan.inv) and plan.inv[0][0]
     if layout_t:

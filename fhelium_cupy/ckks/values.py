@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 
@@ -73,15 +73,15 @@ class CkksValue:
     """
 
     __slots__ = ("data",)
-    _FIELDS: tuple[str, ...] = ()
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
     # slot attributes, declared for type checkers (no class attributes are created)
     data: Any
     level: int
     scale: float
     prime_ids: tuple[int, ...]
-    polynomial_domain: str
-    modulus_basis: str
-    residue_representation: str
+    polynomial_domain: PolynomialDomain
+    modulus_basis: ModulusBasis
+    residue_representation: ResidueRepresentation
     context_id: str
     key_id: str | None
 
@@ -174,7 +174,7 @@ def _check_rns_state(value: Any, data: Any, *, leading_dims: int) -> None:
         raise StateMismatchError(f"{name} context_id must be a non-empty string")
 
 
-_RNS_FIELDS = (
+_RNS_FIELDS: tuple[str, ...] = (
     "level",
     "scale",
     "prime_ids",
@@ -308,12 +308,15 @@ class Plaintext(CkksValue):
         return first._with_data(xp.stack([p.data for p in plaintexts], axis=0))
 
 
-def _check_same_state(values: Sequence[Any], cls: type) -> Any:
-    values = list(values)
-    if not values:
+_V = TypeVar("_V", bound=CkksValue)
+
+
+def _check_same_state(values: Sequence[_V], cls: type[_V]) -> _V:
+    items = list(values)
+    if not items:
         raise StateMismatchError(f"{cls.__name__}.stack_batch needs at least one value")
-    first = values[0]
-    for i, v in enumerate(values):
+    first = items[0]
+    for i, v in enumerate(items):
         if type(v) is not cls:
             raise StateMismatchError(f"{cls.__name__}.stack_batch item {i} is a {type(v).__name__}")
         if v.value_metadata() != first.value_metadata() or tuple(v.data.shape) != tuple(first.data.shape):
