@@ -137,7 +137,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                   "pass --preset slots8192-scale40-depth7 for 128-bit parameters", flush=True)
     _check_preset(preset)
     _demo.run_demo(device=device, preset=preset, size=args.size, insecure=insecure, replays=args.replays,
-                   show_progress=not args.no_progress)
+                   show_progress=not args.no_progress, method=args.method)
     return 0
 
 
@@ -174,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
     demo.add_argument("--replays", type=_non_negative_int, default=4, help="graph replays with new inputs (default 4)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar during key generation")
+    demo.add_argument("--method", choices=("hoisted", "diagonal", "bsgs"), default="hoisted",
+                      help="hoisted (default: one shared ModUp), diagonal (FHElium example 18's schedule) or bsgs")
     demo.set_defaults(handler=_cmd_demo)
 
     bench = sub.add_parser(

@@ -66,3 +66,15 @@ def test_matrix_vector_rejects_missing_keys_and_wrong_diagonals():
         matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a, level=1), rotation_keys=e.rotation_keys((1, 2, 3)))
     with pytest.raises(StateMismatchError):
         matrix_vector_bsgs(ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys={})
+
+
+def test_hoisted_and_independent_rotation_schedules_are_bit_identical():
+    e = make_engine("test-n4096-scale40")
+    rng = np.random.default_rng(7)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    keys = e.rotation_keys(required_rotation_steps(8))
+    diagonals = encode_diagonals(e, a)
+    hoisted = matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=keys)
+    independent = matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=keys, hoisted=False)
+    assert np.array_equal(hoisted.data, independent.data)
