@@ -8,104 +8,203 @@
 
 using namespace fhe;
 
-// ModUp tables of one rows tuple (built on the host, see cupy_backend._ModupTables):
+// ModUp tables of one rows tuple (built on the host, see cupy_backend.modup_tables):
 //   dsize[d]                  number of primes of active digit d (<= dstride)
-//   cols[d * dstride + j]     input limb (position in rows) of the j-th prime of digit d
+//   cols[d * dstride + j]     input limb (position in rows) of the j-th prime of digit d (0-padded)
 //   selfidx[d * R + r]        j if output row r is prime j of digit d, else -1
 //   wtab[(d * dstride + j) * R + r]  (Q_D / q_j mod m_r) * 2^64 mod m_r   (Montgomery form)
-//   qdm[d * R + r]            Q_D mod m_r
+//   negc[d * R + r]           (-Q_D) * 2^64 mod m_r                       (Montgomery form)
 // y holds (c_j * (Q_D / q_j)^-1 mod q_j) per input limb (rns_mul_scalar beforehand).
-__device__ __forceinline__ u64 modup_extend_value(const u64* c, const u64* y, i64 base, int k, int d, int r,
-                                                  int n, int R, int dstride, const int* dsize, const int* cols,
-                                                  const int* selfidx, const u64* wtab, const u64* qdm,
-                                                  const int* rowmap, const u64* consts, int num_moduli,
-                                                  const Modulus& mr) {
-  const int s = selfidx[d * R + r];
-  if (s >= 0) return c[base + (i64)cols[d * dstride + s] * n + k];
+//
+// Base conversion of one coefficient into output row r (not a row of digit d):
+//   digit[r] = sum_j centered(y_j, q_j) * (Q_D / q_j) mod m_r
+//            = REDC( sum_j y_j * wtab[j, r] + cnt * negc[r] )      (cnt = #{j : y_j > q_j / 2})
+// since centered(y_j) * (Q_D / q_j) = y_j * (Q_D / q_j) - Q_D for the negative terms. The sum is
+// accumulated exactly in 128 bits (every product < 2^122), the high word is reduced mod m_r
+// every 16 terms and once at the end (adds multiples of 2^64 * m_r: same residue), then one
+// REDC (x < m_r * 2^64) gives the canonical residue: bit-identical to any exact reduction.
+//
+// Each thread computes RB consecutive output rows r0 .. r0 + RB - 1 of one coefficient from one
+// load of each y_j. The block's constants are staged in shared memory (u64 words, S = dstride):
+//   [0, RB*S)        weights sw[rb * S + j] = wtab[(d * S + j) * R + r0 + rb]
+//   [RB*S, +S)       thresholds q_j >> 1
+//   [RB*S + S, +S)   input offsets cols[j] * n
+//   [RB*S + 2S, +6RB) per row rb: q, qinv, barrett, negc, self offset (cols[s] * n or ~0), prime id
+// Rows r0 + rb >= R (last group) are computed on row R - 1 and not stored.
+__device__ __forceinline__ int modup_smem_words(int rb, int dstride) { return rb * dstride + 2 * dstride + 6 * rb; }
+
+__device__ __forceinline__ void modup_stage_tables(u64* sm, int RB, int d, int r0, int n, int R, int dstride,
+                                                   const int* dsize, const int* cols, const int* selfidx,
+                                                   const u64* wtab, const u64* negc, const int* rowmap,
+                                                   const u64* consts, int num_moduli) {
+  const int S = dstride;
   const int count = dsize[d];
-  const u64 qd = qdm[d * R + r];
-  u64 acc = 0;
-  for (int j = 0; j < count; ++j) {
-    const int col = cols[d * dstride + j];
-    const u64 qj = consts[FHE_C_Q * num_moduli + rowmap[col]];
-    const u64 yv = y[base + (i64)col * n + k];
-    u64 t = mont_mul(yv, wtab[(d * dstride + j) * R + r], mr.q, mr.qinv);
-    if (is_negative_centered(yv, qj)) t = sub_mod(t, qd, mr.q);
-    acc = add_mod(acc, t, mr.q);
+  for (int i = threadIdx.x; i < RB * S; i += blockDim.x) {
+    const int rb = i / S, j = i - rb * S;
+    const int r = min(r0 + rb, R - 1);
+    sm[i] = j < count ? wtab[((i64)d * S + j) * R + r] : 0;
   }
-  return acc;
+  for (int j = threadIdx.x; j < S; j += blockDim.x) {
+    const int col = cols[d * S + j];
+    sm[RB * S + j] = consts[FHE_C_Q * num_moduli + rowmap[col]] >> 1;
+    sm[RB * S + S + j] = (u64)((i64)col * n);
+  }
+  if (threadIdx.x < RB) {
+    const int rb = threadIdx.x;
+    const int r = min(r0 + rb, R - 1);
+    const int id = rowmap[r];
+    u64* pr = sm + RB * S + 2 * S;
+    pr[rb] = consts[FHE_C_Q * num_moduli + id];
+    pr[RB + rb] = consts[FHE_C_QINV * num_moduli + id];
+    pr[2 * RB + rb] = consts[FHE_C_BARRETT * num_moduli + id];
+    pr[3 * RB + rb] = negc[d * R + r];
+    const int s = selfidx[d * R + r];
+    pr[4 * RB + rb] = s >= 0 ? (u64)((i64)cols[d * S + s] * n) : ~0ULL;
+    pr[5 * RB + rb] = (u64)id;
+  }
+  __syncthreads();
+}
+
+// The RB output rows of the coefficient at offset `pos` (= batch base + coefficient index).
+// In canonical, out canonical.
+template <int RB>
+__device__ __forceinline__ void modup_extend_rows(const u64* c, const u64* y, i64 pos, const u64* sm, int count,
+                                                  int S, u64 (&out)[RB]) {
+  const u64* sthr = sm + RB * S;
+  const u64* soff = sthr + S;
+  const u64* pr = soff + S;
+  u64 lo[RB], hi[RB];
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb) lo[rb] = hi[rb] = 0;
+  u64 cnt = 0;
+  for (int j = 0; j < count; ++j) {
+    const u64 yv = y[pos + (i64)soff[j]];
+    cnt += yv > sthr[j] ? 1 : 0;
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) mad_wide(lo[rb], hi[rb], yv, sm[rb * S + j]);
+    if ((j & 15) == 15) {
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb) hi[rb] = reduce_u64(hi[rb], pr[rb], pr[2 * RB + rb]);
+    }
+  }
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb) {
+    const u64 q = pr[rb];
+    mad_wide(lo[rb], hi[rb], cnt, pr[3 * RB + rb]);
+    const u64 h = reduce_u64(hi[rb], q, pr[2 * RB + rb]);
+    const u64 v = redc_wide(lo[rb], h, q, pr[RB + rb]);
+    const u64 so = pr[4 * RB + rb];
+    out[rb] = so != ~0ULL ? c[pos + (i64)so] : v;
+  }
+}
+
+// Output rows r0 .. r0 + RB - 1 of column j: values x = j + cc * C (cc < 2^K) of each row, the
+// first K forward NTT stages in registers (K = 0: none), stored to dst [R, N] (this entry).
+template <int K, int RB>
+__device__ __forceinline__ void modup_columns_body(const u64* c, const u64* y, u64* dst, i64 base, int j,
+                                                   int log_chunk, int n, int r0, int R, const u64* sm, int count,
+                                                   int S, const u64* tw, const u64* tw_sh) {
+  const u64* pr = sm + RB * S + 2 * S;
+  u64 v[RB][1 << K];
+#pragma unroll
+  for (int cc = 0; cc < (1 << K); ++cc) {
+    u64 o[RB];
+    modup_extend_rows<RB>(c, y, base + (cc << log_chunk) + j, sm, count, S, o);
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) v[rb][cc] = o[rb];
+  }
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb) {
+    if (r0 + rb >= R) break;
+    if constexpr (K > 0) {
+      const i64 id = (i64)pr[5 * RB + rb];
+      forward_column_stages<K>(v[rb], tw + id * n, tw_sh + id * n, pr[rb]);
+    }
+    u64* row = dst + (i64)(r0 + rb) * n;
+#pragma unroll
+    for (int cc = 0; cc < (1 << K); ++cc) row[(cc << log_chunk) + j] = v[rb][cc];
+  }
 }
 
 // keyswitch_modup_extend: digits (coefficient domain) for every active digit and output row.
 // Axis order: c, y [batch, L, coeff] (contiguous); out [D, batch, R, coeff].
-// In canonical, out canonical. Launch: grid (ceil(N / 256), R, D * batch), block 256.
+// In canonical, out canonical. Launch: grid (ceil(N / 256), ceil(R / rb), D * batch), block 256,
+// rb in {2, 4} output rows per thread, dynamic shared memory modup_smem_words(rb, dstride) * 8 bytes.
 extern "C" __global__ void keyswitch_modup_extend(const u64* c, const u64* y, u64* out, const int* rowmap,
                                                   const u64* consts, const int* dsize, const int* cols,
-                                                  const int* selfidx, const u64* wtab, const u64* qdm,
-                                                  int num_moduli, int n, int L, int R, int batch, int dstride) {
+                                                  const int* selfidx, const u64* wtab, const u64* negc,
+                                                  int num_moduli, int n, int L, int R, int batch, int dstride,
+                                                  int rb) {
+  extern __shared__ u64 sm[];
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= n) return;
-  const int r = blockIdx.y;
+  const int r0 = blockIdx.y * rb;
   const int d = blockIdx.z / batch;
   const int b = blockIdx.z % batch;
-  const Modulus mr = load_modulus(consts, num_moduli, rowmap[r]);
+  modup_stage_tables(sm, rb, d, r0, n, R, dstride, dsize, cols, selfidx, wtab, negc, rowmap, consts, num_moduli);
+  if (k >= n) return;
   const i64 base = (i64)b * L * n;
-  out[((i64)blockIdx.z * R + r) * n + k] = modup_extend_value(c, y, base, k, d, r, n, R, dstride, dsize, cols,
-                                                              selfidx, wtab, qdm, rowmap, consts, num_moduli, mr);
+  u64* dst = out + (i64)blockIdx.z * R * n;
+  const int count = dsize[d];
+  if (rb == 2) modup_columns_body<0, 2>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr, nullptr);
+  else modup_columns_body<0, 4>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr, nullptr);
 }
 
-template <int K>
-__device__ __forceinline__ void modup_columns_body(const u64* c, const u64* y, u64* dst, i64 base, int j, int d,
-                                                   int r, int log_chunk, int R, int dstride, const int* dsize,
-                                                   const int* cols, const int* selfidx, const u64* wtab,
-                                                   const u64* qdm, const int* rowmap, const u64* consts,
-                                                   int num_moduli, const Modulus& mr, const u64* tw,
-                                                   const u64* tw_sh) {
-  const int n = 1 << (log_chunk + K);
-  u64 v[1 << K];
-#pragma unroll
-  for (int cc = 0; cc < (1 << K); ++cc)
-    v[cc] = modup_extend_value(c, y, base, (cc << log_chunk) + j, d, r, n, R, dstride, dsize, cols, selfidx, wtab,
-                               qdm, rowmap, consts, num_moduli, mr);
-  forward_column_stages<K>(v, tw, tw_sh, mr.q);
-#pragma unroll
-  for (int cc = 0; cc < (1 << K); ++cc) dst[(cc << log_chunk) + j] = v[cc];
-}
-
-// keyswitch_modup_extend_ntt_column_stages: keyswitch_modup_extend fused with the first
-// K = log_n - log_chunk forward NTT stages (ntt_forward_column_stages); finish with
-// ntt_forward_chunk_stages on `out`. Axis order as keyswitch_modup_extend.
-// `out` points at (digit, batch) entry z_offset: a launch may cover a slice [z_offset, z_offset +
-// gridDim.z) of the D * batch entries (L2-sized groups).
-// In canonical; out harvey [0, 4q). Launch: grid (ceil(C / 128), R, entries), block 128.
-extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages(
-    const u64* c, const u64* y, u64* out, const int* rowmap, const u64* consts, const int* dsize, const int* cols,
-    const int* selfidx, const u64* wtab, const u64* qdm, const u64* tw, const u64* tw_sh, int num_moduli,
-    int log_n, int log_chunk, int L, int R, int batch, int dstride, int z_offset) {
+// Shared body of the two fused entry points below: KMIN <= K = log_n - log_chunk <= KMAX.
+template <int KMIN, int KMAX>
+__device__ __forceinline__ void modup_extend_columns_kernel(const u64* c, const u64* y, u64* out, const int* rowmap,
+                                                            const u64* consts, const int* dsize, const int* cols,
+                                                            const int* selfidx, const u64* wtab, const u64* negc,
+                                                            const u64* tw, const u64* tw_sh, int num_moduli,
+                                                            int log_n, int log_chunk, int L, int R, int batch,
+                                                            int dstride, int z_offset) {
+  constexpr int RB = 2;  // rows per thread: 4 would exceed 128 registers with K >= 3
+  extern __shared__ u64 sm[];
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= (1 << log_chunk)) return;
   const int n = 1 << log_n;
-  const int r = blockIdx.y;
+  const int r0 = blockIdx.y * RB;
   const int zg = blockIdx.z + z_offset;  // global (digit, batch) index
   const int d = zg / batch;
   const int b = zg % batch;
-  const int id = rowmap[r];
-  const Modulus mr = load_modulus(consts, num_moduli, id);
+  modup_stage_tables(sm, RB, d, r0, n, R, dstride, dsize, cols, selfidx, wtab, negc, rowmap, consts, num_moduli);
+  if (j >= (1 << log_chunk)) return;
   const i64 base = (i64)b * L * n;
-  u64* dst = out + ((i64)blockIdx.z * R + r) * n;
-  const u64* w = tw + (i64)id * n;
-  const u64* wsh = tw_sh + (i64)id * n;
-#define FHE_MODUP_COLUMNS(KK)                                                                                   \
-  modup_columns_body<KK>(c, y, dst, base, j, d, r, log_chunk, R, dstride, dsize, cols, selfidx, wtab, qdm, rowmap, \
-                         consts, num_moduli, mr, w, wsh)
-  switch (log_n - log_chunk) {
-    case 1: FHE_MODUP_COLUMNS(1); break;
-    case 2: FHE_MODUP_COLUMNS(2); break;
-    case 3: FHE_MODUP_COLUMNS(3); break;
-    case 4: FHE_MODUP_COLUMNS(4); break;
-    default: break;
-  }
+  u64* dst = out + (i64)blockIdx.z * R * n;
+  const int count = dsize[d];
+  const int K = log_n - log_chunk;
+#define FHE_MODUP_COLUMNS(KK)                                                                                  \
+  if (KK >= KMIN && KK <= KMAX && K == KK)                                                                     \
+  modup_columns_body<(KK >= KMIN && KK <= KMAX ? KK : KMIN), RB>(c, y, dst, base, j, log_chunk, n, r0, R, sm,  \
+                                                                 count, dstride, tw, tw_sh)
+  FHE_MODUP_COLUMNS(1);
+  FHE_MODUP_COLUMNS(2);
+  FHE_MODUP_COLUMNS(3);
+  FHE_MODUP_COLUMNS(4);
 #undef FHE_MODUP_COLUMNS
+}
+
+// keyswitch_modup_extend_ntt_column_stages: keyswitch_modup_extend fused with the first
+// K = log_n - log_chunk forward NTT stages (ntt_forward_column_stages), 1 <= K <= 3; finish
+// with ntt_forward_chunk_stages on `out`. Axis order as keyswitch_modup_extend.
+// `out` points at (digit, batch) entry z_offset: a launch may cover a slice [z_offset, z_offset +
+// gridDim.z) of the D * batch entries (L2-sized groups).
+// In canonical; out harvey [0, 4q). Launch: grid (ceil(C / block), ceil(R / 2), entries),
+// block 128 or 64 (2 output rows per thread), dynamic shared memory modup_smem_words(2, dstride) * 8 bytes.
+extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages(
+    const u64* c, const u64* y, u64* out, const int* rowmap, const u64* consts, const int* dsize, const int* cols,
+    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw, const u64* tw_sh, int num_moduli,
+    int log_n, int log_chunk, int L, int R, int batch, int dstride, int z_offset) {
+  modup_extend_columns_kernel<1, 3>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw, tw_sh,
+                                    num_moduli, log_n, log_chunk, L, R, batch, dstride, z_offset);
+}
+
+// keyswitch_modup_extend_ntt_column_stages_k4: the same for K = 4 (its own entry point so the
+// K <= 3 instantiations do not raise its register count: 128 instead of 168).
+extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages_k4(
+    const u64* c, const u64* y, u64* out, const int* rowmap, const u64* consts, const int* dsize, const int* cols,
+    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw, const u64* tw_sh, int num_moduli,
+    int log_n, int log_chunk, int L, int R, int batch, int dstride, int z_offset) {
+  modup_extend_columns_kernel<4, 4>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw, tw_sh,
+                                    num_moduli, log_n, log_chunk, L, R, batch, dstride, z_offset);
 }
 
 // keyswitch_inner_product: acc_k[b, r] = sum_d digit_d[b, r, perm(i)] * key[keydig[d], k, rowmap[r]]

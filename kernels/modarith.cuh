@@ -90,6 +90,19 @@ __device__ __forceinline__ u64 reduce_u64(u64 x, u64 q, u64 barrett) {
   return reduce_once(x - mulhi(x, barrett) * q, q);
 }
 
+// 128-bit multiply-accumulate: (hi:lo) += a * b (the caller bounds hi against overflow).
+__device__ __forceinline__ void mad_wide(u64& lo, u64& hi, u64 a, u64 b) {
+  asm("mad.lo.cc.u64 %0, %2, %3, %0;\n\tmadc.hi.u64 %1, %2, %3, %1;" : "+l"(lo), "+l"(hi) : "l"(a), "l"(b));
+}
+
+// Montgomery reduction of a 128-bit value x = hi:lo with hi < q: x * 2^-64 mod q in [0, q).
+// m = lo * q^-1 mod 2^64 makes x - m*q divisible by 2^64 with equal low words, so
+// (x - m*q) / 2^64 = hi - mulhi(m, q) in (-q, q); add q once if negative.
+__device__ __forceinline__ u64 redc_wide(u64 lo, u64 hi, u64 q, u64 qinv) {
+  const u64 mh = mulhi(lo * qinv, q);
+  return hi >= mh ? hi - mh : hi - mh + q;
+}
+
 // Standard-form product a * b mod q for a, b in [0, q): two Montgomery products,
 // (a*b*R^-1) * R^2 * R^-1.
 __device__ __forceinline__ u64 mul_mod(u64 a, u64 b, u64 q, u64 qinv, u64 r2) {

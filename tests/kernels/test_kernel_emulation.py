@@ -210,45 +210,112 @@ def test_modulus_constants_match_their_definitions(ctx):
         assert int(consts[4, i]) * ctx.ring_degree % q == 1
 
 
-def test_modup_kernel_emulation_matches_contract(ctx):
-    rows = (0, 1, 2)  # digit (0, 1) complete, digit (2, 3) partial
+def emulate_modup_extend(c, y, ctx, rows, t, consts, rb):
+    """keyswitch_modup_extend / modup_extend_rows: coefficient-domain digits [D, batch, R, N].
+
+    Per block (digit d, row group r0): the staged shared-memory tables of modup_stage_tables;
+    per coefficient: a 128-bit (hi, lo) multiply-accumulate over the digit's primes with the high
+    word reduced every 16 terms, the negative-term count times negc, a Barrett reduction of the
+    high word and one REDC; rows of the digit itself copy c."""
     n = ctx.ring_degree
-    c = _rand(ctx, rows, lead=(2,), seed=7)
-    t = cb.modup_tables(ctx, rows)
-    consts = cb.modulus_constants(ctx.moduli, n)
     out_rows = t["out_rows"]
-    R, L = len(out_rows), len(rows)
+    R, S = len(out_rows), int(t["dstride"])
+    D, batch = len(t["key_digits"]), c.shape[0]
+    coeff = np.empty((D, batch, R, n), dtype=np.uint64)
+    for d in range(D):
+        count = int(t["dsize"][d])
+        for r0 in range(0, R, rb):  # grid y: ceil(R / rb) row groups
+            # modup_stage_tables (rows past R computed on row R - 1, not stored)
+            rr = [min(r0 + i, R - 1) for i in range(rb)]
+            sw = [[int(t["wtab"][d, j, r]) if j < count else 0 for j in range(S)] for r in rr]
+            sthr = [int(consts[0, rows[int(t["cols"][d, j])]]) >> 1 for j in range(S)]
+            soff = [int(t["cols"][d, j]) * n for j in range(S)]
+            ids = [out_rows[r] for r in rr]
+            q = [int(consts[0, i]) for i in ids]
+            qinv = [int(consts[1, i]) for i in ids]
+            bar = [int(consts[3, i]) for i in ids]
+            negc = [int(t["negc"][d, r]) for r in rr]
+            self_off = [int(t["cols"][d, int(t["selfidx"][d, r])]) * n if t["selfidx"][d, r] >= 0 else None
+                        for r in rr]
+            for b in range(batch):
+                cf, yf = c[b].ravel(), y[b].ravel()
+                for k in range(n):
+                    lo, hi, cnt = [0] * rb, [0] * rb, 0
+                    for j in range(count):
+                        yv = int(yf[k + soff[j]])
+                        cnt += yv > sthr[j]
+                        for i in range(rb):
+                            acc = (hi[i] << 64) + lo[i] + yv * sw[i][j]
+                            assert acc < 1 << 128
+                            hi[i], lo[i] = acc >> 64, acc & W
+                        if (j & 15) == 15:
+                            for i in range(rb):
+                                hi[i] = red(hi[i] - mulhi(hi[i], bar[i]) * q[i], q[i])
+                    for i in range(rb):
+                        if r0 + i >= R:
+                            continue
+                        acc = (hi[i] << 64) + lo[i] + cnt * negc[i]
+                        assert acc < 1 << 128
+                        h, lo_ = acc >> 64, acc & W
+                        h = red(h - mulhi(h, bar[i]) * q[i], q[i])
+                        assert h < q[i]
+                        mh = mulhi((lo_ * qinv[i]) & W, q[i])
+                        v = h - mh if h >= mh else h - mh + q[i]
+                        assert 0 <= v < q[i]
+                        coeff[d, b, r0 + i, k] = int(cf[k + self_off[i]]) if self_off[i] is not None else v
+    return coeff
+
+
+def _modup_y(c, ctx, rows, t):
+    n, L = ctx.ring_degree, len(rows)
     scal = t["scale"]
     y = np.empty_like(c)
     for i, r in enumerate(rows):  # rns_mul_scalar
         q = ctx.moduli[r]
         vals = [red(shoup_lazy(int(v), int(scal[i]), int(scal[L + i]), q), q) for v in c[..., i, :].ravel()]
         y[..., i, :] = np.array(vals, dtype=np.uint64).reshape(c.shape[0], n)
-    D = len(t["key_digits"])
-    coeff = np.empty((D, 2, R, n), dtype=np.uint64)
-    for d in range(D):  # keyswitch_modup_extend / modup_extend_value
-        for b in range(2):
-            for r in range(R):
-                mr = ctx.moduli[out_rows[r]]
-                qinv = int(consts[1, out_rows[r]])
-                for k in range(n):
-                    s = int(t["selfidx"][d, r])
-                    if s >= 0:
-                        coeff[d, b, r, k] = c[b, t["cols"][d, s], k]
-                        continue
-                    acc = 0
-                    for j in range(int(t["dsize"][d])):
-                        col = int(t["cols"][d, j])
-                        qj = ctx.moduli[rows[col]]
-                        yv = int(y[b, col, k])
-                        term = mont_mul(yv, int(t["wtab"][d, j, r]), mr, qinv)
-                        if yv > qj >> 1:
-                            term = (term - int(t["qdm"][d, r])) % mr
-                        acc = (acc + term) % mr
-                    coeff[d, b, r, k] = acc
+    return y
+
+
+@pytest.mark.parametrize("rb", [2, 4])
+def test_modup_kernel_emulation_matches_contract(ctx, rb):
+    rows = (0, 1, 2)  # digit (0, 1) complete, digit (2, 3) partial
+    n = ctx.ring_degree
+    c = _rand(ctx, rows, lead=(2,), seed=7)
+    c[0, :, :3] = [[0, ctx.moduli[r] - 1, ctx.moduli[r] // 2] for r in rows]
+    t = cb.modup_tables(ctx, rows)
+    consts = cb.modulus_constants(ctx.moduli, n)
+    coeff = emulate_modup_extend(c, _modup_y(c, ctx, rows, t), ctx, rows, t, consts, rb)
     want = ro.modup(c, rows, ctx)
-    got = ro.ntt_forward(coeff, out_rows, ctx)
+    got = ro.ntt_forward(coeff, t["out_rows"], ctx)
     assert np.array_equal(got, want)
+
+
+def test_modup_kernel_emulation_long_digit_folds_high_word():
+    """A 37-prime digit of 61-bit primes (high word reduced twice in the loop) and 3 P primes."""
+    n = 8
+    ctx = ro.make_context(n, ro.ntt_primes(61, 37, n), ro.ntt_primes(60, 3, n), dnum=1)
+    rows = tuple(range(37))
+    rng = np.random.default_rng(3)
+    c = _rand(ctx, rows, lead=(1,), seed=9)
+    # force many negative centered terms (the worst case for the 128-bit bound)
+    t = cb.modup_tables(ctx, rows)
+    y = _modup_y(c, ctx, rows, t)
+    y[0, :, 0] = [ctx.moduli[r] - 1 for r in rows]
+    y[0, :, 1] = [ctx.moduli[r] // 2 + 1 for r in rows]
+    y[0, :, 2:] = np.stack([rng.integers(0, ctx.moduli[r], n - 2, dtype=np.uint64) for r in rows])
+    consts = cb.modulus_constants(ctx.moduli, n)
+    coeff = emulate_modup_extend(c, y, ctx, rows, t, consts, 2)
+    p_rows = t["out_rows"][len(rows):]
+    q_d = 1
+    for r in rows:
+        q_d *= ctx.moduli[r]
+    for k in range(n):
+        exact = sum(ro.centered(int(y[0, j, k]), ctx.moduli[r]) * (q_d // ctx.moduli[r]) for j, r in enumerate(rows))
+        for i, pr in enumerate(p_rows):
+            assert int(coeff[0, 0, len(rows) + i, k]) == exact % ctx.moduli[pr]
+        for j in range(len(rows)):
+            assert int(coeff[0, 0, j, k]) == int(c[0, j, k])
 
 
 def test_keyswitch_kernel_emulation_matches_contract(ctx):

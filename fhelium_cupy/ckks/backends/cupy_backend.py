@@ -42,6 +42,8 @@ _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients p
 _FILL_BLOCKS = 264  # two blocks per SM of an H100/H200 (132 SMs)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
+_MODUP_ROWS = 4  # keyswitch_modup_extend: output rows per thread (2 in the fused column kernels)
+_MODUP_FUSED_ROWS = 2
 _MAX_GRID_YZ = 65535
 
 
@@ -133,7 +135,7 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
     cols = np.zeros((D, dstride), dtype=np.int32)
     selfidx = np.full((D, R), -1, dtype=np.int32)
     wtab = np.zeros((D, dstride, R), dtype=np.uint64)
-    qdm = np.zeros((D, R), dtype=np.uint64)
+    negc = np.zeros((D, R), dtype=np.uint64)
     scale = [0] * len(rows)
     for d, (_, kept) in enumerate(active):
         dsize[d] = len(kept)
@@ -148,7 +150,8 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
                 if out_row == prime:
                     selfidx[d, r] = j
         for r, out_row in enumerate(out_rows):
-            qdm[d, r] = q_d % context.moduli[out_row]
+            m = context.moduli[out_row]
+            negc[d, r] = (-q_d) % m * _R % m
     moduli = [context.moduli[r] for r in rows]
     scal = np.array(scale + [shoup_companion(s, q) for s, q in zip(scale, moduli)], dtype=np.uint64)
     return {
@@ -158,7 +161,7 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
         "cols": cols,
         "selfidx": selfidx,
         "wtab": wtab,
-        "qdm": qdm,
+        "negc": negc,
         "scale": scal,
         "dstride": dstride,
     }
@@ -184,6 +187,11 @@ def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
     qs = [context.moduli[r] for r in rows[1:]]
     inv = [pow(q0, -1, q) for q in qs]
     return np.array([q0 % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)], dtype=np.uint64)
+
+
+def _modup_smem_bytes(rows_per_thread: int, dstride: int) -> int:
+    """Dynamic shared memory of the ModUp extension kernels (keyswitch.cu modup_smem_words)."""
+    return (rows_per_thread * dstride + 2 * dstride + 6 * rows_per_thread) * 8
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -584,28 +592,34 @@ class CupyBackend:
         batch = _prod(batch_shape)
         y = self._mul_scalar_table(c, t["scale"], rows, rowmap)
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
-        tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["qdm"])
+        tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["negc"])
         out3 = out.reshape(D * batch, R, n)
         log_chunk = self._chunk_log(D * batch * R)
+        dstride = t["dstride"]
         if log_chunk == self.log_n:
-            self._launch("keyswitch_modup_extend", (-(-n // _BLOCK), R, D * batch), _BLOCK,
+            rb = _MODUP_ROWS
+            self._launch("keyswitch_modup_extend", (-(-n // _BLOCK), -(-R // rb), D * batch), _BLOCK,
                          (c, y, out, t["out_map"], self._consts, *tables, np.int32(self.num_moduli), np.int32(n),
-                          np.int32(L), np.int32(R), np.int32(batch), np.int32(t["dstride"])))
+                          np.int32(L), np.int32(R), np.int32(batch), np.int32(dstride), np.int32(rb)),
+                         shared_mem=_modup_smem_bytes(rb, dstride))
             self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
             return out
         tw, tw_sh, _, _ = self._tw()
         chunk = 1 << log_chunk
+        rb = _MODUP_FUSED_ROWS
+        name = ("keyswitch_modup_extend_ntt_column_stages_k4" if self.log_n - log_chunk == 4
+                else "keyswitch_modup_extend_ntt_column_stages")
         zstep = D * batch
         if self.l2_group_bytes > 0:
             zstep = max(1, min(zstep, self.l2_group_bytes // (R * n * 8)))
         for z0 in range(0, D * batch, zstep):
             z1 = min(z0 + zstep, D * batch)
-            col_block = self._column_block(chunk, R * (z1 - z0))
-            self._launch("keyswitch_modup_extend_ntt_column_stages", (-(-chunk // col_block), R, z1 - z0),
-                         col_block,
+            col_block = self._column_block(chunk, -(-R // rb) * (z1 - z0))
+            self._launch(name, (-(-chunk // col_block), -(-R // rb), z1 - z0), col_block,
                          (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw, tw_sh,
                           np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk), np.int32(L),
-                          np.int32(R), np.int32(batch), np.int32(t["dstride"]), np.int32(z0)))
+                          np.int32(R), np.int32(batch), np.int32(dstride), np.int32(z0)),
+                         shared_mem=_modup_smem_bytes(rb, dstride))
             self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), chunk >> _COEFFS_PER_THREAD_LOG,
                          (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw, tw_sh,
                           np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk),
