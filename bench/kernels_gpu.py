@@ -102,7 +102,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
 
     def ntt_part(part: str):
         """One of the two forward-NTT kernels alone (same launch as ntt_forward(ct))."""
-        tw, tw_sh, _, _ = be._tw()
+        tw, _ = be._tw()
         rows_t, rowmap = be._rows(rows)
         count = 2 * L
         lc = be._chunk_log(count)
@@ -111,9 +111,9 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
         base = (np.int32(be.num_moduli), np.int32(be.log_n), np.int32(lc), np.int64(L * n), np.int64(L * n))
         if part == "column":
             return lambda: be._launch("ntt_forward_column_stages", (-(-chunk // col_block), L, 2), col_block,
-                                      (ct, out, rowmap, be._consts, tw, tw_sh, *base))
+                                      (ct, out, rowmap, be._consts, tw, *base))
         return lambda: be._launch("ntt_forward_chunk_stages", (n // chunk, L, 2), chunk >> 3,
-                                  (ct, out, rowmap, be._consts, tw, tw_sh, *base), shared_mem=(chunk + chunk // 16) * 8)
+                                  (ct, out, rowmap, be._consts, tw, *base), shared_mem=(chunk + chunk // 16) * 8)
 
     ops = {
         "ntt_forward column kernel only": (ntt_part("column"), 2 * 2 * L),

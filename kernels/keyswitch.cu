@@ -103,7 +103,7 @@ __device__ __forceinline__ void modup_extend_rows(const u64* c, const u64* y, i6
 template <int K, int RB>
 __device__ __forceinline__ void modup_columns_body(const u64* c, const u64* y, u64* dst, i64 base, int j,
                                                    int log_chunk, int n, int r0, int R, const u64* sm, int count,
-                                                   int S, const u64* tw, const u64* tw_sh) {
+                                                   int S, const u64* tw2) {
   const u64* pr = sm + RB * S + 2 * S;
   u64 v[RB][1 << K];
 #pragma unroll
@@ -118,7 +118,7 @@ __device__ __forceinline__ void modup_columns_body(const u64* c, const u64* y, u
     if (r0 + rb >= R) break;
     if constexpr (K > 0) {
       const i64 id = (i64)pr[5 * RB + rb];
-      forward_column_stages<K>(v[rb], tw + id * n, tw_sh + id * n, pr[rb]);
+      forward_column_stages<K>(v[rb], reinterpret_cast<const u64x2*>(tw2) + id * n, pr[rb]);
     }
     u64* row = dst + (i64)(r0 + rb) * n;
 #pragma unroll
@@ -145,8 +145,8 @@ extern "C" __global__ void keyswitch_modup_extend(const u64* c, const u64* y, u6
   const i64 base = (i64)b * L * n;
   u64* dst = out + (i64)blockIdx.z * R * n;
   const int count = dsize[d];
-  if (rb == 2) modup_columns_body<0, 2>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr, nullptr);
-  else modup_columns_body<0, 4>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr, nullptr);
+  if (rb == 2) modup_columns_body<0, 2>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr);
+  else modup_columns_body<0, 4>(c, y, dst, base, k, 0, n, r0, R, sm, count, dstride, nullptr);
 }
 
 // Shared body of the two fused entry points below: KMIN <= K = log_n - log_chunk <= KMAX.
@@ -154,7 +154,7 @@ template <int KMIN, int KMAX>
 __device__ __forceinline__ void modup_extend_columns_kernel(const u64* c, const u64* y, u64* out, const int* rowmap,
                                                             const u64* consts, const int* dsize, const int* cols,
                                                             const int* selfidx, const u64* wtab, const u64* negc,
-                                                            const u64* tw, const u64* tw_sh, int num_moduli,
+                                                            const u64* tw2, int num_moduli,
                                                             int log_n, int log_chunk, int L, int R, int batch,
                                                             int dstride, int z_offset) {
   constexpr int RB = 2;  // rows per thread: 4 would exceed 128 registers with K >= 3
@@ -174,7 +174,7 @@ __device__ __forceinline__ void modup_extend_columns_kernel(const u64* c, const 
 #define FHE_MODUP_COLUMNS(KK)                                                                                  \
   if (KK >= KMIN && KK <= KMAX && K == KK)                                                                     \
   modup_columns_body<(KK >= KMIN && KK <= KMAX ? KK : KMIN), RB>(c, y, dst, base, j, log_chunk, n, r0, R, sm,  \
-                                                                 count, dstride, tw, tw_sh)
+                                                                 count, dstride, tw2)
   FHE_MODUP_COLUMNS(1);
   FHE_MODUP_COLUMNS(2);
   FHE_MODUP_COLUMNS(3);
@@ -191,9 +191,9 @@ __device__ __forceinline__ void modup_extend_columns_kernel(const u64* c, const 
 // block 128 or 64 (2 output rows per thread), dynamic shared memory modup_smem_words(2, dstride) * 8 bytes.
 extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages(
     const u64* c, const u64* y, u64* out, const int* rowmap, const u64* consts, const int* dsize, const int* cols,
-    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw, const u64* tw_sh, int num_moduli,
+    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw2, int num_moduli,
     int log_n, int log_chunk, int L, int R, int batch, int dstride, int z_offset) {
-  modup_extend_columns_kernel<1, 3>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw, tw_sh,
+  modup_extend_columns_kernel<1, 3>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw2,
                                     num_moduli, log_n, log_chunk, L, R, batch, dstride, z_offset);
 }
 
@@ -201,9 +201,9 @@ extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages(
 // K <= 3 instantiations do not raise its register count: 128 instead of 168).
 extern "C" __global__ void keyswitch_modup_extend_ntt_column_stages_k4(
     const u64* c, const u64* y, u64* out, const int* rowmap, const u64* consts, const int* dsize, const int* cols,
-    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw, const u64* tw_sh, int num_moduli,
+    const int* selfidx, const u64* wtab, const u64* negc, const u64* tw2, int num_moduli,
     int log_n, int log_chunk, int L, int R, int batch, int dstride, int z_offset) {
-  modup_extend_columns_kernel<4, 4>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw, tw_sh,
+  modup_extend_columns_kernel<4, 4>(c, y, out, rowmap, consts, dsize, cols, selfidx, wtab, negc, tw2,
                                     num_moduli, log_n, log_chunk, L, R, batch, dstride, z_offset);
 }
 

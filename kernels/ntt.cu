@@ -10,13 +10,13 @@
 using namespace fhe;
 
 template <int K>
-__device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64* tw,
-                                                     const u64* tw_sh, int log_chunk, int j) {
+__device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
+                                                     int log_chunk, int j) {
   const int C = 1 << log_chunk;
   u64 v[1 << K];
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
-  forward_column_stages<K>(v, tw, tw_sh, q);
+  forward_column_stages<K>(v, tw, q);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[c * C + j] = v[c];
 }
@@ -25,7 +25,7 @@ __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u6
 // Axis [batch, limb, coeff]. In: [0, 4q) (canonical accepted). Out: harvey [0, 4q).
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
 extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, const int* rowmap,
-                                                     const u64* consts, const u64* tw, const u64* tw_sh,
+                                                     const u64* consts, const u64* tw2,
                                                      int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                      i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -35,13 +35,12 @@ extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, co
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
-  const u64* w = tw + (i64)id * N;
-  const u64* wsh = tw_sh + (i64)id * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
   switch (log_n - log_chunk) {
-    case 1: forward_columns_body<1>(src, dst, q, w, wsh, log_chunk, j); break;
-    case 2: forward_columns_body<2>(src, dst, q, w, wsh, log_chunk, j); break;
-    case 3: forward_columns_body<3>(src, dst, q, w, wsh, log_chunk, j); break;
-    case 4: forward_columns_body<4>(src, dst, q, w, wsh, log_chunk, j); break;
+    case 1: forward_columns_body<1>(src, dst, q, w, log_chunk, j); break;
+    case 2: forward_columns_body<2>(src, dst, q, w, log_chunk, j); break;
+    case 3: forward_columns_body<3>(src, dst, q, w, log_chunk, j); break;
+    case 4: forward_columns_body<4>(src, dst, q, w, log_chunk, j); break;
     default: break;
   }
 }
@@ -60,10 +59,6 @@ extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, co
 #define FHE_LV 3
 #define FHE_VPT (1 << FHE_LV)
 
-struct alignas(16) u64x2 {
-  u64 a, b;
-};
-
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
 
 // Chunk position of register (g, k) of thread `tid` in a round of RS stages, smallest
@@ -75,42 +70,50 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 }
 
 // Forward (Cooley-Tukey) round: chunk stages p .. p+RS-1 (global stage s = K + p + i,
-// stride C >> (p + i + 1)). In/out [0, 4q).
+// stride C >> (p + i + 1)). In/out [0, 4q). Twiddle index of stage i, group G = tid + g*T, pair
+// (k, k + 2^lh) (lh = RS-1-i): tw index m + ((base + x) >> log2(2t)) with x = round_index(G, k)
+// simplifies (base is a multiple of C) to ((B0 + (G >> ltmin)) << i) + (k >> (lh + 1)),
+// B0 = 2^(K + p) + (base >> (log_chunk - p)); k >> (lh + 1) = kk >> lh is a compile-time constant.
+// The groups g hold disjoint coefficients, so each group runs its RS stages in turn.
 template <int RS>
 __device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int log_chunk,
-                                              int base, const u64* tw, const u64* tw_sh, u64 q, u64 two_q) {
+                                              int base, const u64x2* tw, u64 q, u64 two_q) {
   const int ltmin = log_chunk - p - RS;
+  const int b0 = (1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p));
 #pragma unroll
-  for (int i = 0; i < RS; ++i) {
-    const int s = log_n - log_chunk + p + i;
-    const int shift = log_n - s;  // log2(2t)
-    const int lh = RS - 1 - i;    // log2 of the pair distance in k
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    const int pg = b0 + ((tid + g * T) >> ltmin);
 #pragma unroll
-    for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    for (int i = 0; i < RS; ++i) {
+      const int lh = RS - 1 - i;  // log2 of the pair distance in k
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
-        const int widx = (1 << s) + ((base + round_index<RS>(tid, g, k, ltmin, T)) >> shift);
-        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], tw[widx], tw_sh[widx], q, two_q);
+        const u64x2 w = tw[(pg << i) + (kk >> lh)];
+        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], w.a, w.b, q, two_q);
       }
     }
   }
 }
 
 // Inverse (Gentleman-Sande) round: chunk stages u = p .. p+RS-1 (stride 2^u). In/out [0, 2q).
+// Twiddle index itw[(N >> (u + 1)) + ((base + x) >> (u + 1))], x = round_index(G, k) with
+// ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
+// B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 template <int RS>
 __device__ __forceinline__ void inverse_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int base,
-                                              const u64* itw, const u64* itw_sh, u64 q, u64 two_q) {
+                                              const u64x2* itw, u64 q, u64 two_q) {
+  const int b0 = (1 << (log_n - p - RS)) + (base >> (p + RS));
 #pragma unroll
-  for (int i = 0; i < RS; ++i) {
-    const int u = p + i;
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    const int pg = b0 + ((tid + g * T) >> p);
 #pragma unroll
-    for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    for (int i = 0; i < RS; ++i) {
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
-        const int widx = (1 << (log_n - u - 1)) + ((base + round_index<RS>(tid, g, k, p, T)) >> (u + 1));
-        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], itw[widx], itw_sh[widx], q, two_q);
+        const u64x2 w = itw[(pg << (RS - 1 - i)) + (kk >> i)];
+        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], w.a, w.b, q, two_q);
       }
     }
   }
@@ -148,7 +151,7 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 // Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
 // dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, const int* rowmap,
-                                                    const u64* consts, const u64* tw, const u64* tw_sh,
+                                                    const u64* consts, const u64* tw2,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
@@ -161,8 +164,7 @@ extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, con
   const int base = blockIdx.x << log_chunk;
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
-  const u64* w = tw + (i64)id * N;
-  const u64* wsh = tw_sh + (i64)id * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
   u64 v[FHE_VPT];
   const int rest = log_chunk % FHE_LV;
   int p = 0;      // first chunk stage of the current round
@@ -170,17 +172,17 @@ extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, con
   if (rest == 0) {
     lt = log_chunk - FHE_LV;
     global_load<FHE_LV>(v, src, tid, T, lt);
-    forward_round<FHE_LV>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    forward_round<FHE_LV>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
     p = FHE_LV;
   } else if (rest == 1) {
     lt = log_chunk - 1;
     global_load<1>(v, src, tid, T, lt);
-    forward_round<1>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    forward_round<1>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
     p = 1;
   } else {
     lt = log_chunk - 2;
     global_load<2>(v, src, tid, T, lt);
-    forward_round<2>(v, tid, T, 0, log_n, log_chunk, base, w, wsh, q, two_q);
+    forward_round<2>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
     p = 2;
   }
   const int first_rs = p;
@@ -192,7 +194,7 @@ extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, con
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, lt);
     __syncthreads();
-    forward_round<FHE_LV>(v, tid, T, p, log_n, log_chunk, base, w, wsh, q, two_q);
+    forward_round<FHE_LV>(v, tid, T, p, log_n, log_chunk, base, w, q, two_q);
   }
   if (lt == 0) {  // each thread's FHE_VPT coefficients are contiguous
     u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));
@@ -216,7 +218,7 @@ extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, con
 // Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
 // dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, const int* rowmap,
-                                                    const u64* consts, const u64* itw, const u64* itw_sh,
+                                                    const u64* consts, const u64* itw2,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
@@ -229,8 +231,7 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
   const int base = blockIdx.x << log_chunk;
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
-  const u64* w = itw + (i64)id * N;
-  const u64* wsh = itw_sh + (i64)id * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
   u64 v[FHE_VPT];
   {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
@@ -243,7 +244,7 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
   }
   const int rest = log_chunk % FHE_LV;
   const int full_end = log_chunk - rest;  // full rounds cover chunk stages [0, full_end)
-  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, wsh, q, two_q);
+  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, q, two_q);
   int lt = 0;
   for (int p = FHE_LV; p < full_end; p += FHE_LV) {
     round_store<FHE_LV>(v, sm, tid, T, lt);
@@ -251,7 +252,7 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, lt);
     __syncthreads();
-    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, wsh, q, two_q);
+    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, q, two_q);
   }
   if (rest) {
     round_store<FHE_LV>(v, sm, tid, T, lt);
@@ -259,10 +260,10 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
     __syncthreads();
     if (rest == 1) {
       round_load<1>(v, sm, tid, T, lt);
-      inverse_round<1>(v, tid, T, full_end, log_n, base, w, wsh, q, two_q);
+      inverse_round<1>(v, tid, T, full_end, log_n, base, w, q, two_q);
     } else {
       round_load<2>(v, sm, tid, T, lt);
-      inverse_round<2>(v, tid, T, full_end, log_n, base, w, wsh, q, two_q);
+      inverse_round<2>(v, tid, T, full_end, log_n, base, w, q, two_q);
     }
   }
   const bool whole = log_chunk == log_n;
@@ -286,13 +287,12 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
 }
 
 template <int K>
-__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u64 q, const u64* itw,
-                                                     const u64* itw_sh, u64 ninv, u64 ninv_sh, int log_n,
-                                                     int log_chunk, int j) {
+__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
+                                                     u64 ninv_sh, int log_n, int log_chunk, int j) {
   u64 v[1 << K];
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
-  inverse_column_stages<K>(v, itw, itw_sh, q, log_n);
+  inverse_column_stages<K>(v, itw, q, log_n);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = shoup_mul(v[c], ninv, ninv_sh, q);
 }
@@ -301,7 +301,7 @@ __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u6
 // then the factor N^-1. Axis [batch, limb, coeff]. In: lazy [0, 2q). Out: canonical.
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
 extern "C" __global__ void ntt_inverse_column_stages(const u64* in, u64* out, const int* rowmap,
-                                                     const u64* consts, const u64* itw, const u64* itw_sh,
+                                                     const u64* consts, const u64* itw2,
                                                      int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                      i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -313,13 +313,12 @@ extern "C" __global__ void ntt_inverse_column_stages(const u64* in, u64* out, co
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
-  const u64* w = itw + (i64)id * N;
-  const u64* wsh = itw_sh + (i64)id * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
   switch (log_n - log_chunk) {
-    case 1: inverse_columns_body<1>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 2: inverse_columns_body<2>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 3: inverse_columns_body<3>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 4: inverse_columns_body<4>(src, dst, q, w, wsh, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 1: inverse_columns_body<1>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 2: inverse_columns_body<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 3: inverse_columns_body<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 4: inverse_columns_body<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
     default: break;
   }
 }

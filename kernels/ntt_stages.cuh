@@ -10,11 +10,17 @@
 //             j < C holding x = j + c*C for c < 2^K; then log_chunk "chunk" stages on
 //             contiguous C-element chunks in shared memory.
 //   inverse : log_chunk chunk stages first (u < log_chunk), then K column stages, then N^-1.
-// Twiddle tables are [M, N] per modulus id with Shoup companions (tw_sh = floor(tw*2^64/q)).
+// Twiddle tables are [M, N, 2] per modulus id: (w, floor(w * 2^64 / q)) pairs, the Shoup companion
+// beside its twiddle so one 16-byte load fetches both (u64x2).
 #pragma once
 #include "modarith.cuh"
 
 namespace fhe {
+
+// A (twiddle, Shoup companion) pair; also used for 16-byte coefficient loads/stores.
+struct alignas(16) u64x2 {
+  u64 a, b;
+};
 
 // Harvey forward butterfly: a, b in [0, 4q) -> a', b' in [0, 4q).
 __device__ __forceinline__ void ct_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 q, u64 two_q) {
@@ -40,8 +46,7 @@ __device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) {
 
 // Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j). In/out [0, 4q).
 template <int K>
-__device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64* tw, const u64* tw_sh,
-                                                      u64 q) {
+__device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
   const u64 two_q = 2 * q;
 #pragma unroll
   for (int s = 0; s < K; ++s) {
@@ -50,15 +55,15 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << s) + (cl >> (lt + 1));
-      ct_butterfly(v[cl], v[cl + (1 << lt)], tw[widx], tw_sh[widx], q, two_q);
+      const u64x2 w = tw[widx];
+      ct_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, q, two_q);
     }
   }
 }
 
 // Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q).
 template <int K>
-__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64* itw, const u64* itw_sh,
-                                                      u64 q, int log_n) {
+__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n) {
   const u64 two_q = 2 * q;
   const int log_chunk = log_n - K;
 #pragma unroll
@@ -68,52 +73,9 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1));
-      gs_butterfly(v[cl], v[cl + (1 << lt)], itw[widx], itw_sh[widx], q, two_q);
+      const u64x2 w = itw[widx];
+      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, q, two_q);
     }
-  }
-}
-
-// Forward chunk stages s = K..log_n-1 on the shared-memory chunk sm[0..C) of chunk index
-// `chunk`. In/out [0, 4q). All threads of the block participate; ends with __syncthreads.
-__device__ __forceinline__ void forward_chunk_stages(u64* sm, int chunk, int log_n, int log_chunk,
-                                                     const u64* tw, const u64* tw_sh, u64 q) {
-  const u64 two_q = 2 * q;
-  const int half = 1 << (log_chunk - 1);
-  const int base = chunk << log_chunk;
-  for (int s = log_n - log_chunk; s < log_n; ++s) {
-    const int ls = log_n - s - 1;  // log2 t
-    const int t = 1 << ls;
-    for (int bf = threadIdx.x; bf < half; bf += blockDim.x) {
-      const int jl = ((bf >> ls) << (ls + 1)) | (bf & (t - 1));
-      const int widx = (1 << s) + ((base + jl) >> (ls + 1));
-      u64 a = sm[jl];
-      u64 b = sm[jl + t];
-      ct_butterfly(a, b, tw[widx], tw_sh[widx], q, two_q);
-      sm[jl] = a;
-      sm[jl + t] = b;
-    }
-    __syncthreads();
-  }
-}
-
-// Inverse chunk stages u = 0..log_chunk-1 on sm[0..C). In/out [0, 2q). Ends with __syncthreads.
-__device__ __forceinline__ void inverse_chunk_stages(u64* sm, int chunk, int log_n, int log_chunk,
-                                                     const u64* itw, const u64* itw_sh, u64 q) {
-  const u64 two_q = 2 * q;
-  const int half = 1 << (log_chunk - 1);
-  const int base = chunk << log_chunk;
-  for (int u = 0; u < log_chunk; ++u) {
-    const int t = 1 << u;
-    for (int bf = threadIdx.x; bf < half; bf += blockDim.x) {
-      const int jl = ((bf >> u) << (u + 1)) | (bf & (t - 1));
-      const int widx = (1 << (log_n - u - 1)) + ((base + jl) >> (u + 1));
-      u64 a = sm[jl];
-      u64 b = sm[jl + t];
-      gs_butterfly(a, b, itw[widx], itw_sh[widx], q, two_q);
-      sm[jl] = a;
-      sm[jl + t] = b;
-    }
-    __syncthreads();
   }
 }
 

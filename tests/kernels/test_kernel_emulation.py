@@ -85,13 +85,16 @@ def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk):
             idx = {(g, k): round_index(tid, g, k, ltmin, rs, T) for g in range(1 << (LV - rs)) for k in range(1 << rs)}
             v = {gk: sm[x] for gk, x in idx.items()}
             seen.update(idx.values())
-            for i in range(rs):
-                s = log_n - log_chunk + p + i
-                lh = rs - 1 - i
-                for g in range(1 << (LV - rs)):
+            b0 = (1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p))  # forward_round
+            for g in range(1 << (LV - rs)):
+                pg = b0 + ((tid + g * T) >> ltmin)
+                for i in range(rs):
+                    s = log_n - log_chunk + p + i
+                    lh = rs - 1 - i
                     for kk in range(1 << (rs - 1)):
                         k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1))
-                        widx = (1 << s) + ((base + idx[(g, k)]) >> (log_n - s))
+                        widx = (pg << i) + (kk >> lh)
+                        assert widx == (1 << s) + ((base + idx[(g, k)]) >> (log_n - s))  # the contract's index
                         v[(g, k)], v[(g, k | (1 << lh))] = ct(v[(g, k)], v[(g, k | (1 << lh))], int(tw[widx]),
                                                               int(tw_sh[widx]), q)
             for gk, x in idx.items():
@@ -113,12 +116,15 @@ def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
             idx = {(g, k): round_index(tid, g, k, p, rs, T) for g in range(1 << (LV - rs)) for k in range(1 << rs)}
             v = {gk: sm[x] for gk, x in idx.items()}
             seen.update(idx.values())
-            for i in range(rs):
-                u = p + i
-                for g in range(1 << (LV - rs)):
+            b0 = (1 << (log_n - p - rs)) + (base >> (p + rs))  # inverse_round
+            for g in range(1 << (LV - rs)):
+                pg = b0 + ((tid + g * T) >> p)
+                for i in range(rs):
+                    u = p + i
                     for kk in range(1 << (rs - 1)):
                         k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1))
-                        widx = (1 << (log_n - u - 1)) + ((base + idx[(g, k)]) >> (u + 1))
+                        widx = (pg << (rs - 1 - i)) + (kk >> i)
+                        assert widx == (1 << (log_n - u - 1)) + ((base + idx[(g, k)]) >> (u + 1))
                         v[(g, k)], v[(g, k | (1 << i))] = gs(v[(g, k)], v[(g, k | (1 << i))], int(itw[widx]),
                                                              int(itw_sh[widx]), q)
             for gk, x in idx.items():
@@ -434,3 +440,32 @@ def test_python_oracle_agrees_with_numpy_backend(ctx):
                     for d in range(len(ctx.digits))])
     assert np.array_equal(nb.keyswitch_from_digits(digits, key, rows, galois_element=3),
                           ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=3))
+
+
+@pytest.mark.parametrize(("log_n", "log_chunk"), [(16, 12), (16, 11), (14, 12), (14, 10), (13, 13), (12, 12)])
+def test_ntt_round_twiddle_index_matches_contract_at_gpu_sizes(log_n, log_chunk):
+    """forward_round / inverse_round's simplified twiddle index ((B0 + (G >> ltmin)) << i) + const
+    equals the contract's tw[m + (x >> log2(2t))] / itw[(N >> (u+1)) + (x >> (u+1))] for every
+    chunk, thread, group and butterfly of the chunk sizes the backend launches."""
+    T = 1 << (log_chunk - LV)
+    for chunk in range(1 << (log_n - log_chunk)):
+        base = chunk << log_chunk
+        for short_first, forward in ((True, True), (False, False)):
+            for p, rs in _rounds(log_chunk, short_first):
+                ltmin = log_chunk - p - rs if forward else p
+                b0 = ((1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p)) if forward
+                      else (1 << (log_n - p - rs)) + (base >> (p + rs)))
+                for tid in range(T):
+                    for g in range(1 << (LV - rs)):
+                        pg = b0 + ((tid + g * T) >> ltmin)
+                        for i in range(rs):
+                            lh = rs - 1 - i if forward else i
+                            for kk in range(1 << (rs - 1)):
+                                k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1))
+                                x = base + round_index(tid, g, k, ltmin, rs, T)
+                                if forward:
+                                    s = log_n - log_chunk + p + i
+                                    assert (pg << i) + (kk >> lh) == (1 << s) + (x >> (log_n - s))
+                                else:
+                                    u = p + i
+                                    assert (pg << (rs - 1 - i)) + (kk >> lh) == (1 << (log_n - u - 1)) + (x >> (u + 1))

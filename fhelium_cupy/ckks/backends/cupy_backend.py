@@ -291,10 +291,12 @@ class CupyBackend:
 
         return rows, self._cached(("rows", rows), build)
 
-    def _tw(self) -> tuple[Any, ...]:
+    def _tw(self) -> tuple[Any, Any]:
+        """Device twiddles ``(forward, inverse)``, each ``[M, N, 2]``: (w, Shoup(w)) pairs (ntt_stages.cuh)."""
         if self._twiddles is None:
             tables = [twiddle_tables(q, psi, self.n) for q, psi in zip(self.context.moduli, self.context.psi)]
-            self._twiddles = tuple(self._upload(np.stack([t[i] for t in tables])) for i in range(4))
+            self._twiddles = tuple(self._upload(np.stack([np.stack([t[i], t[i + 1]], axis=-1) for t in tables]))
+                                   for i in (0, 2))
         return self._twiddles
 
     def _check(self, a: Any, rows: tuple[int, ...], what: str) -> Any:
@@ -461,8 +463,8 @@ class CupyBackend:
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage."""
-        tw, tw_sh, itw, itw_sh = self._tw()
-        w, wsh = (itw, itw_sh) if inverse else (tw, tw_sh)
+        tw, itw = self._tw()
+        w = itw if inverse else tw
         for b0, b1, l0, l1 in self._groups(batch, limbs):
             log_chunk = self._chunk_log((b1 - b0) * (l1 - l0))
             chunk = 1 << log_chunk
@@ -479,18 +481,18 @@ class CupyBackend:
             same = (np.int64(dst_bs), np.int64(dst_bs))
             if log_chunk == self.log_n:
                 name = "ntt_inverse_chunk_stages" if inverse else "ntt_forward_chunk_stages"
-                self._launch(name, (1, g[1], g[0]), chunk_block, (s, d, rm, self._consts, w, wsh, *base, *strides),
+                self._launch(name, (1, g[1], g[0]), chunk_block, (s, d, rm, self._consts, w, *base, *strides),
                              shared_mem=chunk_smem)
             elif inverse:
                 self._launch("ntt_inverse_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
-                             (s, d, rm, self._consts, w, wsh, *base, *strides), shared_mem=chunk_smem)
+                             (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
                 self._launch("ntt_inverse_column_stages", (col_grid_x, g[1], g[0]), col_block,
-                             (d, d, rm, self._consts, w, wsh, *base, *same))
+                             (d, d, rm, self._consts, w, *base, *same))
             else:
                 self._launch("ntt_forward_column_stages", (col_grid_x, g[1], g[0]), col_block,
-                             (s, d, rm, self._consts, w, wsh, *base, *strides))
+                             (s, d, rm, self._consts, w, *base, *strides))
                 self._launch("ntt_forward_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
-                             (d, d, rm, self._consts, w, wsh, *base, *same), shared_mem=chunk_smem)
+                             (d, d, rm, self._consts, w, *base, *same), shared_mem=chunk_smem)
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
@@ -604,7 +606,7 @@ class CupyBackend:
                          shared_mem=_modup_smem_bytes(rb, dstride))
             self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
             return out
-        tw, tw_sh, _, _ = self._tw()
+        tw, _ = self._tw()
         chunk = 1 << log_chunk
         rb = _MODUP_FUSED_ROWS
         name = ("keyswitch_modup_extend_ntt_column_stages_k4" if self.log_n - log_chunk == 4
@@ -616,12 +618,12 @@ class CupyBackend:
             z1 = min(z0 + zstep, D * batch)
             col_block = self._column_block(chunk, -(-R // rb) * (z1 - z0))
             self._launch(name, (-(-chunk // col_block), -(-R // rb), z1 - z0), col_block,
-                         (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw, tw_sh,
+                         (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw,
                           np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk), np.int32(L),
                           np.int32(R), np.int32(batch), np.int32(dstride), np.int32(z0)),
                          shared_mem=_modup_smem_bytes(rb, dstride))
             self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), chunk >> _COEFFS_PER_THREAD_LOG,
-                         (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw, tw_sh,
+                         (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw,
                           np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk),
                           np.int64(R * n), np.int64(R * n)), shared_mem=(chunk + chunk // 16) * 8)
         return out
