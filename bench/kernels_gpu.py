@@ -1,6 +1,6 @@
 """Kernel benchmark of CupyBackend primitives with CUDA events, beside the bandwidth floor.
 
-Usage: PYTHONPATH=$PWD python3 bench/kernels_gpu.py [OUT_DIR] [--reps 50] [--sets n14,n16]
+Usage: PYTHONPATH=$PWD python3 bench/kernels_gpu.py [OUT_DIR] [--reps 50] [--sets n14,n16] [--ops modup,ntt]
 Writes kernels_gpu.json and kernels_gpu.md into OUT_DIR (default $OUT or bench/results).
 
 For each primitive: median time (eager: Python launches timed with events; graph: the op
@@ -74,7 +74,7 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
     return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
 
 
-def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
+def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = ()) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes)
@@ -134,6 +134,8 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int) -> list[dict]:
     }
     results = []
     for name, (fn, limbs_moved) in ops.items():
+        if only and not any(name.startswith(o) for o in only):
+            continue
         r = bench_op(cp, be, fn, reps)
         floor_us = limbs_moved * limb / BANDWIDTH * 1e6
         results.append({
@@ -153,6 +155,7 @@ def main() -> int:
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--sets", default="n14,n16")
+    parser.add_argument("--ops", default="", help="comma list of op-name prefixes to run (default: all)")
     parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
     args = parser.parse_args()
     from fhelium_cupy.runtime.kernels import require_cuda
@@ -164,7 +167,7 @@ def main() -> int:
         label, ctx = sets[key]
         print(f"# {label}", flush=True)
         for mib in (int(v) for v in args.l2_group_mib.split(",")):
-            results += run_set(cp, key, ctx, args.reps, mib << 20)
+            results += run_set(cp, key, ctx, args.reps, mib << 20, tuple(o for o in args.ops.split(",") if o))
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
