@@ -328,7 +328,7 @@ class CupyBackend:
         a = self._check(a, rows, name)
         b = self._check(b, rows, name)
         plane = len(rows) * self.n
-        strides = []
+        strides: list[int | None] = []
         for x in (a, b):
             if tuple(x.shape) == shape:
                 strides.append(plane)
@@ -340,11 +340,12 @@ class CupyBackend:
             a = self.xp.ascontiguousarray(self.xp.broadcast_to(a, shape))
             b = self.xp.ascontiguousarray(self.xp.broadcast_to(b, shape))
             strides = [plane, plane]
+        stride_a, stride_b = (plane if s is None else s for s in strides)
         out = self._out(out, shape, name)
         batch = _prod(shape[:-2])
         grid = (-(-self.n // _BLOCK), len(rows), batch)
         args = (a, b, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
-                np.int64(strides[0]), np.int64(strides[1]), np.int64(plane))
+                np.int64(stride_a), np.int64(stride_b), np.int64(plane))
         self._launch(name, grid, _BLOCK, args)
         return out
 
@@ -682,8 +683,8 @@ class CupyBackend:
 
     @staticmethod
     def _address(a: Any) -> int:
-        data = getattr(a, "data", None)
-        return int(data.ptr) if hasattr(data, "ptr") else int(a.ctypes.data)
+        ptr = getattr(getattr(a, "data", None), "ptr", None)
+        return int(ptr) if ptr is not None else int(a.ctypes.data)
 
     def _many_tables(self, keys: Sequence[Any], galois_elements: Sequence[int | None]) -> tuple[Any, Any]:
         """Device tables of one (keys, Galois elements) tuple: key addresses [E] and
