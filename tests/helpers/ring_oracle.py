@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fhelium_cupy.ckks.primes import is_prime
+
 __all__ = [
     "RingTestContext",
     "automorphism",
@@ -30,31 +32,7 @@ __all__ = [
     "rescale",
 ]
 
-_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
-
-
-def is_prime(n: int) -> bool:
-    """Deterministic Miller-Rabin for n < 3.3e24 (covers every 64-bit word)."""
-    if n < 2:
-        return False
-    for p in _MR_BASES:
-        if n % p == 0:
-            return n == p
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d //= 2
-        s += 1
-    for a in _MR_BASES:
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
+# Primality is not what these oracles test: reuse the package's deterministic Miller-Rabin.
 
 
 def ntt_primes(bits: int, count: int, ring_degree: int, *, exclude: Sequence[int] = ()) -> list[int]:
