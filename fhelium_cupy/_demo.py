@@ -172,9 +172,10 @@ class MatvecWorkload:
     ) -> MatvecWorkload:
         """Create the engine (unless given), the matrix, its diagonals and rotation keys.
 
-        ``method``: ``"diagonal"`` (``linalg.matrix_vector``, n-1 rotations), ``"hoisted"``
-        (the same with one shared ModUp for all rotations, ``hoisted=True``) or ``"bsgs"``
-        (``linalg.matrix_vector_bsgs``, hoisted baby steps + giant steps).
+        ``method``: ``"diagonal"`` (``linalg.matrix_vector(..., hoisted=False)``: FHElium
+        example 18's n-1 independent rotations), ``"hoisted"`` (``matrix_vector``'s default:
+        one shared ModUp, batched key switching) or ``"bsgs"`` (``linalg.matrix_vector_bsgs``,
+        hoisted baby steps + giant steps).
 
         Raises:
             ConfigurationError: ``size`` is not a positive divisor of the slot count.
