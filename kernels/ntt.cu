@@ -68,6 +68,9 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
   const int G = tid + g * T;
   return ((G >> ltmin) << (ltmin + RS)) | (G & ((1 << ltmin) - 1)) | (k << ltmin);
 }
+// round_index(.., k, ..) = round_index(.., 0, ..) | (k << ltmin) with disjoint bits, so
+// sm_pad(round_index(k)) = sm_pad(round_index(0)) + sm_pad(k << ltmin): one per-thread base and
+// compile-time offsets (the kernels below are instantiated per log_chunk, so ltmin is constant).
 
 // Forward (Cooley-Tukey) round: chunk stages p .. p+RS-1 (global stage s = K + p + i,
 // stride C >> (p + i + 1)). In/out [0, 4q). Twiddle index of stage i, group G = tid + g*T, pair
@@ -77,20 +80,21 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // The groups g hold disjoint coefficients, so each group runs its RS stages in turn.
 template <int RS>
 __device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int log_chunk,
-                                              int base, const u64x2* tw, u64 q, u64 two_q) {
+                                              int base, const u64x2* tw, u64 nq, u64 two_q) {
   const int ltmin = log_chunk - p - RS;
-  const int b0 = (1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p));
+  const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
-    const int pg = b0 + ((tid + g * T) >> ltmin);
+    const unsigned pg = b0 + ((unsigned)(tid + g * T) >> ltmin);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
       const int lh = RS - 1 - i;  // log2 of the pair distance in k
+      const u64x2* wi = tw + (pg << i);
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
-        const u64x2 w = tw[(pg << i) + (kk >> lh)];
-        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], w.a, w.b, q, two_q);
+        const u64x2 w = wi[kk >> lh];
+        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], w.a, w.b, nq, two_q);
       }
     }
   }
@@ -102,18 +106,19 @@ __device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T,
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 template <int RS>
 __device__ __forceinline__ void inverse_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int base,
-                                              const u64x2* itw, u64 q, u64 two_q) {
-  const int b0 = (1 << (log_n - p - RS)) + (base >> (p + RS));
+                                              const u64x2* itw, u64 nq, u64 two_q) {
+  const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
-    const int pg = b0 + ((tid + g * T) >> p);
+    const unsigned pg = b0 + ((unsigned)(tid + g * T) >> p);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
+      const u64x2* wi = itw + (pg << (RS - 1 - i));
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
-        const u64x2 w = itw[(pg << (RS - 1 - i)) + (kk >> i)];
-        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], w.a, w.b, q, two_q);
+        const u64x2 w = wi[kk >> i];
+        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], w.a, w.b, nq, two_q);
       }
     }
   }
@@ -122,33 +127,86 @@ __device__ __forceinline__ void inverse_round(u64 (&v)[FHE_VPT], int tid, int T,
 template <int RS>
 __device__ __forceinline__ void round_load(u64 (&v)[FHE_VPT], const u64* sm, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    const u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
-    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = sm[sm_pad(round_index<RS>(tid, g, k, ltmin, T))];
+    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[sm_pad(k << ltmin)];
+  }
 }
 
 template <int RS>
 __device__ __forceinline__ void round_store(const u64 (&v)[FHE_VPT], u64* sm, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
-    for (int k = 0; k < (1 << RS); ++k) sm[sm_pad(round_index<RS>(tid, g, k, ltmin, T))] = v[(g << RS) | k];
+    for (int k = 0; k < (1 << RS); ++k) s[sm_pad(k << ltmin)] = v[(g << RS) | k];
+  }
 }
 
 // Global <-> registers for a round (coalesced across threads when 2^ltmin >= 32).
 template <int RS>
 __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g)
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+    const u64* s = src + round_index<RS>(tid, g, 0, ltmin, T);
 #pragma unroll
-    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = src[round_index<RS>(tid, g, k, ltmin, T)];
+    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[k << ltmin];
+  }
 }
+
+// Forward chunk stages of one chunk, LC = log_chunk known at compile time (every round's ltmin,
+// the thread count and the shared-memory offsets are constants). In [0, 4q); out canonical.
+// Rounds: a short round of LC % FHE_LV stages first (a full one when LC % FHE_LV == 0), read
+// straight from global memory, then full rounds; the last has ltmin = 0 and writes each thread's
+// contiguous coefficients with 16-byte stores.
+template <int LC>
+__device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
+                                              const u64x2* w, u64 q, u64 nq, u64 two_q) {
+  constexpr int T = 1 << (LC - FHE_LV);
+  constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
+  u64 v[FHE_VPT];
+  global_load<RS0>(v, src, tid, T, LC - RS0);
+  forward_round<RS0>(v, tid, T, 0, log_n, LC, base, w, nq, two_q);
+#pragma unroll
+  for (int p = RS0; p < LC; p += FHE_LV) {
+    if (p == RS0) round_store<RS0>(v, sm, tid, T, LC - RS0);
+    else round_store<FHE_LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
+    __syncthreads();
+    round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
+    __syncthreads();
+    forward_round<FHE_LV>(v, tid, T, p, log_n, LC, base, w, nq, two_q);
+  }
+  u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));  // last round: ltmin = 0
+#pragma unroll
+  for (int k = 0; k < FHE_VPT; k += 2) {
+    u64x2 pair;
+    pair.a = reduce_from_4q(v[k], q, two_q);
+    pair.b = reduce_from_4q(v[k + 1], q, two_q);
+    d2[k >> 1] = pair;
+  }
+}
+
+#define FHE_CHUNK_DISPATCH(BODY)                                                                \
+  switch (log_chunk) {                                                                          \
+    case 3: BODY(3); break;                                                                     \
+    case 4: BODY(4); break;                                                                     \
+    case 5: BODY(5); break;                                                                     \
+    case 6: BODY(6); break;                                                                     \
+    case 7: BODY(7); break;                                                                     \
+    case 8: BODY(8); break;                                                                     \
+    case 9: BODY(9); break;                                                                     \
+    case 10: BODY(10); break;                                                                   \
+    case 11: BODY(11); break;                                                                   \
+    case 12: BODY(12); break;                                                                   \
+    default: break;                                                                             \
+  }
 
 // ntt_forward_chunk_stages: the last log_chunk forward stages on contiguous chunks of
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
-// Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
+// Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, const int* rowmap,
                                                     const u64* consts, const u64* tw2,
@@ -156,82 +214,33 @@ extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, con
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
-  const int T = 1 << (log_chunk - FHE_LV);
   const int tid = threadIdx.x;
   const int id = rowmap[blockIdx.y];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
   const int base = blockIdx.x << log_chunk;
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
-  u64 v[FHE_VPT];
-  const int rest = log_chunk % FHE_LV;
-  int p = 0;      // first chunk stage of the current round
-  int lt = 0;     // ltmin of the round whose values are in v
-  if (rest == 0) {
-    lt = log_chunk - FHE_LV;
-    global_load<FHE_LV>(v, src, tid, T, lt);
-    forward_round<FHE_LV>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
-    p = FHE_LV;
-  } else if (rest == 1) {
-    lt = log_chunk - 1;
-    global_load<1>(v, src, tid, T, lt);
-    forward_round<1>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
-    p = 1;
-  } else {
-    lt = log_chunk - 2;
-    global_load<2>(v, src, tid, T, lt);
-    forward_round<2>(v, tid, T, 0, log_n, log_chunk, base, w, q, two_q);
-    p = 2;
-  }
-  const int first_rs = p;
-  for (; p < log_chunk; p += FHE_LV) {
-    if (p == first_rs && rest == 1) round_store<1>(v, sm, tid, T, lt);
-    else if (p == first_rs && rest == 2) round_store<2>(v, sm, tid, T, lt);
-    else round_store<FHE_LV>(v, sm, tid, T, lt);
-    lt = log_chunk - p - FHE_LV;
-    __syncthreads();
-    round_load<FHE_LV>(v, sm, tid, T, lt);
-    __syncthreads();
-    forward_round<FHE_LV>(v, tid, T, p, log_n, log_chunk, base, w, q, two_q);
-  }
-  if (lt == 0) {  // each thread's FHE_VPT coefficients are contiguous
-    u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));
-#pragma unroll
-    for (int k = 0; k < FHE_VPT; k += 2) {
-      u64x2 pair;
-      pair.a = reduce_from_4q(v[k], q, two_q);
-      pair.b = reduce_from_4q(v[k + 1], q, two_q);
-      d2[k >> 1] = pair;
-    }
-  } else {  // log_chunk < FHE_LV never launches; a single short round (log_chunk < 3) is not used
-#pragma unroll
-    for (int k = 0; k < FHE_VPT; ++k) dst[round_index<FHE_LV>(tid, 0, k, lt, T)] = reduce_from_4q(v[k], q, two_q);
-  }
+#define FHE_FWD(LC) forward_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
+  FHE_CHUNK_DISPATCH(FHE_FWD)
+#undef FHE_FWD
 }
 
-// ntt_inverse_chunk_stages: the first log_chunk inverse stages (strides < C) on contiguous
-// chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
-// transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
-// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
-// Launch: grid (N / C, limbs, batch), block C / 8 (log_chunk >= 3),
-// dynamic shared memory (C + C / 16) * 8 bytes.
-extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, const int* rowmap,
-                                                    const u64* consts, const u64* itw2,
-                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                    i64 out_bs) {
-  extern __shared__ u64 sm[];
-  const int N = 1 << log_n;
-  const int T = 1 << (log_chunk - FHE_LV);
-  const int tid = threadIdx.x;
-  const int id = rowmap[blockIdx.y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 two_q = 2 * q;
-  const int base = blockIdx.x << log_chunk;
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
-  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
+// Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
+// out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
+// Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
+// LC % FHE_LV stages if any.
+template <int LC>
+__device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
+                                              const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
+                                              u64 ninv_sh) {
+  constexpr int T = 1 << (LC - FHE_LV);
+  constexpr int REST = LC % FHE_LV;
+  constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
+  constexpr int RSL = REST ? REST : FHE_LV;  // stages of the last round
+  constexpr int LTL = REST ? FULL_END : FULL_END - FHE_LV;  // its ltmin
   u64 v[FHE_VPT];
   {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
@@ -242,49 +251,61 @@ extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, con
       v[k + 1] = pair.b;
     }
   }
-  const int rest = log_chunk % FHE_LV;
-  const int full_end = log_chunk - rest;  // full rounds cover chunk stages [0, full_end)
-  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, q, two_q);
-  int lt = 0;
-  for (int p = FHE_LV; p < full_end; p += FHE_LV) {
-    round_store<FHE_LV>(v, sm, tid, T, lt);
-    lt = p;
+  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, nq, two_q);
+#pragma unroll
+  for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
+    round_store<FHE_LV>(v, sm, tid, T, p - FHE_LV);
     __syncthreads();
-    round_load<FHE_LV>(v, sm, tid, T, lt);
+    round_load<FHE_LV>(v, sm, tid, T, p);
     __syncthreads();
-    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, q, two_q);
+    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, nq, two_q);
   }
-  if (rest) {
-    round_store<FHE_LV>(v, sm, tid, T, lt);
-    lt = full_end;
+  if constexpr (REST != 0) {
+    round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
     __syncthreads();
-    if (rest == 1) {
-      round_load<1>(v, sm, tid, T, lt);
-      inverse_round<1>(v, tid, T, full_end, log_n, base, w, q, two_q);
-    } else {
-      round_load<2>(v, sm, tid, T, lt);
-      inverse_round<2>(v, tid, T, full_end, log_n, base, w, q, two_q);
+    round_load<REST>(v, sm, tid, T, FULL_END);
+    inverse_round<REST>(v, tid, T, FULL_END, log_n, base, w, nq, two_q);
+  }
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
+    u64* d = dst + round_index<RSL>(tid, g, 0, LTL, T);
+#pragma unroll
+    for (int k = 0; k < (1 << RSL); ++k) {
+      const u64 x = v[(g << RSL) | k];
+      d[k << LTL] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
     }
   }
+}
+
+// ntt_inverse_chunk_stages: the first log_chunk inverse stages (strides < C) on contiguous
+// chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
+// transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
+// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
+// Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
+// dynamic shared memory (C + C / 16) * 8 bytes.
+extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, const int* rowmap,
+                                                    const u64* consts, const u64* itw2,
+                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
+                                                    i64 out_bs) {
+  extern __shared__ u64 sm[];
+  const int N = 1 << log_n;
+  const int tid = threadIdx.x;
+  const int id = rowmap[blockIdx.y];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
+  const int base = blockIdx.x << log_chunk;
+  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
+  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
+  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-  // registers (g, k) of the last round: RS = rest (or FHE_LV), ltmin = lt
-#define FHE_INV_STORE(RS)                                                                       \
-  _Pragma("unroll") for (int g = 0; g < (FHE_VPT >> (RS)); ++g)                                 \
-  _Pragma("unroll") for (int k = 0; k < (1 << (RS)); ++k) {                                     \
-    const u64 x = v[(g << (RS)) | k];                                                           \
-    dst[round_index<RS>(tid, g, k, lt, T)] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;        \
-  }
-  if (rest == 1) {
-    FHE_INV_STORE(1)
-  } else if (rest == 2) {
-    FHE_INV_STORE(2)
-  } else {
-    FHE_INV_STORE(FHE_LV)
-  }
-#undef FHE_INV_STORE
+#define FHE_INV(LC) inverse_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
+  FHE_CHUNK_DISPATCH(FHE_INV)
+#undef FHE_INV
 }
+#undef FHE_CHUNK_DISPATCH
 
 template <int K>
 __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,

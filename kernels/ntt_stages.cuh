@@ -22,32 +22,43 @@ struct alignas(16) u64x2 {
   u64 a, b;
 };
 
-// Harvey forward butterfly: a, b in [0, 4q) -> a', b' in [0, 4q).
-__device__ __forceinline__ void ct_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 q, u64 two_q) {
-  u64 u = a >= two_q ? a - two_q : a;
-  const u64 v = shoup_mul_lazy(b, w, wsh, q);
+// x - m if x >= m else x, for m < 2^63 and x < m + 2^63 (every lazy range here: x < 4q < 2^63):
+// the sign of x - m as a signed word decides (one compare of the high word, not a 64-bit compare).
+__device__ __forceinline__ u64 sub_if_ge(u64 x, u64 m) {
+  const u64 t = x - m;
+  return (i64)t < 0 ? x : t;
+}
+
+// Shoup product x * w mod q in [0, 2q) with nq = 2^64 - q: x*w + qh*(-q) mod 2^64 equals
+// shoup_mul_lazy's x*w - qh*q (one multiply-add chain, no separate negation).
+__device__ __forceinline__ u64 shoup_mul_lazy_nq(u64 x, u64 w, u64 wp, u64 nq) {
+  return x * w + mulhi(x, wp) * nq;
+}
+
+// Harvey forward butterfly: a, b in [0, 4q) -> a', b' in [0, 4q). nq = 2^64 - q.
+__device__ __forceinline__ void ct_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 nq, u64 two_q) {
+  const u64 u = sub_if_ge(a, two_q);
+  const u64 v = shoup_mul_lazy_nq(b, w, wsh, nq);
   a = u + v;
   b = u - v + two_q;
 }
 
-// Gentleman-Sande butterfly: a, b in [0, 2q) -> a', b' in [0, 2q).
-__device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 q, u64 two_q) {
+// Gentleman-Sande butterfly: a, b in [0, 2q) -> a', b' in [0, 2q). nq = 2^64 - q.
+__device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 nq, u64 two_q) {
   const u64 u = a;
   const u64 v = b;
-  a = add_mod_lazy(u, v, two_q);
-  b = shoup_mul_lazy(u - v + two_q, w, wsh, q);
+  a = sub_if_ge(u + v, two_q);
+  b = shoup_mul_lazy_nq(u - v + two_q, w, wsh, nq);
 }
 
 // [0, 4q) -> [0, q).
-__device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) {
-  if (x >= two_q) x -= two_q;
-  return x >= q ? x - q : x;
-}
+__device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) { return sub_if_ge(sub_if_ge(x, two_q), q); }
 
 // Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j). In/out [0, 4q).
 template <int K>
 __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
   const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
 #pragma unroll
   for (int s = 0; s < K; ++s) {
     const int lt = K - s - 1;  // log2 of the stride in columns
@@ -56,7 +67,7 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << s) + (cl >> (lt + 1));
       const u64x2 w = tw[widx];
-      ct_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, q, two_q);
+      ct_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
     }
   }
 }
@@ -65,6 +76,7 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
 template <int K>
 __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n) {
   const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
   const int log_chunk = log_n - K;
 #pragma unroll
   for (int lt = 0; lt < K; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
@@ -74,7 +86,7 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1));
       const u64x2 w = itw[widx];
-      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, q, two_q);
+      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
     }
   }
 }

@@ -40,17 +40,32 @@ def red(x: int, q: int) -> int:
     return x - q if x >= q else x
 
 
+def sub_if_ge(x: int, m: int) -> int:
+    """ntt_stages.cuh sub_if_ge: the sign of the 64-bit word x - m decides; equals x >= m ? x - m : x."""
+    assert m < 1 << 63 and x < m + (1 << 63)
+    t = (x - m) & W
+    r = x if t >> 63 else t
+    assert r == (x - m if x >= m else x)
+    return r
+
+
+def shoup_lazy_nq(x: int, w: int, wp: int, q: int) -> int:
+    """ntt_stages.cuh shoup_mul_lazy_nq: x*w + mulhi(x, wp) * (2^64 - q) mod 2^64 == shoup_lazy."""
+    r = (x * w + mulhi(x, wp) * ((-q) & W)) & W
+    assert r == shoup_lazy(x, w, wp, q)
+    return r
+
+
 def ct(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
     assert a < 4 * q and b < 4 * q
-    u = a - 2 * q if a >= 2 * q else a
-    v = shoup_lazy(b, w, wp, q)
+    u = sub_if_ge(a, 2 * q)
+    v = shoup_lazy_nq(b, w, wp, q)
     return u + v, (u - v + 2 * q) & W
 
 
 def gs(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
     assert a < 2 * q and b < 2 * q
-    s = a + b
-    return (s - 2 * q if s >= 2 * q else s), shoup_lazy(a - b + 2 * q, w, wp, q)
+    return sub_if_ge(a + b, 2 * q), shoup_lazy_nq(a - b + 2 * q, w, wp, q)
 
 LV = 3  # ntt.cu FHE_LV: coefficients per thread = 2^LV
 
@@ -101,7 +116,7 @@ def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk):
                 new[x] = v[gk]
         assert seen == set(range(C))
         sm = new
-    return [red(v - 2 * q if v >= 2 * q else v, q) for v in sm]
+    return [sub_if_ge(sub_if_ge(v, 2 * q), q) for v in sm]  # reduce_from_4q
 
 
 def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
@@ -474,3 +489,32 @@ def test_ntt_round_twiddle_index_matches_contract_at_gpu_sizes(log_n, log_chunk)
                                 else:
                                     u = p + i
                                     assert (pg << (rs - 1 - i)) + (kk >> lh) == (1 << (log_n - u - 1)) + (x >> (u + 1))
+
+
+def sm_pad(x: int) -> int:
+    return x + (x >> 4)
+
+
+@pytest.mark.parametrize("log_chunk", range(3, 13))
+def test_chunk_round_addresses_split_into_thread_base_and_constant_offset(log_chunk):
+    """ntt.cu round_load/round_store/global_load address register (g, k) as
+    base(g) + offset(k): sm_pad(round_index(k)) == sm_pad(round_index(0)) + sm_pad(k << ltmin) and
+    round_index(k) == round_index(0) + (k << ltmin), for every round of both chunk kernels; the
+    inverse kernel's last round is (RS, ltmin) = (RSL, LTL) of inverse_chunk<LC>."""
+    T = 1 << (log_chunk - LV)
+    rounds = {(rs, log_chunk - p - rs) for p, rs in _rounds(log_chunk, True)}
+    rounds |= {(rs, p) for p, rs in _rounds(log_chunk, False)}
+    for rs, lt in rounds:
+        for tid in range(T):
+            for g in range(1 << (LV - rs)):
+                x0 = round_index(tid, g, 0, lt, rs, T)
+                for k in range(1 << rs):
+                    x = round_index(tid, g, k, lt, rs, T)
+                    assert x == x0 + (k << lt)
+                    assert sm_pad(x) == sm_pad(x0) + sm_pad(k << lt)
+    rest = log_chunk % LV
+    full_end = log_chunk - rest
+    p_last, rs_last = _rounds(log_chunk, False)[-1]
+    assert (rs_last, p_last) == ((rest, full_end) if rest else (LV, full_end - LV))
+    p_first, rs_first = _rounds(log_chunk, True)[0]  # forward: RS0 = rest or LV, ltmin LC - RS0
+    assert (p_first, rs_first) == (0, rest or LV)
