@@ -66,15 +66,10 @@ __device__ __forceinline__ void modup_stage_tables(u64* sm, int RB, int d, int r
 }
 
 // The RB output rows of the coefficient at offset `pos` (= batch base + coefficient index).
-// The digit's y values are fetched FHE_MODUP_JB at a time into registers before their
-// multiply-accumulates (independent L2 loads in flight instead of one dependent load per term);
-// terms j >= count are predicated off. The high word is folded after every 16 terms
-// (batches j0 with (j0 + JB) % 16 == 0) and once at the end. In canonical, out canonical.
-#define FHE_MODUP_JB 8
+// In canonical, out canonical.
 template <int RB>
 __device__ __forceinline__ void modup_extend_rows(const u64* c, const u64* y, i64 pos, const u64* sm, int count,
                                                   int S, u64 (&out)[RB]) {
-  constexpr int JB = FHE_MODUP_JB;
   const u64* sthr = sm + RB * S;
   const u64* soff = sthr + S;
   const u64* pr = soff + S;
@@ -82,19 +77,12 @@ __device__ __forceinline__ void modup_extend_rows(const u64* c, const u64* y, i6
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) lo[rb] = hi[rb] = 0;
   u64 cnt = 0;
-  for (int j0 = 0; j0 < count; j0 += JB) {
-    u64 yv[JB];
+  for (int j = 0; j < count; ++j) {
+    const u64 yv = y[pos + (i64)soff[j]];
+    cnt += yv > sthr[j] ? 1 : 0;
 #pragma unroll
-    for (int u = 0; u < JB; ++u) yv[u] = j0 + u < count ? y[pos + (i64)soff[j0 + u]] : 0;
-#pragma unroll
-    for (int u = 0; u < JB; ++u) {
-      if (j0 + u < count) {
-        cnt += yv[u] > sthr[j0 + u] ? 1 : 0;
-#pragma unroll
-        for (int rb = 0; rb < RB; ++rb) mad_wide(lo[rb], hi[rb], yv[u], sm[rb * S + j0 + u]);
-      }
-    }
-    if (((j0 + JB) & 15) == 0) {
+    for (int rb = 0; rb < RB; ++rb) mad_wide(lo[rb], hi[rb], yv, sm[rb * S + j]);
+    if ((j & 15) == 15) {
 #pragma unroll
       for (int rb = 0; rb < RB; ++rb) hi[rb] = reduce_u64(hi[rb], pr[rb], pr[2 * RB + rb]);
     }

@@ -231,17 +231,13 @@ def test_modulus_constants_match_their_definitions(ctx):
         assert int(consts[4, i]) * ctx.ring_degree % q == 1
 
 
-MODUP_JB = 8  # keyswitch.cu FHE_MODUP_JB: y values loaded per batch
-
-
 def emulate_modup_extend(c, y, ctx, rows, t, consts, rb):
     """keyswitch_modup_extend / modup_extend_rows: coefficient-domain digits [D, batch, R, N].
 
     Per block (digit d, row group r0): the staged shared-memory tables of modup_stage_tables;
-    per coefficient: a 128-bit (hi, lo) multiply-accumulate over the digit's primes, y loaded in
-    batches of MODUP_JB, the high word reduced after every 16 terms (batch boundaries), the
-    negative-term count times negc, a Barrett reduction of the high word and one REDC; rows of
-    the digit itself copy c."""
+    per coefficient: a 128-bit (hi, lo) multiply-accumulate over the digit's primes with the high
+    word reduced every 16 terms, the negative-term count times negc, a Barrett reduction of the
+    high word and one REDC; rows of the digit itself copy c."""
     n = ctx.ring_degree
     out_rows = t["out_rows"]
     R, S = len(out_rows), int(t["dstride"])
@@ -266,15 +262,14 @@ def emulate_modup_extend(c, y, ctx, rows, t, consts, rb):
                 cf, yf = c[b].ravel(), y[b].ravel()
                 for k in range(n):
                     lo, hi, cnt = [0] * rb, [0] * rb, 0
-                    for j0 in range(0, count, MODUP_JB):  # batches of y loads (FHE_MODUP_JB)
-                        yb = [int(yf[k + soff[j]]) for j in range(j0, min(j0 + MODUP_JB, count))]
-                        for j, yv in enumerate(yb, start=j0):
-                            cnt += yv > sthr[j]
-                            for i in range(rb):
-                                acc = (hi[i] << 64) + lo[i] + yv * sw[i][j]
-                                assert acc < 1 << 128
-                                hi[i], lo[i] = acc >> 64, acc & W
-                        if ((j0 + MODUP_JB) & 15) == 0:  # high word folded after every 16 terms
+                    for j in range(count):
+                        yv = int(yf[k + soff[j]])
+                        cnt += yv > sthr[j]
+                        for i in range(rb):
+                            acc = (hi[i] << 64) + lo[i] + yv * sw[i][j]
+                            assert acc < 1 << 128
+                            hi[i], lo[i] = acc >> 64, acc & W
+                        if (j & 15) == 15:
                             for i in range(rb):
                                 hi[i] = red(hi[i] - mulhi(hi[i], bar[i]) * q[i], q[i])
                     for i in range(rb):
