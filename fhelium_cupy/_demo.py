@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -51,12 +52,11 @@ def progress_bar(total: int, description: str, *, enabled: bool = True) -> Itera
     if not enabled or total <= 0:
         yield _no_progress
         return
-    rich_progress: Any = None
     try:
-        from rich import progress as rich_progress
-        from rich.console import Console
+        rich_progress: Any = importlib.import_module("rich.progress")
+        Console: Any = importlib.import_module("rich.console").Console
     except ImportError:
-        pass
+        rich_progress = None
     if rich_progress is not None:
         console = Console(file=sys.stderr)
         with rich_progress.Progress(

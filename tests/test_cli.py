@@ -79,6 +79,7 @@ def test_device_cuda_without_a_gpu_is_a_one_line_error() -> None:
 
 
 def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib", reason="the plots need the bench extra (pip install 'fhelium-cupy[bench]')")
     target = tmp_path / "bench.json"
     plots = tmp_path / "plots"
     assert main(["bench", "--device", "cpu", "--sizes", "4", "--runs", "2", "--warmup", "1", "--json", str(target),

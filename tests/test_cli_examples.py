@@ -33,6 +33,7 @@ def test_each_example_exits_zero_without_a_gpu(example: Path) -> None:
 
 
 def test_run_all_cpu_smoke_writes_json_markdown_and_redraws_from_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plots need the bench extra (pip install 'fhelium-cupy[bench]')")
     out = tmp_path / "out"
     result = _python("bench/run_all.py", "--device", "cpu", "--preset", "test-n4096-scale40:2", "--insecure",
                      "--runs", "1", "--warmup", "0", "--no-bsgs", "--out", str(out))
