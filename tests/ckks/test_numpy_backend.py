@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import random
+from functools import cache
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fhelium_cupy.ckks.backends.base import CkksBackend, RingContext
 from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
@@ -22,16 +25,29 @@ from tests.helpers.ckks_oracles import (
 N = 16
 
 
-def _backend(q_bits, p_bits, dnum=None) -> NumpyBackend:
+# (q_bits, p_bits, dnum). "small-*": every modulus < 2**50, so the float-assisted products run
+# everywhere; the others mix < 2**50 Q primes with 60-bit P primes (exact 32-bit-split path
+# wherever a P prime is involved, float path elsewhere).
+SPECS = {
+    "single-prime-digits": ((40, 40, 50), (60,), None),
+    "two-prime-digits-two-p": ((40, 41, 40, 50, 45), (60, 58), 2),
+    "small-single-prime-digits": ((30, 40, 45, 50), (50,), None),
+    "small-two-prime-digits-two-p": ((30, 41, 40, 50, 45), (50, 48), 2),
+}
+
+
+@cache
+def _pair(name: str) -> tuple[NumpyBackend, NumpyBackend]:
+    """(default backend, backend forced onto the exact 32-bit-split products), same context."""
+    q_bits, p_bits, dnum = SPECS[name]
     literal = ParametersLiteral(log_n=4, q_bits=q_bits, p_bits=p_bits, scale=2.0**30, dnum=dnum)
-    return NumpyBackend(CkksContext(Parameters.from_literal(literal, insecure=True)))
+    context = CkksContext(Parameters.from_literal(literal, insecure=True))
+    return NumpyBackend(context), NumpyBackend(context, float_products=False)
 
 
-@pytest.fixture(params=["single-prime-digits", "two-prime-digits-two-p"])
+@pytest.fixture(params=list(SPECS))
 def be(request) -> NumpyBackend:
-    if request.param == "single-prime-digits":
-        return _backend((40, 40, 50), (60,))
-    return _backend((40, 41, 40, 50, 45), (60, 58), dnum=2)
+    return _pair(request.param)[0]
 
 
 def _mod(be, rows):
@@ -163,7 +179,9 @@ def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
     digits = be.modup(random_residues(rng, [moduli[r] for r in rows], N), rows)
 
     def key():
-        return np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
+        return np.stack(
+            [np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits]
+        )
 
     keys, gs = [key(), key(), key()], [5, None, 25]
     got = be.keyswitch_from_digits_many(digits, keys, rows, gs)
@@ -178,3 +196,130 @@ def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
         np.testing.assert_array_equal(with_c0[i, 1], got[i, 1])
     with pytest.raises(ValueError):
         be.keyswitch_from_digits_many(digits, keys, rows, gs[:2])
+
+
+# --- float-assisted paths (every modulus < 2**50) vs the exact 32-bit-split path -------------------
+
+
+def _edge_residues(rng: np.random.Generator, moduli, lead, edge: float) -> np.ndarray:
+    """Canonical residues ``[*lead, L, N]``; a fraction ``edge`` replaced by 0, 1, half, half + 1, q - 2, q - 1."""
+    q = np.array(moduli, dtype=np.uint64)[:, None]
+    x = (rng.random(tuple(lead) + (len(moduli), N)) * q.astype(np.float64)).astype(np.uint64)
+    x = np.minimum(x, q - np.uint64(1))
+    half = (q - np.uint64(1)) // np.uint64(2)
+    choices = np.stack(np.broadcast_arrays(0 * q, 0 * q + 1, half, half + 1, q - 2, q - 1))  # [6, L, 1]
+    pick = rng.integers(0, 6, x.shape)
+    mask = rng.random(x.shape) < edge
+    values = np.choose(pick, [np.broadcast_to(c, x.shape) for c in choices])
+    return np.where(mask, values, x).astype(np.uint64)
+
+
+def test_float_products_are_selected_only_when_every_modulus_is_below_2_to_50():
+    fast, exact = _pair("small-two-prime-digits-two-p")
+    rows = tuple(range(fast.context.q_count))
+    targets = rows + fast.p_rows
+    assert fast.tables(targets).small and not exact.tables(targets).small
+    assert fast._conv((0, 1, 2), targets).fast and not exact._conv((0, 1, 2), targets).fast
+    assert fast._conv(fast.p_rows, rows).fast
+    mixed, _ = _pair("two-prime-digits-two-p")
+    rows = tuple(range(mixed.context.q_count))
+    targets = rows + mixed.p_rows
+    assert not mixed.tables(targets).small  # 60-bit P primes: exact key-switch products
+    assert not mixed._conv((0, 1, 2), targets).fast and not mixed._conv(mixed.p_rows, rows).fast
+    assert mixed.tables(rows).small and mixed._conv((0,), rows[1:]).fast  # Q only: float (rescale)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(list(SPECS)),
+    level=st.integers(0, 3),
+    seed=st.integers(0, 2**32 - 1),
+    edge=st.sampled_from([0.0, 0.3, 1.0]),
+    lead=st.sampled_from([(), (2,), (2, 3)]),
+    g=st.sampled_from([None, 3, 5, 25, 31]),
+)
+def test_backend_paths_are_bit_identical_to_the_exact_32_bit_split_path(name, level, seed, edge, lead, g):
+    fast, exact = _pair(name)
+    ctx = fast.context
+    rng = np.random.default_rng(seed)
+    rows = tuple(range(min(level, ctx.q_count - 2), ctx.q_count))  # rescale needs two limbs
+    targets = rows + fast.p_rows
+    moduli = [ctx.moduli[r] for r in rows]
+    c = _edge_residues(rng, moduli, lead, edge)
+
+    def same(f):
+        a, b = f(fast), f(exact)
+        assert a.dtype == np.uint64 and a.flags.c_contiguous
+        np.testing.assert_array_equal(a, b)
+        return a
+
+    for domain in ("coefficient", "ntt"):
+        same(lambda be, domain=domain: be.rescale(c, rows, domain=domain))
+        if g is not None:
+            same(lambda be, domain=domain: be.automorphism(c, g, rows, domain=domain))
+    same(lambda be: be._centered_lift(c[..., :1, :], rows[0], rows[1:]))
+    scal = [int(v) for v in rng.integers(0, 2**62, len(rows))]
+    same(lambda be: be.mul_scalar(c, scal, rows))
+    digits = same(lambda be: be.modup(c, rows))
+    x = _edge_residues(rng, [ctx.moduli[r] for r in targets], lead, edge)
+    same(lambda be: be.moddown(x, rows))
+    key = np.stack([_edge_residues(rng, list(ctx.moduli), (2,), edge) for _ in ctx.digits])  # [dnum, 2, QP, N]
+    same(lambda be: be.keyswitch_from_digits(digits, key, rows, galois_element=g))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.sampled_from([n for n in SPECS if n.startswith("small")]),
+    seed=st.integers(0, 2**32 - 1),
+    edge=st.sampled_from([0.0, 0.5, 1.0]),
+)
+def test_float_paths_match_python_int_formulas(name, seed, edge):
+    """Basis conversion, moddown, rescale and the key-switch inner product on the float path
+    against the contract formulas in Python integers (edge residues included)."""
+    be = _pair(name)[0]
+    ctx = be.context
+    rng = np.random.default_rng(seed)
+    rows = tuple(range(ctx.q_count))
+    targets = rows + be.p_rows
+    moduli = ctx.moduli
+    c = _edge_residues(rng, [moduli[r] for r in rows], (), edge)
+    got = be.ntt_inverse(be.modup(c, rows), targets)
+    for d, digit in enumerate(ctx.digits):
+        for k in range(N):
+            column = {r: int(c[i, k]) for i, r in enumerate(rows)}
+            want = oracle_modup_digit(column, digit, [moduli[t] for t in targets], moduli)
+            assert [int(v) for v in got[d, :, k]] == want
+    r = be.rescale(c, rows, domain="coefficient")
+    for k in range(N):
+        assert [int(v) for v in r[:, k]] == oracle_rescale([int(v) for v in c[:, k]], [moduli[i] for i in rows])
+    x = _edge_residues(rng, [moduli[t] for t in targets], (), edge)
+    m = be.moddown(x, rows)
+    L = len(rows)
+    for k in range(N):
+        want = oracle_moddown(
+            [int(v) for v in x[:L, k]], [int(v) for v in x[L:, k]], list(moduli[:L]), [moduli[t] for t in be.p_rows]
+        )
+        assert [int(v) for v in m[:, k]] == want
+    digits = be.modup(c, rows)
+    key = np.stack([_edge_residues(rng, list(moduli), (2,), edge) for _ in ctx.digits])
+    # inner product alone: keyswitch = moddown(INTT(acc)) and moddown / INTT are checked above
+    R_inv = [pow(2**64, -1, moduli[t]) for t in targets]
+    acc = np.empty((2, len(targets), N), dtype=object)
+    for k in range(2):
+        for i, t in enumerate(targets):
+            for j in range(N):
+                s = sum(int(digits[d, i, j]) * int(key[d, k, t, j]) for d in range(len(ctx.digits)))
+                acc[k, i, j] = s * R_inv[i] % moduli[t]
+    want = be.moddown(be.ntt_inverse(acc.astype(np.uint64), targets), rows)
+    np.testing.assert_array_equal(be.keyswitch_from_digits(digits, key, rows), want)
+
+
+def test_backend_restores_the_callers_ufunc_buffer_size():
+    be = _pair("small-single-prime-digits")[0]
+    rows = tuple(range(be.context.q_count))
+    c = _edge_residues(np.random.default_rng(1), [be.context.moduli[r] for r in rows], (2,), 0.2)
+    before = np.getbufsize()
+    be.automorphism(c, 5, rows, domain="coefficient")
+    be.rescale(c, rows, domain="ntt")
+    be.modup(c, rows)
+    assert np.getbufsize() == before

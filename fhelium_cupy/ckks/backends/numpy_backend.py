@@ -1,9 +1,14 @@
 """The exact NumPy backend: the bit-for-bit CPU reference of the ``CkksBackend`` contract.
 
 Every primitive follows the integer definitions in ``base.py`` literally and returns
-canonical residues. Products use ``modarith`` (exact 128-bit emulation from 32-bit
-halves: Shoup for constants, Montgomery R = 2**64 for array x array). Tables are derived
-from the context's plain integers and cached per tuple of prime ids.
+canonical residues. Products use ``modarith``: when every modulus involved in an
+operation is below 2**50, the float-assisted exact products (``mul_mod_float`` for array x
+array, ``mul_shoup_float`` for constants); otherwise the exact 128-bit emulation from
+32-bit halves (Shoup for constants, Montgomery R = 2**64 for array x array). Both give
+the same canonical residues bit for bit (``NumpyBackend(context, float_products=False)``
+forces the 32-bit-split path everywhere; the tests compare the two). Hot NumPy code runs
+under ``modarith``'s scoped small ufunc buffer. Tables are derived from the context's plain
+integers and cached per tuple of prime ids.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 
 from ..modarith import (
     MASK32,
+    _unbuffered,
     add_mod,
     as_u64,
     montgomery_inverse,
@@ -40,24 +46,40 @@ __all__ = ["NumpyBackend"]
 
 _S32 = np.uint64(32)
 _R = 1 << 64
+_FLOAT_LIMIT = 1 << 50  # float-assisted products are exact for every modulus below this
+
+
+def _all_small(moduli: Sequence[int]) -> bool:
+    return all(q < _FLOAT_LIMIT for q in moduli)
 
 
 class _Const:
     """A per-limb constant ``[L, 1]`` with its Shoup companion halves."""
 
-    __slots__ = ("w", "split")
+    __slots__ = ("w", "split", "q", "w_over_q", "small")
 
     def __init__(self, values: Sequence[int], moduli: Sequence[int]) -> None:
         L = len(values)
         self.w = as_u64([v % q for v, q in zip(values, moduli)], (L, 1))
         s = as_u64([shoup_companion(v % q, q) for v, q in zip(values, moduli)], (L, 1))
         self.split = (s & MASK32, s >> _S32)
+        self.q = as_u64(moduli, (L, 1))
+        self.small = _all_small(moduli)
+        self.w_over_q = self.w.astype(np.float64) / self.q.astype(np.float64)
+
+    def mul(self, x: np.ndarray, *, fast: bool, out: np.ndarray | None = None) -> np.ndarray:
+        """``x * w mod q`` per limb, canonical. ``fast`` (needs ``x < 2**51``; taken only when every
+        modulus is < 2**50): the float-assisted Shoup product into a new array; otherwise the exact
+        32-bit-split one (any ``x < 2**64``) into ``out`` when given. Use the return value."""
+        if fast and self.small:
+            return mul_shoup_float(x, self.w, self.w_over_q, self.q)
+        return mul_shoup(x, self.w, None, self.q, w_split=self.split, out=out)
 
 
 class _Rows:
     """Tables of one tuple of prime ids."""
 
-    def __init__(self, context: RingContext, rows: tuple[int, ...]) -> None:
+    def __init__(self, context: RingContext, rows: tuple[int, ...], *, fast: bool = True) -> None:
         moduli = [context.moduli[r] for r in rows]
         L = len(rows)
         self.moduli = moduli
@@ -68,12 +90,13 @@ class _Rows:
         self.r_inv = _Const([pow(_R, -1, q) for q in moduli], moduli)  # x -> x * R^-1
         self.one = _Const([1] * L, moduli)  # x (any < 2^64) -> x mod q
         self.half = as_u64([(q - 1) // 2 for q in moduli], (L, 1))
-        self.small = all(q < (1 << 50) for q in moduli)  # float-assisted exact products
+        self.small = fast and _all_small(moduli)  # float-assisted exact products
         self.q_f = self.q.astype(np.float64)
-        self.r_inv_f = self.r_inv.w.astype(np.float64) / self.q_f
-        self.r_mod_f = self.r_mod.w.astype(np.float64) / self.q_f
+        self.r_inv_f = self.r_inv.w_over_q
+        self.r_mod_f = self.r_mod.w_over_q
         n = context.ring_degree
         self.ntt = stack_ntt_tables(tuple(ntt_tables(context.moduli[r], context.psi[r], n) for r in rows))
+        self.contiguous = slice(rows[0], rows[-1] + 1) if rows == tuple(range(rows[0], rows[-1] + 1)) else None
 
 
 class _BasisConversion:
@@ -81,37 +104,43 @@ class _BasisConversion:
 
     ``out_r = sum_j centered((x_j * inv_j) mod s_j, s_j) * (S / s_j) mod m_r`` with
     ``S = prod(src)``, ``inv_j = (S / s_j)^-1 mod s_j``.
+
+    When every src and dst modulus is < 2**50 (and ``fast``), the products are the
+    float-assisted ``mul_shoup_float`` (inputs are canonical, so ``< 2**50``); otherwise the
+    exact 32-bit-split ``mul_shoup``. With one src prime ``inv = 1`` and the first product is
+    skipped (``x`` is canonical, so ``x * 1 mod s = x``).
     """
 
-    def __init__(self, context: RingContext, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
+    def __init__(self, context: RingContext, src: tuple[int, ...], dst: tuple[int, ...], *, fast: bool = True) -> None:
         s_mod = [context.moduli[r] for r in src]
         d_mod = [context.moduli[r] for r in dst]
         S = 1
         for s in s_mod:
             S *= s
         J, T = len(src), len(dst)
-        self.inv = _Const([pow(S // s, -1, s) for s in s_mod], s_mod)
+        self.fast = fast and _all_small(s_mod) and _all_small(d_mod)
+        inv = [pow(S // s, -1, s) for s in s_mod]
+        self.inv = _Const(inv, s_mod)
+        self.inv_is_one = all(v == 1 for v in inv)
         self.src_q = as_u64(s_mod, (J, 1))
         self.half = as_u64([(s - 1) // 2 for s in s_mod], (J, 1))
-        w = [[(S // s) % m for m in d_mod] for s in s_mod]
-        self.w = as_u64([v for row in w for v in row], (J, T, 1))
-        ws = as_u64([shoup_companion(v, m) for row in w for v, m in zip(row, d_mod)], (J, T, 1))
-        self.w_split = (ws & MASK32, ws >> _S32)
+        self.terms = [_Const([(S // s) % m for m in d_mod], d_mod) for s in s_mod]  # each [T, 1]
         self.s_mod_dst = _Const([S % m for m in d_mod], d_mod)
         self.dst_q = as_u64(d_mod, (T, 1))
         self.J = J
 
+    @_unbuffered
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [..., J, N]`` canonical over src -> ``[..., T, N]`` canonical over dst."""
-        y = mul_shoup(x, self.inv.w, None, self.src_q, w_split=self.inv.split)
+        fast = self.fast
+        y = x if self.inv_is_one else self.inv.mul(x, fast=fast)
         neg_count = (y > self.half).sum(axis=-2, dtype=np.uint64)  # [..., N]
         acc = None
         for j in range(self.J):
-            term = mul_shoup(
-                y[..., j : j + 1, :], self.w[j], None, self.dst_q, w_split=(self.w_split[0][j], self.w_split[1][j])
-            )
+            term = self.terms[j].mul(y[..., j : j + 1, :], fast=fast)
             acc = term if acc is None else add_mod(acc, term, self.dst_q, out=acc)
-        corr = mul_shoup(neg_count[..., None, :], self.s_mod_dst.w, None, self.dst_q, w_split=self.s_mod_dst.split)
+        assert acc is not None
+        corr = self.s_mod_dst.mul(neg_count[..., None, :], fast=fast)
         return sub_mod(acc, corr, self.dst_q, out=acc)
 
 
@@ -120,6 +149,10 @@ class NumpyBackend:
 
     Args:
         context: any ``RingContext`` (a ``CkksContext``).
+        float_products: use the float-assisted exact products wherever every modulus
+            involved is below 2**50 (default). ``False`` forces the exact 32-bit-split
+            products everywhere (the reference the tests compare against); the outputs are
+            identical either way.
 
     Notes:
         Results are new arrays unless ``out=`` is given; ``out`` may alias an input.
@@ -129,15 +162,26 @@ class NumpyBackend:
     name = "numpy"
     xp = np
 
-    def __init__(self, context: RingContext) -> None:
+    def __init__(self, context: RingContext, *, float_products: bool = True) -> None:
         self.context = context
-        self._rows = lru_cache(maxsize=None)(lambda rows: _Rows(context, rows))
-        self._conv = lru_cache(maxsize=None)(lambda src, dst: _BasisConversion(context, src, dst))
+        self.float_products = bool(float_products)
+        fast = self.float_products
+        self._rows = lru_cache(maxsize=None)(lambda rows: _Rows(context, rows, fast=fast))
+        self._conv = lru_cache(maxsize=None)(lambda src, dst: _BasisConversion(context, src, dst, fast=fast))
+        self._drop = lru_cache(maxsize=None)(self._drop_constant)
         self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
 
     def tables(self, rows: Sequence[int]) -> _Rows:
         """Cached tables for a tuple of prime ids."""
         return self._rows(tuple(int(r) for r in rows))
+
+    def _drop_constant(self, dropped: tuple[int, ...], rows: tuple[int, ...]) -> _Const:
+        """``(prod of moduli[dropped])^-1`` per row of ``rows`` (rescale, moddown)."""
+        D = 1
+        for r in dropped:
+            D *= self.context.moduli[r]
+        moduli = self.tables(rows).moduli
+        return _Const([pow(D, -1, q) for q in moduli], moduli)
 
     # --- residency -------------------------------------------------------------
     def asarray(self, host) -> np.ndarray:
@@ -191,7 +235,7 @@ class NumpyBackend:
     def mul_scalar(self, a, scalars, rows, *, out=None):
         t = self.tables(rows)
         c = _Const([int(s) for s in scalars], t.moduli)
-        return self._emit(mul_shoup(a, c.w, None, t.q, w_split=c.split), out)
+        return self._emit(c.mul(a, fast=t.small), out)
 
     def sum_batch(self, a, axis, rows):
         nd = a.ndim
@@ -215,19 +259,21 @@ class NumpyBackend:
     def ntt_inverse(self, a, rows, *, out=None):
         return self._emit(ntt_inverse_u64(a, self.tables(rows).ntt), out)
 
+    @_unbuffered
     def automorphism(self, a, galois_element: int, rows, *, domain: Domain):
         n = self.context.ring_degree
         g = int(galois_element) % (2 * n)
         if g % 2 == 0:
             raise ValueError(f"galois element must be odd, got {galois_element}")
         if domain == "ntt":
-            return np.ascontiguousarray(a[..., ntt_automorphism_indices(n, g)])
+            return np.take(a, ntt_automorphism_indices(n, g), axis=-1)  # a new C-contiguous array
         if domain != "coefficient":
             raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
         source, negate = coefficient_automorphism_indices(n, g)
-        gathered = np.ascontiguousarray(a[..., source])
+        gathered = np.take(a, source, axis=-1)  # faster than a[..., source]; np.where beats copyto(where=)
         return np.where(negate, neg_mod(gathered, self.tables(rows).q), gathered)
 
+    @_unbuffered
     def rescale(self, a, rows, *, domain: Domain):
         rows = tuple(int(r) for r in rows)
         if len(rows) < 2:
@@ -242,19 +288,13 @@ class NumpyBackend:
         if domain == "ntt":
             r_rows = self.ntt_forward(r_rows, rest)
         t = self.tables(rest)
-        q = self.context.moduli[head[0]]
-        qinv = _Const([pow(q, -1, m) for m in t.moduli], t.moduli)
         diff = sub_mod(a[..., 1:, :], r_rows, t.q)
-        return mul_shoup(diff, qinv.w, None, t.q, w_split=qinv.split, out=diff)
+        return self._drop(head, rest).mul(diff, fast=self.float_products, out=diff)
 
     def _centered_lift(self, c: np.ndarray, row: int, targets: tuple[int, ...]) -> np.ndarray:
-        """``centered(c, q_row) mod m_t`` for each target row: ``c [..., 1, N]`` -> ``[..., T, N]``."""
-        t = self.tables(targets)
-        q = self.context.moduli[row]
-        reduced = mul_shoup(c, t.one.w, None, t.q, w_split=t.one.split)
-        q_mod = as_u64([q % m for m in t.moduli], (len(targets), 1))
-        corr = np.where(c > np.uint64((q - 1) // 2), q_mod, np.uint64(0))
-        return sub_mod(reduced, corr, t.q, out=reduced)
+        """``centered(c, q_row) mod m_t`` for each target row: ``c [..., 1, N]`` -> ``[..., T, N]``
+        (the one-source-prime basis conversion: ``c mod m_t - [c > (q_row - 1) / 2] * (q_row mod m_t)``)."""
+        return self._conv((row,), targets)(c)
 
     # --- key switching -----------------------------------------------------------
     def _active_digits(self, rows: tuple[int, ...]) -> list[tuple[int, tuple[int, ...]]]:
@@ -270,13 +310,15 @@ class NumpyBackend:
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
         position = {r: i for i, r in enumerate(rows)}
-        out = np.empty((len(self._active_digits(rows)),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
-        for d, (_, kept) in enumerate(self._active_digits(rows)):
+        active = self._active_digits(rows)
+        out = np.empty((len(active),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
+        for d, (_, kept) in enumerate(active):
             idx = [position[r] for r in kept]
             src = c[..., idx[0] : idx[-1] + 1, :]
             out[d] = self._conv(kept, targets)(src)
         return self.ntt_forward(out, targets)
 
+    @_unbuffered
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
@@ -287,16 +329,23 @@ class NumpyBackend:
             perm = ntt_automorphism_indices(
                 self.context.ring_degree, int(galois_element) % (2 * self.context.ring_degree)
             )
-            digits_ntt = digits_ntt[..., perm]
+            digits_ntt = np.take(digits_ntt, perm, axis=-1)
         t = self.tables(targets)
-        key_rows = np.asarray(targets)
+        key_rows = t.contiguous if t.contiguous is not None else np.asarray(targets)  # a slice is a view
         acc = np.empty((2,) + digits_ntt.shape[1:], dtype=np.uint64)
         for k in range(2):
             total = None
             for d, (index, _) in enumerate(active):
-                prod = mul_montgomery(digits_ntt[d], key[index, k][key_rows], t.q, t.q_inv, q_split=t.q_split)
+                key_k = key[index, k][key_rows]
+                if t.small:
+                    # sum_D digit * key mod q, then one R^-1: equal to sum_D (digit * key * R^-1 mod q) mod q
+                    prod = mul_mod_float(digits_ntt[d], key_k, t.q, t.q_f)
+                else:
+                    prod = mul_montgomery(digits_ntt[d], key_k, t.q, t.q_inv, q_split=t.q_split)
                 total = prod if total is None else add_mod(total, prod, t.q, out=total)
             acc[k] = total
+        if t.small:
+            acc = mul_shoup_float(acc, t.r_inv.w, t.r_inv_f, t.q)
         coeff = self.ntt_inverse(acc, targets)
         return self.moddown(coeff, rows)
 
@@ -305,15 +354,12 @@ class NumpyBackend:
         (plus the rotated ``c0`` in component 0 when given; see the contract)."""
         return keyswitch_from_digits_many_by_loop(self, digits_ntt, keys, rows, galois_elements, c0=c0)
 
+    @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
         """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
         rows = tuple(int(r) for r in rows)
         L = len(rows)
         t = self.tables(rows)
         e = self._conv(self.p_rows, rows)(x[..., L:, :])
-        P = 1
-        for r in self.p_rows:
-            P *= self.context.moduli[r]
-        pinv = _Const([pow(P, -1, q) for q in t.moduli], t.moduli)
         diff = sub_mod(x[..., :L, :], e, t.q)
-        return mul_shoup(diff, pinv.w, None, t.q, w_split=pinv.split, out=diff)
+        return self._drop(self.p_rows, rows).mul(diff, fast=self.float_products, out=diff)
