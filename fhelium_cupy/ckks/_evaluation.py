@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationMixin"]
 
+_OUTPUT_DOMAINS = ("coefficient", "ntt")
+
+
+def _check_output_domain(output_domain: str, op: str) -> None:
+    """Reject an unknown ``output_domain`` before any key-switch work is enqueued."""
+    if output_domain not in _OUTPUT_DOMAINS:
+        raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
+
 
 class EvaluationMixin:
     """Evaluation methods; the host class provides ``backend``, ``context``, ``keys``."""
@@ -150,11 +158,8 @@ class EvaluationMixin:
             y = be.ntt_forward(y, rows)
             if c0_domain == "coefficient":
                 c0 = be.ntt_forward(c0, rows)
-        elif output_domain == "coefficient":
-            if c0_domain == "ntt":
-                c0 = be.ntt_inverse(c0, rows)
-        else:
-            raise ValueError(f"output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
+        elif c0_domain == "ntt":  # output_domain == "coefficient" (checked by the caller)
+            c0 = be.ntt_inverse(c0, rows)
         out = xp.empty_like(y)
         be.add(c0, y[0], rows, out=out[0])
         out[1] = y[1]
@@ -165,6 +170,7 @@ class EvaluationMixin:
     ) -> Ciphertext:
         """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged."""
         check_ciphertext(self, ct, "relinearize", components=(3,))
+        _check_output_domain(output_domain, "relinearize")
         key = self.keys.relinearization_key() if key is None else key
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
@@ -182,6 +188,7 @@ class EvaluationMixin:
     def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
         check_ciphertext(self, ct, op, components=(2,))
         check_key(self, ct, key, op, key_type)
+        _check_output_domain(output_domain, op)
         be, rows, g = self.backend, ct.prime_ids, key.galois_element
         rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
         c1 = self.backend.xp.ascontiguousarray(rot[1])

@@ -64,6 +64,25 @@ def test_state_mismatches_raise_state_mismatch_error(e):
         e.ntt_domain_to_coefficient_domain(ct)
 
 
+@pytest.mark.parametrize("domain", ["NTT", "bogus", ""])
+def test_unknown_output_domain_is_rejected_before_any_key_switch(e, monkeypatch, domain):
+    m = random_message(e, 4)
+    ct = e.encrypt_message(m)
+    ntt = e.coefficient_domain_to_ntt_domain(ct)
+    c3 = e.multiply(ntt, ntt)
+
+    def no_modup(*args, **kwargs):
+        raise AssertionError("key switching started before output_domain was checked")
+
+    monkeypatch.setattr(e.backend, "modup", no_modup)
+    with pytest.raises(ValueError, match="relinearize: output_domain must be 'coefficient' or 'ntt'"):
+        e.relinearize(c3, output_domain=domain)
+    with pytest.raises(ValueError, match="rotate_with_key: output_domain must be"):
+        e.rotate_with_key(ct, e.rotation_key(1), output_domain=domain)
+    with pytest.raises(ValueError, match="conjugate: output_domain must be"):
+        e.conjugate(ct, output_domain=domain)
+
+
 def test_foreign_keys_are_rejected(e, other_key_engine):
     m = random_message(e, 2)
     mine = e.encrypt_message(m)
