@@ -76,9 +76,7 @@ class CopyHandle:
 
     def query(self) -> bool:
         """True when the copy has completed (never blocks); releases the sources then."""
-        if self._event is None:
-            return True
-        if self._sources is None:
+        if self._event is None or self._sources is None:
             return True
         if self._event.done:
             self._sources = None
@@ -95,12 +93,14 @@ class CopyHandle:
     def wait_on(self, stream: object | None = None) -> CopyHandle:
         """Make ``stream`` (default: the caller's current stream) wait for the copy; no host block.
 
+        A CPU-target copy completed synchronously and has no event: ``stream`` is then
+        ignored and nothing is enqueued.
+
         Raises:
             ValueError: ``stream`` belongs to another device than the copy's target.
+            TypeError: ``stream`` is not a CUDA stream.
         """
         if self._event is None:
-            if stream is not None and self._device.type == "cpu":
-                pass  # nothing to order: CPU copies completed synchronously
             return self
         target = resolve_stream(stream, self._device)
         target.wait_event(self._event)
@@ -248,20 +248,23 @@ class ReusableValueBuffer(Generic[_ValueT]):
         signature = ValueTreeSignature.from_value(example)
         leaf_sigs = signature.leaf_signatures()
         if not leaf_sigs:
-            raise ValueError("ReusableValueBuffer requires at least one tensor")
+            raise ValueError(
+                "ReusableValueBuffer requires at least one tensor; pass an example with at least one array leaf "
+                "and bind scalars and control objects statically"
+            )
         leaves = _iter_example_leaves(signature, example)
         if device is None:
             devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
             if len(devices) != 1:
                 raise ValueError(
                     "ReusableValueBuffer requires an indexed target device when example tensors span multiple "
-                    f"devices: devices={devices}"
+                    f"devices: devices={devices}; pass device='cpu' or device='cuda:N'"
                 )
             target = leaf_device(leaves[0])
         else:
             target = as_device(device)
         if pin_memory and target.type != "cpu":
-            raise ValueError("pin_memory=True requires a CPU target device")
+            raise ValueError(f"pin_memory=True requires a CPU target device, got {target}; pass device='cpu' or drop pin_memory")
         if target.type == "cuda" or pin_memory:
             require_cupy("pinned host memory" if pin_memory else f"a buffer on {target}")
         _check_aliasing(leaves)
@@ -355,15 +358,19 @@ class ReusableValueBuffer(Generic[_ValueT]):
                 metadata (nothing was written).
             ValueError: ``stream`` belongs to another device; a stream or events passed
                 to a CPU-target buffer.
+            TypeError: ``stream`` is not a CUDA stream, or ``wait_for`` holds an object
+                that is not a CUDA event.
         """
         self._require_open()
         leaves: list[Any] = []
         self._signature.collect_leaves(source, "source", leaves)
         if self._device.type == "cpu":
             if stream is not None:
-                raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream")
+                raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream; omit stream= (CPU copies are synchronous)")
             if wait_for is not None and (not isinstance(wait_for, (list, tuple)) or len(wait_for)):
-                raise ValueError("CPU ReusableValueBuffer does not accept CUDA events")
+                raise ValueError(
+                    "CPU ReusableValueBuffer does not accept CUDA events; synchronize the producer first and omit wait_for="
+                )
             for low, span, leaf in zip(self._plan.target_lows, self._plan.spans, leaves):
                 _copy_host_leaf(low, leaf, span)
             return CopyHandle(event=None, device=self._device, sources=(), bytes_copied=self._nbytes, token=self._token)
@@ -414,7 +421,9 @@ class ReusableValueBuffer(Generic[_ValueT]):
         """
         self._require_open()
         if not isinstance(handle, CopyHandle) or not handle._belongs_to(self._token):
-            raise ExecutionInputError("CopyHandle belongs to another ReusableValueBuffer")
+            raise ExecutionInputError(
+                "CopyHandle belongs to another ReusableValueBuffer; pass a handle returned by this buffer's copy_from"
+            )
         handle.wait_on(stream)
 
     # -- lifetime -----------------------------------------------------------------------
@@ -437,7 +446,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
     def _require_open(self) -> None:
         if self._closed:
-            raise ExecutionError("ReusableValueBuffer is closed")
+            raise ExecutionError("ReusableValueBuffer is closed; create a new one with ReusableValueBuffer.like")
 
     def __enter__(self) -> ReusableValueBuffer[_ValueT]:
         self._require_open()

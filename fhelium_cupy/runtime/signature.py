@@ -136,6 +136,17 @@ class ValueSignature:
         return cls(envelope.type_name, envelope.schema_version, envelope.metadata, tuple(tensors))  # type: ignore[arg-type]
 
 
+_NEXT_STEP = (
+    "; pass a source with the same structure, array topology and value state (level, scale, domain, ...), "
+    "or create a new buffer or capture a new program for this signature"
+)
+
+
+def _mismatch(message: str) -> ExecutionInputError:
+    """The error for one validation mismatch, with what to do next appended."""
+    return ExecutionInputError(message + _NEXT_STEP)
+
+
 def _describe(obj: object) -> str:
     return type(obj).__name__
 
@@ -163,6 +174,7 @@ class ValueTreeSignature:
         Raises:
             TypeError: a leaf is neither an array nor a registered value, or a container
                 is not a list, tuple or dict (the message names the path).
+            ValueError: a registered value exposes no arrays.
         """
         return cls._build(value, "value")
 
@@ -171,7 +183,10 @@ class ValueTreeSignature:
         if is_registered_value(value):
             signature = ValueSignature.from_value(value)
             if not signature.tensors:
-                raise ValueError(f"value {signature.type_name} at {path} has no arrays")
+                raise ValueError(
+                    f"value {signature.type_name} at {path} has no arrays; its value_tensors() must return at least "
+                    "one array (bind array-free state statically in the callable)"
+                )
             return cls("value", signature)
         if leaf_kind(value) is not None:
             return cls("tensor", TensorSignature.from_tensor(value))
@@ -205,11 +220,11 @@ class ValueTreeSignature:
         elif kind == "tensor":
             expected: TensorSignature = self.leaf  # type: ignore[assignment]
             if leaf_kind(value) is None:
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} structure differs from the buffer: expected=tensor, actual={_describe(value)}"
                 )
             if not expected.matches(value):
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} tensor signature differs from the buffer: expected={expected}, "
                     f"actual={_safe_signature(value)}"
                 )
@@ -217,22 +232,22 @@ class ValueTreeSignature:
         elif kind == "list" or kind == "tuple":
             container = list if kind == "list" else tuple
             if not isinstance(value, container):
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} structure differs from the buffer: expected={kind}, actual={_describe(value)}"
                 )
             if len(value) != len(self.children):  # type: ignore[arg-type]
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} length differs from the buffer: expected={len(self.children)}, actual={len(value)}"  # type: ignore[arg-type]
                 )
             for i, (child, item) in enumerate(zip(self.children, value)):  # type: ignore[call-overload]
                 child.collect_leaves(item, f"{path}[{i}]", out)
         else:
             if not isinstance(value, dict):
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} structure differs from the buffer: expected=dict, actual={_describe(value)}"
                 )
             if len(value) != len(self.keys) or any(k not in value for k in self.keys):
-                raise ExecutionInputError(
+                raise _mismatch(
                     f"Execution {path} dictionary keys differ from the buffer: expected={self.keys}, actual={tuple(value)}"
                 )
             for key, child in zip(self.keys, self.children):
@@ -275,13 +290,13 @@ def _safe_signature(value: object) -> object:
 
 def _collect_value(expected: ValueSignature, value: object, path: str, out: list[Any]) -> None:
     if not is_registered_value(value):
-        raise ExecutionInputError(
+        raise _mismatch(
             f"Execution {path} structure differs from the buffer: expected=value {expected.type_name}, "
             f"actual={_describe(value)}"
         )
     info = value_type_info(value)
     if info.type_name != expected.type_name or info.schema_version != expected.schema_version:
-        raise ExecutionInputError(
+        raise _mismatch(
             f"Execution {path} value signature differs from the buffer: type expected="
             f"{expected.type_name} v{expected.schema_version}, actual={info.type_name} v{info.schema_version}"
         )
@@ -293,13 +308,13 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
                 want = expected._metadata_dict.get(key, "<missing>")
                 got = frozen.get(key, "<missing>")
                 if want != got or type(want) is not type(got):
-                    raise ExecutionInputError(
+                    raise _mismatch(
                         f"Execution {path} value signature differs from the buffer: {expected.type_name} metadata "
                         f"{key!r} expected={want!r}, actual={got!r}"
                     )
     tensors = value.value_tensors()  # type: ignore[attr-defined]
     if len(tensors) != len(expected.tensors):
-        raise ExecutionInputError(
+        raise _mismatch(
             f"Execution {path} value signature differs from the buffer: {expected.type_name} arrays expected="
             f"{[n for n, _ in expected.tensors]}, actual={sorted(tensors)}"
         )
@@ -307,7 +322,7 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
         array = tensors.get(name)
         if array is None or not sig.matches(array):
             actual = "<missing>" if array is None else _safe_signature(array)
-            raise ExecutionInputError(
+            raise _mismatch(
                 f"Execution {path} value signature differs from the buffer: {expected.type_name}.{name} "
                 f"expected={sig}, actual={actual}"
             )

@@ -107,6 +107,34 @@ def test_cpu_buffer_rejects_streams_and_events():
     np.testing.assert_array_equal(buffer.value, np.zeros(4))
 
 
+def test_buffer_errors_say_what_to_do_next():
+    buffer = ReusableValueBuffer.like(np.zeros(4), device="cpu")
+    with pytest.raises(ValueError, match="omit stream="):
+        buffer.copy_from(np.ones(4), stream=object())
+    with pytest.raises(ValueError, match="omit wait_for="):
+        buffer.copy_from(np.ones(4), wait_for=object())
+    with pytest.raises(ValueError, match="pass device='cpu' or drop pin_memory"):
+        ReusableValueBuffer.like(np.zeros(4), device="cuda:0", pin_memory=True)
+    with pytest.raises(ValueError, match="at least one array leaf"):
+        ReusableValueBuffer.like({}, device="cpu")
+    with pytest.raises(ExecutionInputError, match="returned by this buffer's copy_from"):
+        buffer.wait_for(ReusableValueBuffer.like(np.zeros(4), device="cpu").copy_from(np.ones(4)))
+    buffer.close()
+    with pytest.raises(ExecutionError, match="create a new one with ReusableValueBuffer.like"):
+        buffer.copy_from(np.ones(4))
+
+
+def test_cpu_copy_handle_is_complete_and_ignores_stream_ordering():
+    buffer = ReusableValueBuffer.like(np.zeros(4), device="cpu")
+    handle = buffer.copy_from(np.ones(4))
+    assert handle.event is None and handle.query() and handle.done() and not handle.holds_sources
+    assert handle.wait_on() is handle
+    assert handle.wait_on(object()) is handle  # no event: nothing to enqueue, the stream is not inspected
+    handle.synchronize()
+    assert handle.bytes_copied == 32 and str(handle.device) == "cpu"
+    assert "cpu" in repr(handle)
+
+
 def test_foreign_copy_handle_is_rejected():
     a = ReusableValueBuffer.like(np.zeros(4), device="cpu")
     b = ReusableValueBuffer.like(np.zeros(4), device="cpu")

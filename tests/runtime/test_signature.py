@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from fhelium_cupy.errors import ExecutionInputError
 from fhelium_cupy.runtime import TensorSignature, ValueSignature, ValueTreeSignature
+from fhelium_cupy.values import register_value_type
 from tests.helpers.toy_values import ToyValue
 from tests.helpers.trees import build_tree, mutate_spec, tree_specs
 
@@ -85,6 +86,34 @@ def test_validate_messages_name_path_and_both_sides():
         sig.validate((np.zeros((2, 3)), (ToyValue(np.zeros(4, np.uint64), level=1),)))
     with pytest.raises(ExecutionInputError, match=r"value\[1\]\[0\] structure differs.*expected=value ToyValue, actual=ndarray"):
         sig.validate((np.zeros((2, 3)), [np.zeros(4, np.uint64)]))
+
+
+def test_every_mismatch_message_says_what_to_do_next():
+    sig = ValueTreeSignature.from_value({"x": np.zeros(3), "v": [ToyValue(np.zeros(4, np.uint64))]})
+    candidates = [
+        {"x": np.zeros(4), "v": [ToyValue(np.zeros(4, np.uint64))]},  # tensor topology
+        {"x": np.zeros(3), "v": [ToyValue(np.zeros(4, np.uint64), level=3)]},  # value metadata
+        {"x": np.zeros(3), "v": []},  # length
+        {"x": np.zeros(3), "v": (ToyValue(np.zeros(4, np.uint64)),)},  # container kind
+        {"x": np.zeros(3)},  # dict keys
+        {"x": 1.0, "v": [ToyValue(np.zeros(4, np.uint64))]},  # leaf kind
+    ]
+    for candidate in candidates:
+        with pytest.raises(ExecutionInputError, match="or create a new buffer or capture a new program"):
+            sig.validate(candidate)
+
+
+class _ArrayFreeToy(ToyValue):
+    def value_tensors(self):
+        return {}
+
+
+register_value_type(_ArrayFreeToy, type_name="ArrayFreeToy", schema_version=1)
+
+
+def test_value_without_arrays_is_a_value_error_naming_the_fix():
+    with pytest.raises(ValueError, match="ArrayFreeToy at value\\[0\\] has no arrays; its value_tensors"):
+        ValueTreeSignature.from_value([_ArrayFreeToy(np.zeros(2, np.uint64))])
 
 
 def test_key_and_context_identity_are_part_of_the_signature():
