@@ -182,17 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="benchmark suite (matvec eager vs graph, per-operation latency vs bandwidth floor)",
         description="Run bench/ (from a source checkout): prints a table, writes JSON, Markdown and PNG plots.",
     )
-    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                       help="auto (default): cuda when a GPU is usable, else cpu")
     bench.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]",
                        help="preset, optionally with its own sizes (e.g. slots32768-scale40-depth34:8); repeatable")
     bench.add_argument("--sizes", type=_size_list, default=(8, 16, 32), help="matrix sizes (default 8,16,32)")
-    bench.add_argument("--runs", type=_positive_int, default=20, help="timed runs per measurement (median)")
-    bench.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed runs first")
+    bench.add_argument("--runs", type=_positive_int, default=20, help="timed runs per measurement, reported as the median (default 20)")
+    bench.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed runs before timing (default 3)")
     bench.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON")
     bench.add_argument("--plots", default=None, metavar="DIR", help="write PNG plots into DIR")
     bench.add_argument("--md", default=None, metavar="PATH", help="write a Markdown summary")
     bench.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
-    bench.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this many seconds")
+    bench.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this many seconds (default: no limit)")
     bench.add_argument("--no-torch", action="store_true", help="skip the torch.cuda.graph comparison")
     bench.add_argument("--no-ops", action="store_true", help="skip the per-operation benchmark")
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fhelium_cupy._cli import main
+from fhelium_cupy._cli import build_parser, main
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,3 +98,13 @@ def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path,
     assert ops["rotate"]["floor_bytes"] > 0 and "latency" in ops["rotate"]
     assert any(p.endswith(".png") for p in results["plots"])
     assert "matvec" in capsys.readouterr().out
+
+
+def test_every_option_with_a_default_states_it_in_its_help():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+                continue
+            assert action.help and "default" in action.help, f"{name} {action.option_strings[0]}: {action.help!r}"

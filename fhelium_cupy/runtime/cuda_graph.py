@@ -197,9 +197,12 @@ class CudaGraphProgram(Generic[_OutputT]):
             ValueError: negative ``warmup``; no array in the examples; examples not on
                 one CUDA device; aliased examples; a pool capture without warmup or on
                 another device.
+            ExecutionError: ``pool`` is closed.
             CudaUnavailableError: CuPy or a GPU is missing.
             CudaGraphCaptureError: warmup, capture, output validation or the first
                 replay failed (``stage`` says which; the original error is the cause).
+                An unsupported *output* leaf surfaces here, with the ``TypeError`` as
+                its cause, not as a bare ``TypeError``.
         """
         _capture.check_arguments(function, warmup, check_input_liveness, pool)
         if function is None:
@@ -315,6 +318,8 @@ class CudaGraphProgram(Generic[_OutputT]):
             ExecutionError: the program is closed.
             CudaGraphInputError: structure or value state differs from capture.
             ValueError: ``stream`` belongs to another device.
+            TypeError: ``stream`` is not a CUDA stream, or ``wait_for`` holds an object
+                that is not a CUDA event.
         """
         self._require_open()
         leaves: list[Any] = []
