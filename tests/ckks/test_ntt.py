@@ -172,9 +172,9 @@ def test_lazy_float_ntt_is_bit_identical_to_the_exact_path_and_to_python_ints(se
 @pytest.mark.parametrize("limit_bits,forward_reduces", [(56, True), (58, False)])
 def test_lazy_plan_extra_reductions_stay_exact(monkeypatch, limit_bits, forward_reduces):
     """A lower intermediate limit forces the reduce-before / reduce-sum stages of the plan."""
-    from fhelium_cupy.ckks import ntt
+    from fhelium_cupy.ckks import _ntt_lazy, ntt
 
-    monkeypatch.setattr(ntt, "_LIMIT", float(1 << limit_bits))
+    monkeypatch.setattr(_ntt_lazy, "_LIMIT", float(1 << limit_bits))
     log_n, n = 10, 1 << 10
     moduli = _largest_ntt_primes_below(50, 2, n) + _largest_ntt_primes_below(40, 1, n)
     lazy, exact = _stacks(log_n, moduli)
