@@ -115,9 +115,16 @@ class ValueSignature:
     metadata: tuple[tuple[str, object], ...]
     tensors: tuple[tuple[str, TensorSignature], ...]
     _metadata_dict: dict = field(init=False, repr=False, compare=False, hash=False)
+    # Python equality says True == 1 == 1.0; the signature is exact, so the type of every
+    # metadata item (recursively) takes part in equality, hashing and validation.
+    _metadata_types: tuple = field(init=False, repr=False, compare=True, hash=True)
+
+    _metadata_item_types: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_metadata_dict", dict(self.metadata))
+        object.__setattr__(self, "_metadata_types", _type_skeleton(self.metadata))
+        object.__setattr__(self, "_metadata_item_types", {key: _type_skeleton(item) for key, item in self.metadata})
 
     @classmethod
     def from_value(cls, value: object) -> ValueSignature:
@@ -288,6 +295,26 @@ def _safe_signature(value: object) -> object:
         return f"<{error}>"
 
 
+def _type_skeleton(value: object) -> object:
+    """The types inside a frozen metadata item: tuples recurse, everything else is its type."""
+    if type(value) is tuple:
+        return tuple(_type_skeleton(item) for item in value)
+    return type(value)
+
+
+def _item_types_match(metadata: Any, expected_types: dict) -> bool:
+    """Replay-path check that no item differs only in type (``True`` vs ``1``, ``(0, True)``
+    vs ``(0, 1)``) once ``==`` has said the items are equal (so the keys are the same)."""
+    for key, want in expected_types.items():
+        item = metadata[key]
+        if type(want) is tuple:
+            if type(item) is not tuple or _type_skeleton(item) != want:
+                return False
+        elif type(item) is not want:
+            return False
+    return True
+
+
 def _collect_value(expected: ValueSignature, value: object, path: str, out: list[Any]) -> None:
     if not is_registered_value(value):
         raise _mismatch(
@@ -301,13 +328,13 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
             f"{expected.type_name} v{expected.schema_version}, actual={info.type_name} v{info.schema_version}"
         )
     metadata = value.value_metadata()  # type: ignore[attr-defined]
-    if metadata != expected._metadata_dict:
+    if metadata != expected._metadata_dict or not _item_types_match(metadata, expected._metadata_item_types):
         frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[call-overload]
-        if frozen != expected._metadata_dict:
+        if frozen != expected._metadata_dict or _type_skeleton(tuple(sorted(frozen.items()))) != expected._metadata_types:
             for key in sorted(set(frozen) | set(expected._metadata_dict)):
                 want = expected._metadata_dict.get(key, "<missing>")
                 got = frozen.get(key, "<missing>")
-                if want != got or type(want) is not type(got):
+                if want != got or _type_skeleton(want) != _type_skeleton(got):
                     raise _mismatch(
                         f"Execution {path} value signature differs from the buffer: {expected.type_name} metadata "
                         f"{key!r} expected={want!r}, actual={got!r}"

@@ -157,3 +157,25 @@ def test_any_single_change_is_rejected(spec, seed, where, what):
     assume(other != sig)
     with pytest.raises(ExecutionInputError):
         sig.validate(candidate)
+
+
+def test_metadata_that_differs_only_in_type_is_a_different_signature():
+    exact = ToyValue(np.zeros(4, np.uint64), level=1)
+    as_bool = ToyValue(np.zeros(4, np.uint64), level=True)
+    as_float = ToyValue(np.zeros(4, np.uint64), level=1.0)  # type: ignore[arg-type]
+    assert 1 == True == 1.0  # noqa: E712 - what Python equality alone would accept
+    sig = ValueTreeSignature.from_value(exact)
+    assert sig != ValueTreeSignature.from_value(as_bool)
+    assert sig != ValueTreeSignature.from_value(as_float)
+    with pytest.raises(ExecutionInputError, match="'level' expected=1, actual=True"):
+        sig.validate(as_bool)
+    with pytest.raises(ExecutionInputError, match="'level' expected=1, actual=1.0"):
+        sig.validate(as_float)
+    # extras=None keeps every item hashable, so validation takes its fast path
+    nested = ToyValue(np.zeros(4, np.uint64), prime_ids=(0, 1), extras=None)  # type: ignore[arg-type]
+    candidate = ToyValue(np.zeros(4, np.uint64), prime_ids=(0, True), extras=None)  # type: ignore[arg-type]
+    assert nested.value_metadata() == candidate.value_metadata()
+    with pytest.raises(ExecutionInputError, match="'prime_ids' expected=\\(0, 1\\), actual=\\(0, True\\)"):
+        ValueTreeSignature.from_value(nested).validate(candidate)
+    ValueTreeSignature.from_value(nested).validate(ToyValue(np.zeros(4, np.uint64), prime_ids=(0, 1), extras=None))  # type: ignore[arg-type]
+    sig.validate(ToyValue(np.zeros(4, np.uint64), level=1))
