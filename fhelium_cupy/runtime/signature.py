@@ -296,9 +296,16 @@ def _safe_signature(value: object) -> object:
 
 
 def _type_skeleton(value: object) -> object:
-    """The types inside a frozen metadata item: tuples recurse, everything else is its type."""
+    """The kinds inside a frozen metadata item: tuples recurse; bool, int and float are told
+    apart (``True == 1 == 1.0`` in Python) while NumPy scalars count as their Python kind."""
     if type(value) is tuple:
         return tuple(_type_skeleton(item) for item in value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool
+    if isinstance(value, (int, np.integer)):
+        return int
+    if isinstance(value, (float, np.floating)):
+        return float
     return type(value)
 
 

@@ -179,3 +179,10 @@ def test_metadata_that_differs_only_in_type_is_a_different_signature():
         ValueTreeSignature.from_value(nested).validate(candidate)
     ValueTreeSignature.from_value(nested).validate(ToyValue(np.zeros(4, np.uint64), prime_ids=(0, 1), extras=None))  # type: ignore[arg-type]
     sig.validate(ToyValue(np.zeros(4, np.uint64), level=1))
+
+
+def test_numpy_scalars_in_metadata_count_as_their_python_kind():
+    sig = ValueTreeSignature.from_value(ToyValue(np.zeros(4, np.uint64), scale=2.0**40, extras=None))  # type: ignore[arg-type]
+    sig.validate(ToyValue(np.zeros(4, np.uint64), scale=np.float64(2.0**40), extras=None))  # type: ignore[arg-type]
+    with pytest.raises(ExecutionInputError, match="'scale'"):
+        sig.validate(ToyValue(np.zeros(4, np.uint64), scale=np.float64(2.0**41), extras=None))  # type: ignore[arg-type]
