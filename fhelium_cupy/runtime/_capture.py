@@ -24,7 +24,7 @@ from ..interop.devices import Device
 from ..interop.streams import resolve_stream
 from ._output import OutputPlan, OutputSpec, allocate_retained, describe_output
 from .arena import GraphArena
-from .buffer import ReusableValueBuffer
+from .buffer import MEMCPY_DEFAULT, ReusableValueBuffer
 from .pool import CudaGraphPool
 from .signature import ValueTreeSignature
 
@@ -40,7 +40,6 @@ __all__ = [
     "run_warmup",
 ]
 
-_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault
 
 
 def check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
@@ -81,7 +80,10 @@ def example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> De
     devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
     device = leaf_device(leaves[0])
     if len(devices) != 1 or device.type != "cuda":
-        raise ValueError(f"CUDA Graph example inputs must target one CUDA device; got devices={devices}")
+        raise ValueError(
+            f"CUDA Graph example inputs must target one CUDA device; got devices={devices}; "
+            "move every example to one GPU first (cupy.asarray, tensor.cuda(), value.to('cuda'))"
+        )
     return device
 
 
@@ -197,7 +199,7 @@ def run_capture(
             else:
                 plan, copies = OutputPlan.retained(retained[0], retained[1], out, device)
                 for dst, src, nbytes in copies:
-                    runtime.memcpyAsync(dst, src, nbytes, _MEMCPY_DEFAULT, stream.ptr)
+                    runtime.memcpyAsync(dst, src, nbytes, MEMCPY_DEFAULT, stream.ptr)
             del out
             graph = stream.end_capture()
     except BaseException:

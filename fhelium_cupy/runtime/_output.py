@@ -16,11 +16,11 @@ from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..values import is_registered_value, value_type_info
+from .buffer import MEMCPY_DEFAULT
 from .signature import TensorSignature
 
 __all__ = ["OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "check_output", "describe_output"]
 
-_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault
 
 # Structure nodes (tuples, cheap to walk):
 #   ("none",) | ("tensor",) | ("value", type_name, names) | ("list", children)
@@ -255,6 +255,6 @@ class OutputPlan:
             mem = cupy.cuda.alloc(max(layout.span, 1))
             array = cupy.ndarray(layout.shape, layout.dtype, memptr=mem + layout.low_offset, strides=layout.byte_strides)
             if layout.span:
-                runtime.memcpyAsync(mem.ptr, layout.low, layout.span, _MEMCPY_DEFAULT, sptr)
+                runtime.memcpyAsync(mem.ptr, layout.low, layout.span, MEMCPY_DEFAULT, sptr)
             copies.append(wrap_like(array, "torch") if layout.kind == "torch" else array)
         return _rebuild(self.structure, iter(copies), iter(self.templates))

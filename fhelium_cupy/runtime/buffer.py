@@ -33,7 +33,7 @@ from .signature import TensorSignature, ValueTreeSignature
 __all__ = ["CopyHandle", "ReusableValueBuffer", "pin_value_tree", "value_tree_nbytes"]
 
 _ValueT = TypeVar("_ValueT")
-_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addressing
+MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addressing (runtime-wide)
 
 
 class CopyHandle:
@@ -197,7 +197,7 @@ def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
     cupy = require_cupy("copying a CUDA array to the host")
     with cupy.cuda.Device(dev.index):
         cupy.cuda.get_current_stream().synchronize()  # order after the source's producer
-        cupy.cuda.runtime.memcpy(dst_low, src_low, n, _MEMCPY_DEFAULT)
+        cupy.cuda.runtime.memcpy(dst_low, src_low, n, MEMCPY_DEFAULT)
 
 
 class ReusableValueBuffer(Generic[_ValueT]):
@@ -398,7 +398,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         # minus the same constant offset: no per-leaf stride arithmetic on the hot path.
         for low, offset, span, leaf in zip(plan.target_lows, plan.low_offsets, plan.spans, leaves):
             if span:
-                runtime.memcpyAsync(low, data_pointer(leaf) - offset, span, _MEMCPY_DEFAULT, sptr)
+                runtime.memcpyAsync(low, data_pointer(leaf) - offset, span, MEMCPY_DEFAULT, sptr)
         with cupy.cuda.Device(self._device.index):
             event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)

@@ -22,14 +22,13 @@ from . import _capture
 from ._output import OutputPlan
 from ._replay import EventRing, source_pointer_getter
 from .arena import GraphArena
-from .buffer import CopyHandle, ReusableValueBuffer
+from .buffer import MEMCPY_DEFAULT, CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
 from .signature import ValueTreeSignature
 
 __all__ = ["CudaGraphCaptureStats", "CudaGraphProgram"]
 
 _OutputT = TypeVar("_OutputT")
-_MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction from unified addressing
 _CLOSED = "CUDA Graph program is closed"
 
 
@@ -412,7 +411,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         pointer = self._pointer
         memcpy = runtime.memcpyAsync
         for i, low, low_offset, span in self._copy_plan:
-            memcpy(low, pointer(leaves[i]) - low_offset, span, _MEMCPY_DEFAULT, sptr)
+            memcpy(low, pointer(leaves[i]) - low_offset, span, MEMCPY_DEFAULT, sptr)
         return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
 
     def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:

@@ -73,7 +73,7 @@ class CudaGraphPool:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise ExecutionError("CudaGraphPool is closed")
+            raise ExecutionError("CudaGraphPool is closed; create a new CudaGraphPool for new captures")
 
     def _register(self, program: Any) -> None:
         self._members.add(program)
