@@ -73,20 +73,12 @@ def _host_us(fn: Callable[[], Any], *, runs: int, warmup: int, sync: Callable[[]
 
 
 def _device_us(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any) -> dict[str, Any]:
-    import cupy
+    """CUDA-event device time of ``fn()`` on ``stream`` (bench._timing), in microseconds."""
+    from bench._timing import time_device_cupy
 
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    samples = []
-    for _ in range(runs):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        stop.record(stream)
-        stop.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
-    return {"runs": runs, "median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples)}
+    stats = time_device_cupy(fn, runs=runs, warmup=warmup, stream=stream)
+    return {"runs": runs, "median_us": stats["median_ms"] * 1e3, "min_us": stats["min_ms"] * 1e3,
+            "max_us": stats["max_ms"] * 1e3}
 
 
 def bench_program(
