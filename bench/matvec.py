@@ -228,20 +228,28 @@ def _torch_graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, wa
     return result
 
 
-def bench_matvec_size(
-    workload: MatvecWorkload, *, runs: int, warmup: int, torch_graph: bool = True
-) -> dict[str, Any]:
-    """All measurements for one workload (one preset, one size)."""
-    entry: dict[str, Any] = {"size": workload.size, "rotation_keys": len(workload.rotation_keys),
-                             "keygen_seconds": workload.keygen_seconds}
+def _eager_entry(workload: MatvecWorkload, *, runs: int, warmup: int) -> tuple[dict[str, Any], Any]:
+    """The measurements every evaluator shares: accuracy, launches and eager latency."""
+    entry: dict[str, Any] = {"size": workload.size, "rotation_keys": len(workload.rotation_keys)}
     x, source = workload.new_input()
     out = workload.schedule(source)
     workload.synchronize()
     entry["max_abs_error"] = workload.max_error(x, out)
     del out
-    sync = workload.synchronize
     entry["launches_per_call"] = _launches_per_call(workload, lambda: workload.schedule(source))
-    entry["eager"] = {"latency": time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=sync)}
+    entry["eager"] = {
+        "latency": time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=workload.synchronize)
+    }
+    return entry, source
+
+
+def bench_matvec_size(
+    workload: MatvecWorkload, *, runs: int, warmup: int, torch_graph: bool = True
+) -> dict[str, Any]:
+    """All measurements for one workload (one preset, one size)."""
+    entry, source = _eager_entry(workload, runs=runs, warmup=warmup)
+    entry["keygen_seconds"] = workload.keygen_seconds
+    sync = workload.synchronize
     if workload.device != "cuda":
         reason = "CUDA Graph capture needs a CUDA GPU (this run used the CPU engine)"
         entry["eager"]["device"] = None
@@ -267,15 +275,9 @@ def bench_matvec_size(
 
 def bench_variant_size(workload: MatvecWorkload, *, runs: int, warmup: int) -> dict[str, Any]:
     """Another evaluator (``hoisted`` or ``bsgs``): eager latency and, on CUDA, graph replay latency."""
-    entry: dict[str, Any] = {"size": workload.size, "method": workload.method, "rotation_keys": len(workload.rotation_keys)}
-    x, source = workload.new_input()
-    out = workload.schedule(source)
-    workload.synchronize()
-    entry["max_abs_error"] = workload.max_error(x, out)
-    del out
+    entry, source = _eager_entry(workload, runs=runs, warmup=warmup)
+    entry["method"] = workload.method
     sync = workload.synchronize
-    entry["launches_per_call"] = _launches_per_call(workload, lambda: workload.schedule(source))
-    entry["eager"] = {"latency": time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=sync)}
     if workload.device != "cuda":
         entry["graph"] = {"skipped": "CUDA Graph capture needs a CUDA GPU (this run used the CPU engine)"}
         return entry
