@@ -3,8 +3,9 @@
 A :class:`ReusableValueBuffer` owns storage shaped exactly like an example tree (same
 strides, same dtypes, same value metadata). ``copy_from`` replaces the payload bytes;
 the addresses never change, which is what lets a captured CUDA Graph read new inputs on
-every replay. A :class:`CopyHandle` is the receipt of one copy: its CUDA event says
-when the bytes have landed, and it keeps the submitted sources alive until then.
+every replay. Each copy returns a :class:`~fhelium_cupy.runtime.copy_handle.CopyHandle`
+(re-exported here): its CUDA event says when the bytes have landed, and it keeps the
+submitted sources alive until then.
 """
 
 from __future__ import annotations
