@@ -140,6 +140,13 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._plan = plan
         self._templates = templates
         self._nbytes = signature.nbytes
+        # (leaf index, target low address, low offset, span bytes) of every non-empty leaf;
+        # shared with CudaGraphProgram, whose replay issues exactly these copies.
+        self._copy_plan = tuple(
+            (i, low, offset, span)
+            for i, (low, offset, span) in enumerate(zip(plan.target_lows, plan.low_offsets, plan.spans))
+            if span
+        )
         self._token = object()
         self._inflight: list[CopyHandle] = []
         self._closed = False
@@ -244,6 +251,16 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._require_open()
         return _rebuild(self._signature, iter(self._plan.targets), iter(self._templates))  # type: ignore[return-value]
 
+    def copy_plan(self) -> tuple[tuple[int, int, int, int], ...]:
+        """The flat copy plan: ``(leaf index, target low address, low offset, span bytes)``.
+
+        One entry per non-empty array leaf in flattened order. A validated source has the
+        target's strides, so its lowest address is its element-0 pointer minus the same
+        low offset: a copy is one ``cudaMemcpyAsync`` of ``span`` bytes per entry.
+        """
+        self._require_open()
+        return self._copy_plan
+
     def storage_arrays(self) -> tuple[Any, ...]:
         """The owned NumPy/CuPy arrays in flattened leaf order (for address checks)."""
         self._require_open()
@@ -311,12 +328,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         sptr = stream.ptr
         for dep in deps:
             runtime.streamWaitEvent(sptr, dep, 0)
-        plan = self._plan
-        # Validated sources share the target strides, so their lowest address is element 0
-        # minus the same constant offset: no per-leaf stride arithmetic on the hot path.
-        for low, offset, span, leaf in zip(plan.target_lows, plan.low_offsets, plan.spans, leaves):
-            if span:
-                runtime.memcpyAsync(low, data_pointer(leaf) - offset, span, MEMCPY_DEFAULT, sptr)
+        for i, low, offset, span in self._copy_plan:
+            runtime.memcpyAsync(low, data_pointer(leaves[i]) - offset, span, MEMCPY_DEFAULT, sptr)
         with cupy.cuda.Device(self._device.index):
             event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
@@ -359,6 +372,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             handle.synchronize()
         self._inflight = []
         self._plan = _Plan()
+        self._copy_plan = ()
         self._templates = []
         self._closed = True
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import leaf_span, low_offset_bytes
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import event_handles, resolve_stream
@@ -129,17 +128,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._check_input_liveness = check_input_liveness
         self._events = EventRing(cupy, self._device_index)
         self._pointer = source_pointer_getter(cupy)
-        # Flat copy plan: (leaf index, target low address, low offset, span bytes) for every
-        # non-empty leaf. A matching source has the same strides, so its low address is its
-        # element-0 pointer minus the same low offset.
-        plan = []
-        leaf_signatures = self._signature.leaf_signatures()
-        for i, storage in enumerate(input_buffer.storage_arrays()):
-            low, span = leaf_span(storage)
-            if span:
-                sig = leaf_signatures[i]
-                plan.append((i, low, low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize), span))
-        self._copy_plan = tuple(plan)
+        self._copy_plan = input_buffer.copy_plan()  # replay issues the buffer's own copies
         self._latest_copy: CopyHandle | None = None
         self._last_event: Any = None
         self._last_stream_ptr = 0

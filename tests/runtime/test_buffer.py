@@ -174,3 +174,71 @@ def test_any_single_change_is_rejected_and_leaves_the_buffer_bit_identical(spec,
         buffer.copy_from(candidate)
     for old, new in zip(before, buffer.storage_arrays()):
         assert old.tobytes() == new.tobytes()
+
+
+def test_copy_plan_describes_every_non_empty_leaf_exactly():
+    example = {"a": np.arange(24, dtype=np.int64).reshape(4, 6)[::2, ::-2], "b": np.zeros((0, 3)), "c": np.ones(5)}
+    buffer = ReusableValueBuffer.like(example, device="cpu")
+    storages = buffer.storage_arrays()
+    plan = buffer.copy_plan()
+    assert [entry[0] for entry in plan] == [0, 2]  # the empty leaf "b" needs no copy
+    for index, low, offset, span in plan:
+        storage = storages[index]
+        element0 = storage.__array_interface__["data"][0]
+        assert low == element0 - offset
+        assert span > 0
+    a_index, a_low, a_offset, a_span = plan[0]
+    assert a_offset == (3 - 1) * 2 * 8  # reversed last axis: extent 3, stride -2 elements
+    assert a_span == ((2 - 1) * 12 + (3 - 1) * 2 + 1) * 8
+    buffer.close()
+    with pytest.raises(ExecutionError, match="closed"):
+        buffer.copy_plan()
+
+
+def test_cuda_copy_issues_one_memcpy_per_plan_entry(monkeypatch):
+    """The CUDA copy path on a fake runtime: sources are read at element 0 minus the offset."""
+    import fhelium_cupy.runtime.buffer as buffer_module
+
+    buffer = ReusableValueBuffer.like((np.arange(6.0)[::-1], np.ones((2, 2))), device="cpu")
+    calls = []
+
+    class Runtime:
+        @staticmethod
+        def streamWaitEvent(stream, event, flags):  # noqa: N802 - CUDA name
+            calls.append(("wait", stream, event))
+
+        @staticmethod
+        def memcpyAsync(dst, src, n, kind, stream):  # noqa: N802 - CUDA name
+            calls.append(("copy", dst, src, n, kind, stream))
+
+    class Event:
+        def __init__(self, **kwargs):
+            pass
+
+        def record(self, stream):
+            calls.append(("record", stream.ptr))
+
+    class Device:
+        def __init__(self, index):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Stream:
+        ptr = 77
+
+    fake = type("cupy", (), {"cuda": type("cuda", (), {"runtime": Runtime, "Event": Event, "Device": Device})})
+    monkeypatch.setattr(buffer_module, "cupy_or_none", lambda: fake)
+    buffer._device = type(buffer._device)("cuda", 0)  # exercise the CUDA branch without a GPU
+    sources = (np.arange(6.0)[::-1] * 3, np.full((2, 2), 5.0))
+    buffer._submit(list(sources), Stream(), (11,), non_blocking=True)
+    copies = [c for c in calls if c[0] == "copy"]
+    assert calls[0] == ("wait", 77, 11) and calls[-1] == ("record", 77)
+    assert len(copies) == len(buffer.copy_plan()) == 2
+    for (_, dst, src, n, kind, stream), (_index, low, offset, span), source in zip(copies, buffer.copy_plan(), sources):
+        assert (dst, n, kind, stream) == (low, span, 4, 77)
+        assert src == source.__array_interface__["data"][0] - offset
