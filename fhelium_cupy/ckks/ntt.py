@@ -213,17 +213,21 @@ def _shoup_into(x, w, w0, w1, q, out, s) -> None:
 _BUFSIZE = UFUNC_BUFSIZE  # see ``modarith.UFUNC_BUFSIZE``: runs here are >= 64 words, so no buffering
 
 
-def ntt_forward_u64(a: np.ndarray, st: _Stacked) -> np.ndarray:
-    """Forward negacyclic NTT of ``a [..., L, N]`` (canonical in, canonical out, new array)."""
+def _transform(a: np.ndarray, st: _Stacked, run) -> np.ndarray:
+    """Copy ``a [..., L, N]`` to a C-contiguous ``[b, L, N]`` uint64 array and run one
+    transform on it with NumPy's small ufunc buffer (restored afterwards)."""
     shape = a.shape
     L, n = shape[-2], shape[-1]
     b = int(np.prod(shape[:-2], dtype=np.int64))
     x = np.array(a, dtype=np.uint64, copy=True, order="C").reshape(b, L, n)
     with np.errstate():
         np.setbufsize(_BUFSIZE)
-        if st.lazy is not None:
-            return _forward_lazy(x, st, b, L).reshape(shape)
-        return _forward_exact(x, st, b, L).reshape(shape)
+        return run(x, st, b, L).reshape(shape)
+
+
+def ntt_forward_u64(a: np.ndarray, st: _Stacked) -> np.ndarray:
+    """Forward negacyclic NTT of ``a [..., L, N]`` (canonical in, canonical out, new array)."""
+    return _transform(a, st, _forward_lazy if st.lazy is not None else _forward_exact)
 
 
 def _forward_exact(x: np.ndarray, st: _Stacked, b: int, L: int) -> np.ndarray:
@@ -257,15 +261,7 @@ def _forward_exact(x: np.ndarray, st: _Stacked, b: int, L: int) -> np.ndarray:
 
 def ntt_inverse_u64(a: np.ndarray, st: _Stacked) -> np.ndarray:
     """Inverse of ``ntt_forward_u64`` including the factor ``N**-1`` (new array)."""
-    shape = a.shape
-    L, n = shape[-2], shape[-1]
-    b = int(np.prod(shape[:-2], dtype=np.int64))
-    x = np.array(a, dtype=np.uint64, copy=True, order="C").reshape(b, L, n)
-    with np.errstate():
-        np.setbufsize(_BUFSIZE)
-        if st.lazy is not None:
-            return _inverse_lazy(x, st, b, L).reshape(shape)
-        return _inverse_exact(x, st, b, L).reshape(shape)
+    return _transform(a, st, _inverse_lazy if st.lazy is not None else _inverse_exact)
 
 
 def _inverse_exact(x: np.ndarray, st: _Stacked, b: int, L: int) -> np.ndarray:
