@@ -237,6 +237,25 @@ extern "C" __global__ void keyswitch_inner_product(const u64* digits, const u64*
   out[digit_stride + o] = acc1;
 }
 
+// moddown_extension: e_i = sum_j centered(x_pj * (P/p_j)^-1 mod p_j, p_j) * (P / p_j) mod q_i
+// for one coefficient k (x points at row 0 of one [R, coeff] polynomial plus k; its K P rows
+// L..R-1 are read, in the coefficient domain). Table md as keyswitch_moddown_rounding.
+__device__ __forceinline__ u64 moddown_extension(const u64* x, const int* rowmap, const u64* consts,
+                                                 const u64* md, int num_moduli, int n, int L, int K, int i,
+                                                 const Modulus& mq) {
+  const u64* wtab = md + 2 * K;
+  const u64* pmod = wtab + K * L;
+  u64 e = 0;
+  for (int j = 0; j < K; ++j) {
+    const u64 pj = consts[FHE_C_Q * num_moduli + rowmap[L + j]];
+    const u64 yv = shoup_mul(x[(i64)(L + j) * n], md[j], md[K + j], pj);
+    u64 t = mont_mul(yv, wtab[j * L + i], mq.q, mq.qinv);
+    if (is_negative_centered(yv, pj)) t = sub_mod(t, pmod[i], mq.q);
+    e = add_mod(e, t, mq.q);
+  }
+  return e;
+}
+
 // keyswitch_moddown_rounding: y_i = (x_i - e_i) * P^-1 mod q_i with
 // e_i = sum_j centered(x_pj * (P/p_j)^-1 mod p_j, p_j) * (P / p_j) mod q_i (coefficient domain).
 // Axis order: in [batch, R, coeff] (Q rows then the K P rows); out [batch, L, coeff].
@@ -252,18 +271,58 @@ extern "C" __global__ void keyswitch_moddown_rounding(const u64* in, u64* out, c
   const int R = L + K;
   const Modulus mq = load_modulus(consts, num_moduli, rowmap[i]);
   const u64* x = in + z * R * n + k;
-  const u64* wtab = md + 2 * K;
-  const u64* pmod = wtab + K * L;
-  u64 e = 0;
-  for (int j = 0; j < K; ++j) {
-    const u64 pj = consts[FHE_C_Q * num_moduli + rowmap[L + j]];
-    const u64 yv = shoup_mul(x[(i64)(L + j) * n], md[j], md[K + j], pj);
-    u64 t = mont_mul(yv, wtab[j * L + i], mq.q, mq.qinv);
-    if (is_negative_centered(yv, pj)) t = sub_mod(t, pmod[i], mq.q);
-    e = add_mod(e, t, mq.q);
-  }
+  const u64* pmod = md + 2 * K + K * L;
+  const u64 e = moddown_extension(x, rowmap, consts, md, num_moduli, n, L, K, i, mq);
   const u64 d = sub_mod(x[(i64)i * n], e, mq.q);
   out[(z * L + i) * n + k] = shoup_mul(d, pmod[L + i], pmod[2 * L + i], mq.q);
+}
+
+// keyswitch_moddown_extend: the first half of the NTT-domain ModDown: e[z, i] =
+// moddown_extension of the coefficient-domain P rows of in[z] (its Q rows are not read; they
+// stay in the NTT domain). Axis order: in [batch, R, coeff], e [batch, L, coeff]. Table md as
+// keyswitch_moddown_rounding. In canonical, e canonical. Launch: grid (ceil(N / 256), L, batch),
+// block 256.
+extern "C" __global__ void keyswitch_moddown_extend(const u64* in, u64* e, const int* rowmap, const u64* consts,
+                                                    const u64* md, int num_moduli, int n, int L, int K) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const int i = blockIdx.y;
+  const i64 z = blockIdx.z;
+  const Modulus mq = load_modulus(consts, num_moduli, rowmap[i]);
+  e[(z * L + i) * n + k] = moddown_extension(in + z * (L + K) * n + k, rowmap, consts, md, num_moduli, n, L, K,
+                                             i, mq);
+}
+
+// keyswitch_moddown_combine_ntt: the second half of the NTT-domain ModDown, for E entries of
+// (y0, y1): out[z, i] = (x[z, i] - e[z, i]) * P^-1 mod q_i with x the NTT-domain Q rows of the
+// inner product and e = NTT(keyswitch_moddown_extend); equal to the NTT of
+// keyswitch_moddown_rounding's output (both steps are linear mod q_i). With c0 (not null),
+// component 0 of entry ent also gets c0[b, i, perms[ent, k]] (the NTT-domain automorphism of
+// c0: the c0 half of a hoisted rotation).
+// Axis order: x [E, 2, batch, R, coeff]; e and out [E, 2, batch, L, coeff] (z = (ent * 2 +
+// comp) * batch + b); c0 [batch, L, coeff]; perms [E, coeff]. Table md as
+// keyswitch_moddown_rounding. In canonical, out canonical; out may alias e.
+// Launch: grid (ceil(N / 256), L, E * 2 * batch), block 256.
+extern "C" __global__ void keyswitch_moddown_combine_ntt(const u64* x, const u64* e, u64* out, const int* rowmap,
+                                                         const u64* consts, const u64* md, const u64* c0,
+                                                         const int* perms, int num_moduli, int n, int L, int K,
+                                                         int batch) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const int i = blockIdx.y;
+  const i64 z = blockIdx.z;
+  const Modulus mq = load_modulus(consts, num_moduli, rowmap[i]);
+  const u64* pmod = md + 2 * K + K * L;
+  const i64 o = (z * L + i) * n + k;
+  const u64 d = sub_mod(x[(z * (L + K) + i) * n + k], e[o], mq.q);
+  u64 y = shoup_mul(d, pmod[L + i], pmod[2 * L + i], mq.q);
+  const int ent = (int)(z / (2 * batch));
+  const int comp = (int)((z / batch) % 2);
+  if (c0 != nullptr && comp == 0) {
+    const i64 b = z % batch;
+    y = add_mod(y, c0[(b * L + i) * n + perms[(i64)ent * n + k]], mq.q);
+  }
+  out[o] = y;
 }
 
 // keyswitch_inner_product_many: keyswitch_inner_product for E (key, Galois permutation)

@@ -146,24 +146,11 @@ class EvaluationMixin:
         return ct._with_data(data, level=ct.level + 1, prime_ids=ct.prime_ids[1:], scale=ct.scale / q)
 
     # --- key switching -------------------------------------------------------------------
-    def _switch(self, c_coef, key: KeySwitchKey, rows, galois_element=None):
-        """Key switch one coefficient-domain polynomial -> coefficient (y0, y1) ``[2, ..., L, N]``."""
+    def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: str):
+        """Key switch one coefficient-domain polynomial -> (y0, y1) ``[2, ..., L, N]`` in
+        ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract)."""
         digits = self.backend.modup(c_coef, rows)
-        return self.backend.keyswitch_from_digits(digits, key.data, rows, galois_element=galois_element)
-
-    def _finish(self, ct: Ciphertext, c0, y, output_domain: str, c0_domain: str) -> Ciphertext:
-        """``(c0 + y0, y1)`` in ``output_domain`` (``y`` coefficient, ``c0`` in ``c0_domain``)."""
-        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        if output_domain == "ntt":
-            y = be.ntt_forward(y, rows)
-            if c0_domain == "coefficient":
-                c0 = be.ntt_forward(c0, rows)
-        elif c0_domain == "ntt":  # output_domain == "coefficient" (checked by the caller)
-            c0 = be.ntt_inverse(c0, rows)
-        out = xp.empty_like(y)
-        be.add(c0, y[0], rows, out=out[0])
-        out[1] = y[1]
-        return ct._with_data(out, polynomial_domain=output_domain)
+        return self.backend.keyswitch_from_digits(digits, key.data, rows, domain=output_domain)
 
     def relinearize(
         self, ct: Ciphertext, key: RelinearizationKey | None = None, *, output_domain: str = "coefficient"
@@ -177,9 +164,7 @@ class EvaluationMixin:
         c2 = xp.ascontiguousarray(ct.data[2])
         if ct.polynomial_domain == "ntt":
             c2 = be.ntt_inverse(c2, rows)
-        y = self._switch(c2, key, rows)
-        if output_domain == "ntt":
-            y = be.ntt_forward(y, rows)
+        y = self._switch(c2, key, rows, output_domain)
         c01 = xp.ascontiguousarray(ct.data[:2])
         if ct.polynomial_domain != output_domain:
             c01 = be.ntt_forward(c01, rows) if output_domain == "ntt" else be.ntt_inverse(c01, rows)
@@ -189,13 +174,17 @@ class EvaluationMixin:
         check_ciphertext(self, ct, op, components=(2,))
         check_key(self, ct, key, op, key_type)
         _check_output_domain(output_domain, op)
-        be, rows, g = self.backend, ct.prime_ids, key.galois_element
+        be, rows, g, xp = self.backend, ct.prime_ids, key.galois_element, self.backend.xp
         rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
-        c1 = self.backend.xp.ascontiguousarray(rot[1])
+        c1 = xp.ascontiguousarray(rot[1])
         if ct.polynomial_domain == "ntt":
             c1 = be.ntt_inverse(c1, rows)
-        y = self._switch(c1, key, rows)
-        return self._finish(ct, rot[0], y, output_domain, ct.polynomial_domain)
+        y = self._switch(c1, key, rows, output_domain)
+        c0 = rot[0]
+        if ct.polynomial_domain != output_domain:
+            c0 = be.ntt_forward(c0, rows) if output_domain == "ntt" else be.ntt_inverse(c0, rows)
+        be.add(c0, y[0], rows, out=y[0])
+        return ct._with_data(y, polynomial_domain=output_domain)
 
     def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:
         """Rotate slots by ``key.rotation_step``: decrypts to ``numpy.roll(m, step)``; level/scale kept."""
@@ -208,12 +197,17 @@ class EvaluationMixin:
         key = self.keys.conjugation_key() if key is None else key
         return self._galois(ct, key, output_domain, "conjugate", ConjugationKey)
 
-    def rotate_hoisted_with_keys(self, ct: Ciphertext, keys: Sequence[RotationKey]) -> list[Ciphertext]:
+    def rotate_hoisted_with_keys(
+        self, ct: Ciphertext, keys: Sequence[RotationKey], *, output_domain: str = "coefficient"
+    ) -> list[Ciphertext]:
         """Several rotations of one coefficient-domain CT2 sharing one ModUp (hoisting).
 
-        Returns coefficient-domain ciphertexts, one per key, in order; level/scale kept.
+        Returns ciphertexts in ``output_domain``, one per key, in order; level/scale kept.
+        ``output_domain="ntt"`` gives exactly the NTT of the coefficient-domain results, with
+        fewer limb transforms (the key switch never leaves the NTT domain for the Q rows).
         """
         check_ciphertext(self, ct, "rotate_hoisted_with_keys", domain="coefficient", components=(2,))
+        _check_output_domain(output_domain, "rotate_hoisted_with_keys")
         for key in keys:
             check_key(self, ct, key, "rotate_hoisted_with_keys", RotationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
@@ -221,12 +215,13 @@ class EvaluationMixin:
             return []
         digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
         c0 = xp.ascontiguousarray(ct.data[0])
+        if output_domain == "ntt":
+            c0 = be.ntt_forward(c0, rows)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)
-        if many is not None:  # [E, 2, L, N] coefficient domain: (rotated c0 + y0, y1) per key
-            y = many(digits, datas, rows, elements, c0=c0)
+        if many is not None:  # [E, 2, L, N]: (rotated c0 + y0, y1) per key
+            y = many(digits, datas, rows, elements, c0=c0, domain=output_domain)
         else:
-            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0)
-        out = [ct._with_data(y[i], polynomial_domain="coefficient") for i in range(len(keys))]
-        return out
+            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0, domain=output_domain)
+        return [ct._with_data(y[i], polynomial_domain=output_domain) for i in range(len(keys))]

@@ -155,11 +155,13 @@ def matrix_vector(
     n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
     _check_source(engine, source, diagonals, (n,))
     keys = [_key(rotation_keys, k) for k in range(1, n)]
+    # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
+    # back and forth); only the source itself needs a forward NTT.
     if hoisted:
-        rotated = [source] + engine.rotate_hoisted_with_keys(source, keys)
+        rotated = engine.rotate_hoisted_with_keys(source, keys, output_domain="ntt")
     else:
-        rotated = [source] + [engine.rotate_with_key(source, key) for key in keys]
-    stacked = engine.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch(rotated))
+        rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
+    stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
     products = engine.multiply_plaintext(stacked, diagonals)
     total = engine.ntt_domain_to_coefficient_domain(engine.sum_ciphertext_batch(products))
     return engine.rescale_to_next_level(total)
@@ -187,14 +189,12 @@ def matrix_vector_bsgs(
         raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
     g, b = diagonals.data.shape[:2]
     _check_source(engine, source, diagonals, (g, b))
-    babies = [source] + engine.rotate_hoisted_with_keys(source, [_key(rotation_keys, j) for j in range(1, b)])
-    stacked = engine.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch(babies))
+    babies = engine.rotate_hoisted_with_keys(source, [_key(rotation_keys, j) for j in range(1, b)], output_domain="ntt")
+    stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + babies)
     partial = []
-    for i in range(g):
+    for i in range(g):  # everything stays in the NTT domain until the one inverse NTT below
         row = diagonals._with_data(diagonals.data[i])
-        inner = engine.ntt_domain_to_coefficient_domain(
-            engine.sum_ciphertext_batch(engine.multiply_plaintext(stacked, row))
-        )
-        partial.append(inner if i == 0 else engine.rotate_with_key(inner, _key(rotation_keys, i * b)))
+        inner = engine.sum_ciphertext_batch(engine.multiply_plaintext(stacked, row))
+        partial.append(inner if i == 0 else engine.rotate_with_key(inner, _key(rotation_keys, i * b), output_domain="ntt"))
     total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
-    return engine.rescale_to_next_level(total)
+    return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))

@@ -115,6 +115,32 @@ def test_hoisted_rotations_equal_individual_rotations(setup):
         assert _err(e.decrypt_message(r), np.roll(m, key.rotation_step)) < tol
 
 
+def test_ntt_domain_key_switch_outputs_are_exactly_the_ntt_of_the_coefficient_outputs(setup):
+    """Every key-switching op with output_domain="ntt" (Q rows never leave the NTT domain)
+    equals the forward NTT of its coefficient-domain output bit for bit, from either input domain."""
+    e, tol = setup
+    m = random_message(e, 16)
+    ct = e.encrypt_message(m)
+    nt = e.coefficient_domain_to_ntt_domain(ct)
+    keys = [e.rotation_key(s) for s in (1, -5)]
+
+    def same(coef, ntt):
+        assert ntt.polynomial_domain == "ntt"
+        np.testing.assert_array_equal(np.asarray(ntt.data), np.asarray(e.coefficient_domain_to_ntt_domain(coef).data))
+
+    for source in (ct, nt):
+        same(e.rotate_with_key(source, keys[0]), e.rotate_with_key(source, keys[0], output_domain="ntt"))
+        same(e.conjugate(source), e.conjugate(source, output_domain="ntt"))
+    c3 = e.multiply(nt, nt)
+    same(e.relinearize(c3), e.relinearize(c3, output_domain="ntt"))
+    hoisted = e.rotate_hoisted_with_keys(ct, keys, output_domain="ntt")
+    for coef, ntt in zip(e.rotate_hoisted_with_keys(ct, keys), hoisted):
+        same(coef, ntt)
+    assert _err(e.decrypt_message(hoisted[1]), np.roll(m, -5)) < tol
+    with pytest.raises(ValueError, match="output_domain"):
+        e.rotate_hoisted_with_keys(ct, keys, output_domain="slots")
+
+
 def test_conjugate(setup):
     e, tol = setup
     m = random_message(e, 15)

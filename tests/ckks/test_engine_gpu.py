@@ -109,8 +109,17 @@ def test_rotations_and_conjugation_are_bit_identical(preset, step):
     conj = cpu.conjugation_key()
     assert_same(cpu.conjugate(a, conj), gpu.conjugate(ga, conj.to("cuda")))
     keys = [cpu.rotation_key(s) for s in (1, 2, 3)]
-    for c, g in zip(cpu.rotate_hoisted_with_keys(a, keys), gpu.rotate_hoisted_with_keys(ga, [k.to("cuda") for k in keys])):
-        assert_same(c, g)
+    gkeys = [k.to("cuda") for k in keys]
+    for domain in ("coefficient", "ntt"):
+        pairs = zip(
+            cpu.rotate_hoisted_with_keys(a, keys, output_domain=domain),
+            gpu.rotate_hoisted_with_keys(ga, gkeys, output_domain=domain),
+        )
+        for c, g in pairs:
+            assert_same(c, g)
+    assert_same(  # coefficient-domain input, NTT output (the NTT-domain ModDown, one key)
+        cpu.rotate_with_key(a, key, output_domain="ntt"), gpu.rotate_with_key(ga, key.to("cuda"), output_domain="ntt")
+    )
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -198,6 +198,32 @@ def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
         be.keyswitch_from_digits_many(digits, keys, rows, gs[:2])
 
 
+def test_keyswitch_ntt_domain_output_is_the_ntt_of_the_coefficient_output(be):
+    """domain="ntt" (inverse NTT of the P rows only) == ntt_forward(domain="coefficient")."""
+    moduli = be.context.moduli
+    rng = random.Random(13)
+    for level in (0, 1):
+        rows = tuple(range(level, be.context.q_count))
+        digits = be.modup(random_residues(rng, [moduli[r] for r in rows], N), rows)
+        keys = [
+            np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
+            for _ in range(2)
+        ]
+        for g in (None, 5):
+            coef = be.keyswitch_from_digits(digits, keys[0], rows, galois_element=g)
+            ntt = be.keyswitch_from_digits(digits, keys[0], rows, galois_element=g, domain="ntt")
+            np.testing.assert_array_equal(ntt, be.ntt_forward(coef, rows))
+        c0 = random_residues(rng, [moduli[r] for r in rows], N)
+        gs = [25, None]
+        coef = be.keyswitch_from_digits_many(digits, keys, rows, gs, c0=c0)
+        ntt = be.keyswitch_from_digits_many(digits, keys, rows, gs, c0=be.ntt_forward(c0, rows), domain="ntt")
+        np.testing.assert_array_equal(ntt, be.ntt_forward(coef, rows))
+    with pytest.raises(ValueError, match="domain"):
+        be.keyswitch_from_digits(digits, keys[0], rows, domain="slots")
+    with pytest.raises(ValueError, match="domain"):
+        be.keyswitch_from_digits_many(digits, keys, rows, gs, domain="NTT")
+
+
 # --- float-assisted paths (every modulus < 2**50) vs the exact 32-bit-split path -------------------
 
 

@@ -173,39 +173,51 @@ def random_key(ctx: Any, rng: np.random.Generator) -> np.ndarray:
     return np.stack([rand(ctx, all_rows, (2,), rng) for _ in ctx.digits])
 
 
-def _keyswitch(galois: bool) -> Case:
+def _keyswitch(galois: bool, domain: str = "coefficient") -> Case:
+    """One key switch; the NTT-domain output is compared with ntt_forward of the reference's
+    coefficient-domain output (the reference never takes the NTT-domain ModDown path)."""
+
     def run(gpu, ref, ctx, rng, lv):
         rows = lv["ks"]
-        out_rows = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
         c = rand(ctx, rows, (1,), rng)
         digits = ref.modup(c, rows)
         key = random_key(ctx, rng)
         g = 5 if galois else None
-        got = gpu.keyswitch_from_digits(gpu.asarray(digits), gpu.asarray(key), rows, galois_element=g)
-        del out_rows
-        return gpu.to_numpy(got), ref.keyswitch_from_digits(digits, key, rows, galois_element=g), rows
+        got = gpu.keyswitch_from_digits(gpu.asarray(digits), gpu.asarray(key), rows, galois_element=g, domain=domain)
+        want = ref.keyswitch_from_digits(digits, key, rows, galois_element=g)
+        return gpu.to_numpy(got), (ref.ntt_forward(want, rows) if domain == "ntt" else want), rows
 
     return run
 
 
-def _keyswitch_many(gpu, ref, ctx, rng, lv):
-    """Batched hoisting: three (key, Galois element) pairs, one of them without permutation."""
-    rows = lv["ks"]
-    c = rand(ctx, rows, (1,), rng)
-    digits = ref.modup(c, rows)
-    keys = [random_key(ctx, rng) for _ in range(3)]
-    n = ctx.ring_degree
-    gs = [5, None, pow(5, 3, 2 * n)]
-    c0 = rand(ctx, rows, (1,), rng)
-    got = gpu.keyswitch_from_digits_many(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs)
-    got_c0 = gpu.keyswitch_from_digits_many(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs,
-                                            c0=gpu.asarray(c0))
-    want = np.stack([ref.keyswitch_from_digits(digits, k, rows, galois_element=g) for k, g in zip(keys, gs)])
-    want_c0 = want.copy()
-    for i, g in enumerate(gs):
-        want_c0[i, 0] = ref.add(c0 if g is None else ref.automorphism(c0, g, rows, domain="coefficient"), want[i, 0], rows)
-    got, want = np.stack([gpu.to_numpy(got), gpu.to_numpy(got_c0)]), np.stack([want, want_c0])
-    return got.reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows
+def _keyswitch_many(domain: str) -> Case:
+    """Batched hoisting: three (key, Galois element) pairs, one of them without permutation,
+    with and without the rotated c0; references from coefficient-domain single key switches."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"]
+        c = rand(ctx, rows, (1,), rng)
+        digits = ref.modup(c, rows)
+        keys = [random_key(ctx, rng) for _ in range(3)]
+        n = ctx.ring_degree
+        gs = [5, None, pow(5, 3, 2 * n)]
+        c0 = rand(ctx, rows, (1,), rng)
+        c0_in = ref.ntt_forward(c0, rows) if domain == "ntt" else c0
+        gpu_keys = [gpu.asarray(k) for k in keys]
+        got = gpu.keyswitch_from_digits_many(gpu.asarray(digits), gpu_keys, rows, gs, domain=domain)
+        got_c0 = gpu.keyswitch_from_digits_many(gpu.asarray(digits), gpu_keys, rows, gs, c0=gpu.asarray(c0_in),
+                                                domain=domain)
+        want = np.stack([ref.keyswitch_from_digits(digits, k, rows, galois_element=g) for k, g in zip(keys, gs)])
+        want_c0 = want.copy()
+        for i, g in enumerate(gs):
+            rotated = c0 if g is None else ref.automorphism(c0, g, rows, domain="coefficient")
+            want_c0[i, 0] = ref.add(rotated, want[i, 0], rows)
+        got, want = np.stack([gpu.to_numpy(got), gpu.to_numpy(got_c0)]), np.stack([want, want_c0])
+        if domain == "ntt":
+            want = ref.ntt_forward(want, rows)
+        return got.reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows
+
+    return run
 
 
 CASES: dict[str, Case] = {
@@ -236,7 +248,10 @@ CASES: dict[str, Case] = {
     "modup_lower_level": _modup("ks"),
     "keyswitch_from_digits": _keyswitch(False),
     "keyswitch_from_digits_galois": _keyswitch(True),
-    "keyswitch_from_digits_many": _keyswitch_many,
+    "keyswitch_from_digits_ntt": _keyswitch(False, "ntt"),
+    "keyswitch_from_digits_galois_ntt": _keyswitch(True, "ntt"),
+    "keyswitch_from_digits_many": _keyswitch_many("coefficient"),
+    "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
 }
 
 

@@ -339,22 +339,11 @@ def test_modup_kernel_emulation_long_digit_folds_high_word():
             assert int(coeff[0, 0, j, k]) == int(c[0, j, k])
 
 
-def test_keyswitch_kernel_emulation_matches_contract(ctx):
-    rows = (0, 1, 2)
-    n = ctx.ring_degree
-    t = cb.modup_tables(ctx, rows)
-    out_rows = t["out_rows"]
-    R, L, K = len(out_rows), len(rows), ctx.p_count
-    D = len(t["key_digits"])
-    digits = _rand(ctx, out_rows, lead=(D, 1), seed=3)
-    key = np.stack([np.stack([_rand(ctx, range(len(ctx.moduli)), seed=10 + 2 * d + k) for k in range(2)])
-                    for d in range(len(ctx.digits))])
-    g = 5
-    perm = cb.ntt_automorphism_permutation(n, g)
-    consts = cb.modulus_constants(ctx.moduli, n)
-    acc = np.zeros((2, 1, R, n), dtype=np.uint64)
-    for r in range(R):  # keyswitch_inner_product
-        pid = out_rows[r]
+def _emulate_inner_product(ctx, digits, key, t, consts, perm):
+    """keyswitch_inner_product: acc [2, 1, R, N] (NTT domain) for one batch entry."""
+    out_rows, n, D = t["out_rows"], ctx.ring_degree, len(t["key_digits"])
+    acc = np.zeros((2, 1, len(out_rows), n), dtype=np.uint64)
+    for r, pid in enumerate(out_rows):
         q, qinv = ctx.moduli[pid], int(consts[1, pid])
         for k in range(n):
             a0 = a1 = 0
@@ -364,26 +353,87 @@ def test_keyswitch_kernel_emulation_matches_contract(ctx):
                 a0 = (a0 + mont_mul(x, int(key[kd, 0, pid, k]), q, qinv)) % q
                 a1 = (a1 + mont_mul(x, int(key[kd, 1, pid, k]), q, qinv)) % q
             acc[0, 0, r, k], acc[1, 0, r, k] = a0, a1
-    x = ro.ntt_inverse(acc, out_rows, ctx)
-    md = cb.moddown_table(ctx, rows)
-    out = np.empty((2, 1, L, n), dtype=np.uint64)
+    return acc
+
+
+def _emulate_moddown_extension(x_p, ctx, rows, out_rows, md, consts, i, k):
+    """moddown_extension (keyswitch.cu) of coefficient k into Q row i; x_p = the K P rows."""
+    L, K = len(rows), ctx.p_count
+    q, qinv = ctx.moduli[rows[i]], int(consts[1, rows[i]])
     wtab, pmod = md[2 * K :], md[2 * K + K * L :]
+    e = 0
+    for j in range(K):
+        pj = ctx.moduli[out_rows[L + j]]
+        yv = red(shoup_lazy(int(x_p[j, k]), int(md[j]), int(md[K + j]), pj), pj)
+        term = mont_mul(yv, int(wtab[j * L + i]), q, qinv)
+        if yv > pj >> 1:
+            term = (term - int(pmod[i])) % q
+        e = (e + term) % q
+    return e
+
+
+def _keyswitch_setup(ctx):
+    rows = (0, 1, 2)
+    t = cb.modup_tables(ctx, rows)
+    D = len(t["key_digits"])
+    digits = _rand(ctx, t["out_rows"], lead=(D, 1), seed=3)
+    key = np.stack([np.stack([_rand(ctx, range(len(ctx.moduli)), seed=10 + 2 * d + k) for k in range(2)])
+                    for d in range(len(ctx.digits))])
+    return rows, t, digits, key, cb.modulus_constants(ctx.moduli, ctx.ring_degree), cb.moddown_table(ctx, rows)
+
+
+def test_keyswitch_kernel_emulation_matches_contract(ctx):
+    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
+    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 5
+    acc = _emulate_inner_product(ctx, digits, key, t, consts, cb.ntt_automorphism_permutation(n, g))
+    x = ro.ntt_inverse(acc, t["out_rows"], ctx)
+    pmod = md[2 * K + K * L :]
+    out = np.empty((2, 1, L, n), dtype=np.uint64)
     for z in range(2):  # keyswitch_moddown_rounding
         for i in range(L):
-            q, qinv = ctx.moduli[rows[i]], int(consts[1, rows[i]])
+            q = ctx.moduli[rows[i]]
             for k in range(n):
-                e = 0
-                for j in range(K):
-                    pj = ctx.moduli[out_rows[L + j]]
-                    yv = red(shoup_lazy(int(x[z, 0, L + j, k]), int(md[j]), int(md[K + j]), pj), pj)
-                    term = mont_mul(yv, int(wtab[j * L + i]), q, qinv)
-                    if yv > pj >> 1:
-                        term = (term - int(pmod[i])) % q
-                    e = (e + term) % q
+                e = _emulate_moddown_extension(x[z, 0, L:], ctx, rows, t["out_rows"], md, consts, i, k)
                 d_ = (int(x[z, 0, i, k]) - e) % q
                 out[z, 0, i, k] = red(shoup_lazy(d_, int(pmod[L + i]), int(pmod[2 * L + i]), q), q)
     want = ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g)
     assert np.array_equal(out, want)
+
+
+def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):
+    """keyswitch_moddown_extend + forward NTT + keyswitch_moddown_combine_ntt (with the rotated
+    c0 of a hoisted rotation) == NTT of (automorphism(c0) + y0, y1) from the coefficient path."""
+    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
+    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 25
+    perm = cb.ntt_automorphism_permutation(n, g)
+    acc = _emulate_inner_product(ctx, digits, key, t, consts, perm)
+    x_p = ro.ntt_inverse(acc[:, :, L:], t["out_rows"][L:], ctx)  # only the K P rows leave the NTT domain
+    e = np.empty((2, 1, L, n), dtype=np.uint64)
+    for z in range(2):  # keyswitch_moddown_extend
+        for i in range(L):
+            for k in range(n):
+                e[z, 0, i, k] = _emulate_moddown_extension(x_p[z, 0], ctx, rows, t["out_rows"], md, consts, i, k)
+    e = ro.ntt_forward(e, rows, ctx)
+    c0 = _rand(ctx, rows, lead=(1,), seed=7)
+    c0_ntt = ro.ntt_forward(c0, rows, ctx)
+    pmod = md[2 * K + K * L :]
+    out = np.empty((2, 1, L, n), dtype=np.uint64)
+    batch = 1
+    for z in range(2):  # keyswitch_moddown_combine_ntt, E = 1, z = (ent * 2 + comp) * batch + b
+        ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
+        for i in range(L):
+            q = ctx.moduli[rows[i]]
+            for k in range(n):
+                d_ = (int(acc[z, b, i, k]) - int(e[z, b, i, k])) % q
+                y = red(shoup_lazy(d_, int(pmod[L + i]), int(pmod[2 * L + i]), q), q)
+                if comp == 0:
+                    y = (y + int(c0_ntt[b, i, perm[ent * n + k]])) % q
+                out[z, b, i, k] = y
+    want = ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g)
+    rotated = ro.automorphism(c0, g, rows, ctx, "coefficient")
+    want[0] = np.array([[[(int(a) + int(b_)) % ctx.moduli[rows[i]] for a, b_ in zip(want[0, 0, i], rotated[0, i])]
+                         for i in range(L)]], dtype=np.uint64)
+    assert np.array_equal(out, ro.ntt_forward(want, rows, ctx))
 
 
 def test_rescale_kernel_emulation_matches_contract(ctx):

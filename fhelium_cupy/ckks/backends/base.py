@@ -61,9 +61,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CkksBackend", "Domain", "RingContext", "keyswitch_from_digits_many_by_loop"]
+__all__ = ["CkksBackend", "Domain", "RingContext", "check_domain", "keyswitch_from_digits_many_by_loop"]
 
 Domain = Literal["coefficient", "ntt"]
+
+
+def check_domain(domain: object, op: str) -> None:
+    """Reject anything but ``"coefficient"`` or ``"ntt"`` before a backend enqueues work."""
+    if domain not in ("coefficient", "ntt"):
+        raise ValueError(f"{op}: domain must be 'coefficient' or 'ntt', got {domain!r}")
 Array = Any  # numpy.ndarray or cupy.ndarray of uint64
 
 
@@ -160,11 +166,15 @@ class CkksBackend(Protocol):
         rows: Sequence[int],
         *,
         galois_element: int | None = None,
+        domain: Domain = "coefficient",
     ) -> Array:
         """Inner product with ``key [dnum, 2, nQ+nP, N]`` (NTT, Montgomery), inverse NTT and
-        rounding ModDown: returns ``[2, ..., L, N]`` coefficient-domain (y0, y1) over
-        ``rows``. With ``galois_element`` the digits are first permuted by the NTT-domain
-        automorphism (hoisted rotation)."""
+        rounding ModDown: returns ``[2, ..., L, N]`` (y0, y1) over ``rows`` in ``domain``.
+        With ``galois_element`` the digits are first permuted by the NTT-domain automorphism
+        (hoisted rotation). ``domain="ntt"`` returns exactly ``ntt_forward`` of the
+        coefficient-domain result; a backend computes it without leaving the NTT domain for
+        the Q rows (inverse NTT of the K P rows only, the extension ``e_i`` forward-transformed,
+        ``(x_i - e_i) * P^-1`` on NTT values: every step is linear mod ``q_i``)."""
         ...
 
     def keyswitch_from_digits_many(
@@ -175,16 +185,17 @@ class CkksBackend(Protocol):
         galois_elements: Sequence[int | None],
         *,
         c0: Array | None = None,
+        domain: Domain = "coefficient",
     ) -> Array:
         """Optional (batched hoisting): ``keyswitch_from_digits`` of one set of digits with
         several (key, Galois element) pairs, stacked: returns ``[len(keys), 2, ..., L, N]``
         whose entry ``i`` equals ``keyswitch_from_digits(digits_ntt, keys[i], rows,
-        galois_element=galois_elements[i])`` bit for bit. With ``c0`` (coefficient domain
-        ``[..., L, N]`` over ``rows``, the digits' batch shape) component 0 of entry ``i``
-        additionally gets ``automorphism(c0, galois_elements[i], rows, domain="coefficient")``
-        added mod q (``c0`` itself for ``None``): entry ``i`` is then the complete hoisted
-        rotation of ``(c0, c1)``. Callers fall back to ``keyswitch_from_digits_many_by_loop``
-        when a backend lacks it."""
+        galois_element=galois_elements[i], domain=domain)`` bit for bit. With ``c0``
+        (``[..., L, N]`` over ``rows`` in ``domain``, the digits' batch shape) component 0 of
+        entry ``i`` additionally gets ``automorphism(c0, galois_elements[i], rows,
+        domain=domain)`` added mod q (``c0`` itself for ``None``): entry ``i`` is then the
+        complete hoisted rotation of ``(c0, c1)``. Callers fall back to
+        ``keyswitch_from_digits_many_by_loop`` when a backend lacks it."""
         ...
 
 
@@ -196,19 +207,22 @@ def keyswitch_from_digits_many_by_loop(
     galois_elements: Sequence[int | None],
     *,
     c0: Array | None = None,
+    domain: Domain = "coefficient",
 ) -> Array:
     """The documented default of ``CkksBackend.keyswitch_from_digits_many``: one
     ``keyswitch_from_digits`` per key, stacked on a new first axis."""
+    check_domain(domain, "keyswitch_from_digits_many")
     if len(keys) != len(galois_elements):
         raise ValueError(f"keyswitch_from_digits_many: {len(keys)} keys for {len(galois_elements)} galois elements")
     if not keys:
         raise ValueError("keyswitch_from_digits_many: needs at least one key")
     parts = [
-        backend.keyswitch_from_digits(digits_ntt, key, rows, galois_element=g) for key, g in zip(keys, galois_elements)
+        backend.keyswitch_from_digits(digits_ntt, key, rows, galois_element=g, domain=domain)
+        for key, g in zip(keys, galois_elements)
     ]
     out = backend.xp.stack(parts)
     if c0 is not None:
         for i, g in enumerate(galois_elements):
-            rotated = c0 if g is None else backend.automorphism(c0, g, rows, domain="coefficient")
+            rotated = c0 if g is None else backend.automorphism(c0, g, rows, domain=domain)
             backend.add(rotated, out[i, 0], rows, out=out[i, 0])
     return out

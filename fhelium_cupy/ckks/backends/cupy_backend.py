@@ -31,7 +31,7 @@ from ._cupy_tables import (
     shoup_companion,
     twiddle_tables,
 )
-from .base import Domain, RingContext, keyswitch_from_digits_many_by_loop
+from .base import Domain, RingContext, check_domain, keyswitch_from_digits_many_by_loop
 
 __all__ = [
     "CupyBackend",
@@ -388,11 +388,10 @@ class CupyBackend:
         g = int(galois_element) % (2 * self.n)
         if g % 2 == 0:
             raise ValueError(f"galois element must be odd, got {galois_element}")
+        check_domain(domain, "automorphism")
         if domain == "ntt":
             return self._cached(("perm", g), lambda: self._upload(ntt_automorphism_permutation(self.n, g)))
-        if domain == "coefficient":
-            return self._cached(("coef", g), lambda: self._upload(coefficient_automorphism_map(self.n, g)))
-        raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+        return self._cached(("coef", g), lambda: self._upload(coefficient_automorphism_map(self.n, g)))
 
     def automorphism(self, a, galois_element, rows, *, domain: Domain):
         rows, rowmap = self._rows(rows)
@@ -414,8 +413,7 @@ class CupyBackend:
         rows, _ = self._rows(rows)
         if len(rows) < 2:
             raise ValueError("rescale needs at least two limbs")
-        if domain not in ("coefficient", "ntt"):
-            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
+        check_domain(domain, "rescale")
         a = self._check(a, rows, "rescale")
         rest, rest_map = self._rows(rows[1:])
         head, head_map = self._rows(rows[:1])
@@ -527,16 +525,36 @@ class CupyBackend:
             checked.append(key if key.flags.c_contiguous else self.xp.ascontiguousarray(key))
         return rows, t, digits, checked, key_rows
 
-    def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int) -> None:
-        """INTT of ``acc [entries, R, N]`` in place, then rounding ModDown into ``out [entries, L, N]``."""
-        R, n = len(t["out_rows"]), self.n
-        acc3 = acc.reshape(entries, R, n)
-        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
-        self._launch("keyswitch_moddown_rounding", (-(-n // _BLOCK), L, entries), _BLOCK,
-                     (acc, out, t["out_map"], self._consts, t["md"], np.int32(self.num_moduli), np.int32(n),
-                      np.int32(L), np.int32(len(self.p_rows))))
+    def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
+                        batch: int = 1, c0: Any = None, perms: Any = None) -> None:
+        """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
+        ``out [entries, L, N]`` in ``domain``. ``acc`` is overwritten (inverse NTT in place).
 
-    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+        coefficient: inverse NTT of all R rows, then ``keyswitch_moddown_rounding`` (3 launches).
+        ntt: inverse NTT of the K P rows only, the extension ``e`` into ``out``, its forward NTT
+        over the L Q rows, then ``(acc_Q - e) * P^-1`` (+ ``c0[perm]`` for component 0 when
+        ``c0`` is given; entries ordered ``[E, 2, batch]``) on NTT values (6 launches, but
+        K + L instead of 2L + K limb transforms when the caller wants NTT output)."""
+        R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
+        acc3 = acc.reshape(entries, R, n)
+        grid = (-(-n // _BLOCK), L, entries)
+        sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(L), np.int32(K))
+        if domain == "coefficient":
+            self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
+            self._launch("keyswitch_moddown_rounding", grid, _BLOCK, (acc, out, t["out_map"], self._consts, t["md"],
+                                                                      *sizes))
+            return
+        out3 = out.reshape(entries, L, n)
+        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        self._launch("keyswitch_moddown_extend", grid, _BLOCK, (acc, out, t["out_map"], self._consts, t["md"], *sizes))
+        self._ntt_launch(out3, out3, t["out_map"][:L], False, L * n, L * n, entries, L)
+        null = np.uint64(0)
+        self._launch("keyswitch_moddown_combine_ntt", grid, _BLOCK,
+                     (acc, out, out, t["out_map"], self._consts, t["md"], null if c0 is None else c0,
+                      null if perms is None else perms, *sizes, np.int32(batch)))
+
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
+        check_domain(domain, "keyswitch_from_digits")
         rows, t, digits, (key,), key_rows = self._ks_inputs(digits_ntt, (key,), rows, "keyswitch_from_digits")
         L, n = len(rows), self.n
         R, D = len(t["out_rows"]), t["num_digits"]
@@ -549,7 +567,7 @@ class CupyBackend:
                       np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                       np.int32(key_rows)))
         out = self.xp.empty((2,) + batch_shape + (L, n), dtype=np.uint64)
-        self._moddown_launch(acc, out, t, L, 2 * batch)
+        self._moddown_launch(acc, out, t, L, 2 * batch, domain, batch)
         return out
 
     @staticmethod
@@ -576,9 +594,11 @@ class CupyBackend:
         key_table, _ = self._cached(("keyptrs", addrs), build_keys)
         return key_table, self._cached(("perms", gs), build_perms)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None):
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient"):
         """All rotations of one hoisted ModUp: one inner-product launch for every (key, Galois
-        element), one batched inverse NTT and one ModDown: ``[E, 2, ..., L, N]``."""
+        element), one batched ModDown (``_moddown_launch``): ``[E, 2, ..., L, N]`` in ``domain``;
+        ``c0`` (in ``domain``) is added through the matching automorphism (see the contract)."""
+        check_domain(domain, "keyswitch_from_digits_many")
         keys, galois_elements = list(keys), list(galois_elements)
         if len(keys) != len(galois_elements) or not keys:
             raise ValueError(f"keyswitch_from_digits_many: {len(keys)} keys for {len(galois_elements)} galois elements")
@@ -595,7 +615,7 @@ class CupyBackend:
             if tuple(c0.shape[:-2]) != batch_shape:
                 raise ValueError(f"keyswitch_from_digits_many: c0 batch {c0.shape[:-2]} != digits batch {batch_shape}")
         if 2 * E * batch > _MAX_GRID_YZ:
-            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements, c0=c0)
+            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements, c0=c0, domain=domain)
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
@@ -603,7 +623,10 @@ class CupyBackend:
                       np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                       np.int32(key_rows)))
         out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
-        self._moddown_launch(acc, out, t, L, E * 2 * batch)
+        if domain == "ntt":  # the rotated c0 is added inside the combine kernel
+            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms)
+            return out
+        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain)
         if c0 is not None:
             gs = tuple(1 if g is None else int(g) % (2 * n) for g in galois_elements)
             maps = self._cached(("coefmaps", gs),

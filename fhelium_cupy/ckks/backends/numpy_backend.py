@@ -40,7 +40,7 @@ from ..ntt import (
     ntt_tables,
     stack_ntt_tables,
 )
-from .base import Domain, RingContext, keyswitch_from_digits_many_by_loop
+from .base import Domain, RingContext, check_domain, keyswitch_from_digits_many_by_loop
 
 __all__ = ["NumpyBackend"]
 
@@ -265,10 +265,9 @@ class NumpyBackend:
         g = int(galois_element) % (2 * n)
         if g % 2 == 0:
             raise ValueError(f"galois element must be odd, got {galois_element}")
+        check_domain(domain, "automorphism")
         if domain == "ntt":
             return np.take(a, ntt_automorphism_indices(n, g), axis=-1)  # a new C-contiguous array
-        if domain != "coefficient":
-            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
         source, negate = coefficient_automorphism_indices(n, g)
         gathered = np.take(a, source, axis=-1)  # faster than a[..., source]; np.where beats copyto(where=)
         return np.where(negate, neg_mod(gathered, self.tables(rows).q), gathered)
@@ -278,12 +277,11 @@ class NumpyBackend:
         rows = tuple(int(r) for r in rows)
         if len(rows) < 2:
             raise ValueError("rescale needs at least two limbs")
+        check_domain(domain, "rescale")
         head, rest = rows[:1], rows[1:]
         c0 = a[..., 0:1, :]
         if domain == "ntt":
             c0 = self.ntt_inverse(c0, head)
-        elif domain != "coefficient":
-            raise ValueError(f"domain must be 'coefficient' or 'ntt', got {domain!r}")
         r_rows = self._centered_lift(c0, head[0], rest)
         if domain == "ntt":
             r_rows = self.ntt_forward(r_rows, rest)
@@ -319,7 +317,8 @@ class NumpyBackend:
         return self.ntt_forward(out, targets)
 
     @_unbuffered
-    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None):
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
+        check_domain(domain, "keyswitch_from_digits")
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
         active = self._active_digits(rows)
@@ -346,13 +345,24 @@ class NumpyBackend:
             acc[k] = total
         if t.small:
             acc = mul_shoup_float(acc, t.r_inv.w, t.r_inv_f, t.q)
-        coeff = self.ntt_inverse(acc, targets)
-        return self.moddown(coeff, rows)
+        if domain == "ntt":
+            return self._moddown_ntt(acc, rows)
+        return self.moddown(self.ntt_inverse(acc, targets), rows)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None):
+    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient"):
         """Stacked ``keyswitch_from_digits`` per (key, Galois element): ``[len(keys), 2, ..., L, N]``
         (plus the rotated ``c0`` in component 0 when given; see the contract)."""
-        return keyswitch_from_digits_many_by_loop(self, digits_ntt, keys, rows, galois_elements, c0=c0)
+        return keyswitch_from_digits_many_by_loop(
+            self, digits_ntt, keys, rows, galois_elements, c0=c0, domain=domain
+        )
+
+    def _moddown_ntt(self, acc: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
+        """``ntt_forward(moddown(ntt_inverse(acc)))`` computed with the inverse NTT of the K P
+        rows only: ``(acc_Q - NTT(e)) * P^-1`` (every step linear mod q_i, so bit-identical)."""
+        L = len(rows)
+        e = self.ntt_forward(self._conv(self.p_rows, rows)(self.ntt_inverse(acc[..., L:, :], self.p_rows)), rows)
+        diff = sub_mod(acc[..., :L, :], e, self.tables(rows).q, out=e)
+        return self._drop(self.p_rows, rows).mul(diff, fast=self.float_products, out=diff)
 
     @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
