@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StateMismatchError
 from ._checks import check_ciphertext, check_key, check_plaintext, check_same_state
-from .backends.base import keyswitch_from_digits_many_by_loop
+from .backends.base import Domain, keyswitch_from_digits_many_by_loop
 from .keys import ConjugationKey, KeySwitchKey, RelinearizationKey, RotationKey
 from .values import Ciphertext, Plaintext
 
@@ -24,13 +24,11 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationMixin"]
 
-_OUTPUT_DOMAINS = ("coefficient", "ntt")
-
-
-def _check_output_domain(output_domain: str, op: str) -> None:
+def _check_output_domain(output_domain: str, op: str) -> Domain:
     """Reject an unknown ``output_domain`` before any key-switch work is enqueued."""
-    if output_domain not in _OUTPUT_DOMAINS:
-        raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
+    if output_domain == "coefficient" or output_domain == "ntt":
+        return output_domain
+    raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
 
 
 class EvaluationMixin:
@@ -146,7 +144,7 @@ class EvaluationMixin:
         return ct._with_data(data, level=ct.level + 1, prime_ids=ct.prime_ids[1:], scale=ct.scale / q)
 
     # --- key switching -------------------------------------------------------------------
-    def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: str):
+    def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: Domain):
         """Key switch one coefficient-domain polynomial -> (y0, y1) ``[2, ..., L, N]`` in
         ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract)."""
         digits = self.backend.modup(c_coef, rows)
@@ -157,14 +155,14 @@ class EvaluationMixin:
     ) -> Ciphertext:
         """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged."""
         check_ciphertext(self, ct, "relinearize", components=(3,))
-        _check_output_domain(output_domain, "relinearize")
+        domain = _check_output_domain(output_domain, "relinearize")
         key = self.keys.relinearization_key() if key is None else key
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c2 = xp.ascontiguousarray(ct.data[2])
         if ct.polynomial_domain == "ntt":
             c2 = be.ntt_inverse(c2, rows)
-        y = self._switch(c2, key, rows, output_domain)
+        y = self._switch(c2, key, rows, domain)
         c01 = xp.ascontiguousarray(ct.data[:2])
         if ct.polynomial_domain != output_domain:
             c01 = be.ntt_forward(c01, rows) if output_domain == "ntt" else be.ntt_inverse(c01, rows)
@@ -173,13 +171,13 @@ class EvaluationMixin:
     def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
         check_ciphertext(self, ct, op, components=(2,))
         check_key(self, ct, key, op, key_type)
-        _check_output_domain(output_domain, op)
+        domain = _check_output_domain(output_domain, op)
         be, rows, g, xp = self.backend, ct.prime_ids, key.galois_element, self.backend.xp
         rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
         c1 = xp.ascontiguousarray(rot[1])
         if ct.polynomial_domain == "ntt":
             c1 = be.ntt_inverse(c1, rows)
-        y = self._switch(c1, key, rows, output_domain)
+        y = self._switch(c1, key, rows, domain)
         c0 = rot[0]
         if ct.polynomial_domain != output_domain:
             c0 = be.ntt_forward(c0, rows) if output_domain == "ntt" else be.ntt_inverse(c0, rows)
@@ -207,7 +205,7 @@ class EvaluationMixin:
         fewer limb transforms (the key switch never leaves the NTT domain for the Q rows).
         """
         check_ciphertext(self, ct, "rotate_hoisted_with_keys", domain="coefficient", components=(2,))
-        _check_output_domain(output_domain, "rotate_hoisted_with_keys")
+        domain = _check_output_domain(output_domain, "rotate_hoisted_with_keys")
         for key in keys:
             check_key(self, ct, key, "rotate_hoisted_with_keys", RotationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
@@ -221,7 +219,7 @@ class EvaluationMixin:
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)
         if many is not None:  # [E, 2, L, N]: (rotated c0 + y0, y1) per key
-            y = many(digits, datas, rows, elements, c0=c0, domain=output_domain)
+            y = many(digits, datas, rows, elements, c0=c0, domain=domain)
         else:
-            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0, domain=output_domain)
+            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0, domain=domain)
         return [ct._with_data(y[i], polynomial_domain=output_domain) for i in range(len(keys))]
