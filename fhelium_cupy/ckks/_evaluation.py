@@ -26,8 +26,10 @@ __all__ = ["EvaluationMixin"]
 
 def _check_output_domain(output_domain: str, op: str) -> Domain:
     """Reject an unknown ``output_domain`` before any key-switch work is enqueued."""
-    if output_domain == "coefficient" or output_domain == "ntt":
-        return output_domain
+    if output_domain == "coefficient":
+        return "coefficient"
+    if output_domain == "ntt":
+        return "ntt"
     raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
 
 
