@@ -100,6 +100,12 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         y = be.keyswitch_from_digits(be.modup(rot[1], rows), key, rows)
         return be.add(rot[0], y[0], rows), y[1]
 
+    def rotation_ntt():
+        """NTT-domain ciphertext in and out (the engine's rotate_with_key(output_domain="ntt"))."""
+        rot = be.automorphism(ct, g, rows, domain="ntt")
+        y = be.keyswitch_from_digits(be.modup(be.ntt_inverse(rot[1], rows), rows), key, rows, domain="ntt")
+        return be.add(rot[0], y[0], rows, out=y[0]), y[1]
+
     def ntt_part(part: str):
         """One of the two forward-NTT kernels alone (same launch as ntt_forward(ct))."""
         tw, _ = be._tw()
@@ -128,8 +134,15 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
         "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
         "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
+        "rotation ntt->ntt (+intt c1, ntt-domain moddown)": (rotation_ntt, 4 * L + 2 * D * (L + K)),
+        "keyswitch_from_digits ntt-domain": (lambda: be.keyswitch_from_digits(digits, key, rows, domain="ntt"),
+                                             3 * D * (L + K) + 2 * L),
         "keyswitch_from_digits_many (7 keys)": (
             lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)]),
+            D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
+        "keyswitch_from_digits_many ntt-domain (7 keys)": (
+            lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)],
+                                                  domain="ntt"),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
     }
     results = []
