@@ -17,7 +17,10 @@ A value class takes part by implementing three methods and registering itself::
 
 ``with_value_tensors`` must return a new object of the same type and metadata whose
 leaves are exactly the given arrays (no copy, no validation beyond cheap checks): the
-runtime uses it to rebuild values around fixed-address storage on every replay.
+runtime uses it to rebuild values around fixed-address storage. A type registered with
+``immutable=True`` promises that its instances never change after construction; the
+runtime then builds a borrowed graph output wrapper once and returns that same object
+on every replay instead of a fresh one.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "freeze_metadata",
     "is_registered_value",
     "register_value_type",
+    "registered_type_of",
     "registered_value_types",
     "value_envelope",
     "value_type_info",
@@ -52,11 +56,16 @@ class SerializableValue(Protocol):
 
 @dataclass(frozen=True)
 class RegisteredValueType:
-    """Registry entry: the class, its serialized type name and schema version."""
+    """Registry entry: the class, its serialized type name and schema version.
+
+    ``immutable``: instances never change after construction (attribute assignment
+    raises), so one wrapper around fixed storage may be handed out many times.
+    """
 
     cls: type
     type_name: str
     schema_version: int
+    immutable: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,12 +87,14 @@ _REGISTRY: dict[type, RegisteredValueType] = {}
 _BY_NAME: dict[str, RegisteredValueType] = {}
 
 
-def register_value_type(cls: type, *, type_name: str | None = None, schema_version: int = 1) -> type:
+def register_value_type(cls: type, *, type_name: str | None = None, schema_version: int = 1, immutable: bool = False) -> type:
     """Register ``cls`` as a value type the runtime accepts as a tree leaf.
 
     Matching is by exact class: a subclass must register itself. Registering the same
-    class twice with the same name and version is a no-op; a different class under a
-    taken name raises ``ValueError``.
+    class twice with the same name, version and flags is a no-op; a different class under
+    a taken name raises ``ValueError``. Pass ``immutable=True`` only when instances can
+    never change after construction: graph replays then return one shared borrowed
+    output object for the type instead of a fresh wrapper per replay.
 
     Returns ``cls`` so it can be used as a class decorator through ``functools.partial``.
     """
@@ -94,15 +105,19 @@ def register_value_type(cls: type, *, type_name: str | None = None, schema_versi
             raise TypeError(f"{cls.__qualname__} cannot be registered: it has no {method}() method")
     if isinstance(schema_version, bool) or not isinstance(schema_version, int) or schema_version < 1:
         raise ValueError(f"schema_version must be a positive int, got {schema_version!r}")
+    if not isinstance(immutable, bool):
+        raise TypeError(f"immutable must be a bool, got {type(immutable).__name__}")
     name = type_name if type_name is not None else cls.__name__
     if not isinstance(name, str) or not name:
         raise ValueError("type_name must be a non-empty string")
-    entry = RegisteredValueType(cls=cls, type_name=name, schema_version=schema_version)
+    entry = RegisteredValueType(cls=cls, type_name=name, schema_version=schema_version, immutable=immutable)
     taken = _BY_NAME.get(name)
     if taken is not None and taken.cls is not cls:
         raise ValueError(
             f"value type name {name!r} is already registered for {taken.cls.__module__}.{taken.cls.__qualname__}"
         )
+    if _REGISTRY.get(cls) == entry:
+        return cls  # keep the entry object: compiled replay checks compare entries by identity
     _REGISTRY[cls] = entry
     _BY_NAME[name] = entry
     return cls
@@ -111,6 +126,11 @@ def register_value_type(cls: type, *, type_name: str | None = None, schema_versi
 def registered_value_types() -> tuple[str, ...]:
     """Names of all registered value types, sorted."""
     return tuple(sorted(_BY_NAME))
+
+
+def registered_type_of(obj: object) -> RegisteredValueType | None:
+    """Registry entry of ``type(obj)`` itself, or ``None`` (never raises; one dict lookup)."""
+    return _REGISTRY.get(type(obj))
 
 
 def is_registered_value(obj: object) -> bool:

@@ -4,7 +4,8 @@ A value is ``data`` (a NumPy or CuPy uint64 array, whatever the backend produced
 state: ``level`` (index of the first active Q prime; 0 = fresh, +1 per rescale), ``scale``
 (exact float), ``prime_ids`` (one per limb), ``polynomial_domain``, ``modulus_basis``,
 ``residue_representation``, ``context_id`` and ``key_id``. Values implement the runtime's
-value protocol (``fhelium_cupy.values``) and are registered with ``schema_version=1``.
+value protocol (``fhelium_cupy.values``) and are registered with ``schema_version=1`` and
+``immutable=True``.
 ``with_value_tensors`` is on the graph-replay hot path: it only checks the tensor name and
 shape. Layouts: ciphertext ``[component (2|3), *batch, limb, N]``; plaintext
 ``[*batch, limb, N]``.
@@ -327,5 +328,7 @@ def _check_same_state(values: Sequence[_V], cls: type[_V]) -> _V:
     return first
 
 
-register_value_type(Ciphertext, type_name="ckks.Ciphertext", schema_version=1)
-register_value_type(Plaintext, type_name="ckks.Plaintext", schema_version=1)
+# immutable: __setattr__ raises and construction is the only writer, so a graph replay
+# may return one shared borrowed output value instead of a fresh wrapper per replay
+register_value_type(Ciphertext, type_name="ckks.Ciphertext", schema_version=1, immutable=True)
+register_value_type(Plaintext, type_name="ckks.Plaintext", schema_version=1, immutable=True)

@@ -2,9 +2,12 @@
 
 A captured callable returns ``None``, a CuPy array, a torch CUDA tensor, a registered
 value, or lists/tuples/dicts of those, every array on the capture device. The output
-plan flattens that tree once at capture; replay then rebuilds fresh containers and value
-wrappers around the same fixed arrays (never the same mutable object twice, FHElium
-bug 7.5), or clones the arrays into independent storage.
+plan flattens that tree once at capture; replay then returns the borrowed tree around
+the same fixed arrays, or clones the arrays into independent storage. A borrowed tree
+never hands out the same *mutable* object twice (FHElium bug 7.5): lists, dicts and
+wrappers of mutable value types are rebuilt per replay, while tuples, ``None``, the fixed
+arrays themselves and values of types registered ``immutable=True`` (a CKKS
+``Ciphertext``) are built once and shared.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, span_nbytes, wrap_like
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
-from ..values import is_registered_value, value_type_info
+from ..values import is_registered_value, registered_type_of, value_type_info
 from .buffer import MEMCPY_DEFAULT
 from .signature import TensorSignature
 
@@ -128,6 +131,36 @@ def _rebuild(node: Node, leaves: Any, values: Any) -> object:
     return {key: _rebuild(child, leaves, values) for key, child in zip(node[1], node[2])}
 
 
+def _borrower(node: Node, leaves: Any, templates: Any) -> tuple[bool, Callable[[], object]]:
+    """``(shared, build)`` for one output node; ``shared``: immutable, so build it once."""
+    tag = node[0]
+    if tag == "none":
+        return True, lambda: None
+    if tag == "tensor":
+        leaf = next(leaves)
+        return True, lambda: leaf
+    if tag == "value":
+        template = next(templates)
+        items = tuple((name, next(leaves)) for name in node[2])
+        entry = registered_type_of(template)
+        if entry is not None and entry.immutable:
+            value = template.with_value_tensors(dict(items))
+            return True, lambda: value
+        return False, lambda: template.with_value_tensors(dict(items))
+    if tag == "dict":
+        keys = node[1]
+        builds = tuple(_borrower(child, leaves, templates)[1] for child in node[2])
+        return False, lambda: {key: build() for key, build in zip(keys, builds)}
+    children = tuple(_borrower(child, leaves, templates) for child in node[1])
+    builds = tuple(build for _, build in children)
+    if tag == "list":
+        return False, lambda: [build() for build in builds]
+    if all(shared for shared, _ in children):
+        value = tuple(build() for build in builds)
+        return True, lambda: value
+    return False, lambda: tuple(build() for build in builds)
+
+
 class _LeafLayout:
     """Everything needed to clone one fixed output array without re-inspecting it."""
 
@@ -224,21 +257,18 @@ class OutputPlan:
         return cls(structure, list(storage), templates), copies
 
     def _make_borrow(self) -> Callable[[], object]:
-        tag = self.structure[0]
-        if tag == "none":
-            return lambda: None
-        if tag == "tensor":
-            leaf = self.leaves[0]
-            return lambda: leaf
-        if tag == "value":
-            template = self.templates[0]
-            mapping_items = tuple(zip(self.structure[2], self.leaves))
-            return lambda: template.with_value_tensors(dict(mapping_items))
-        structure, leaves, templates = self.structure, self.leaves, self.templates
-        return lambda: _rebuild(structure, iter(leaves), iter(templates))
+        shared, build = _borrower(self.structure, iter(self.leaves), iter(self.templates))
+        if shared:
+            tree = build()
+            return lambda: tree
+        return build
 
     def borrow(self) -> object:
-        """A fresh tree around the fixed output arrays (overwritten by the next replay)."""
+        """The tree around the fixed output arrays (overwritten by the next replay).
+
+        Mutable nodes (lists, dicts, wrappers of mutable value types) are new on every
+        call; immutable ones are the same objects every time.
+        """
         return self._borrow()
 
     def clone(self, stream: Any) -> object:
