@@ -38,21 +38,30 @@ __all__ = [
 LeafKind = Literal["numpy", "cupy", "torch"]
 
 
+# Array classes already classified, mapped to their kind. The kind depends on the class
+# alone, so one dict lookup answers every later leaf of that class (the replay hot path).
+_KIND_OF_CLASS: dict[type, LeafKind] = {np.ndarray: "numpy"}
+
+
 def leaf_kind(obj: object) -> LeafKind | None:
     """Framework of an array leaf, or ``None`` if ``obj`` is not a supported array."""
+    cls = type(obj)
+    kind = _KIND_OF_CLASS.get(cls)
+    if kind is not None:
+        return kind
     if isinstance(obj, np.ndarray):
-        return "numpy"
-    module = type(obj).__module__
-    if module.startswith("cupy"):
+        kind = "numpy"
+    elif cls.__module__.startswith("cupy"):
         cupy = cupy_or_none()
         if cupy is not None and isinstance(obj, cupy.ndarray):
-            return "cupy"
-        return None
-    if module.startswith("torch"):
+            kind = "cupy"
+    elif cls.__module__.startswith("torch"):
         torch = loaded_torch()
         if torch is not None and isinstance(obj, torch.Tensor):
-            return "torch"
-    return None
+            kind = "torch"
+    if kind is not None:
+        _KIND_OF_CLASS[cls] = kind
+    return kind
 
 
 def is_array_leaf(obj: object) -> bool:
@@ -149,10 +158,10 @@ def span_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int)
 
 
 def data_pointer(leaf: Any) -> int:
-    """Address of element 0 (host or device)."""
-    kind = leaf_kind(leaf)
+    """Address of element 0 (host or device). Cheap for CuPy arrays: replay calls it per leaf."""
+    kind = _KIND_OF_CLASS.get(type(leaf)) or leaf_kind(leaf)
     if kind == "cupy":
-        return int(leaf.data.ptr)
+        return leaf.data.ptr  # type: ignore[no-any-return]
     if kind == "numpy":
         return int(leaf.__array_interface__["data"][0])
     return int(leaf.data_ptr())

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
+from ..interop.arrays import data_pointer
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import event_handles, resolve_stream
 from . import _capture
 from ._output import OutputPlan
-from ._replay import EventRing, source_pointer_getter
+from ._replay import EventRing
 from .arena import GraphArena
 from .buffer import MEMCPY_DEFAULT, CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
@@ -127,7 +128,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._arena = arena
         self._check_input_liveness = check_input_liveness
         self._events = EventRing(cupy, self._device_index)
-        self._pointer = source_pointer_getter(cupy)
+        self._record = self._events.record
         self._copy_plan = input_buffer.copy_plan()  # replay issues the buffer's own copies
         self._latest_copy: CopyHandle | None = None
         self._last_event: Any = None
@@ -397,10 +398,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         latest = self._latest_copy
         if latest is not None:
             runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
-        pointer = self._pointer
         memcpy = runtime.memcpyAsync
         for i, low, low_offset, span in self._copy_plan:
-            memcpy(low, pointer(leaves[i]) - low_offset, span, MEMCPY_DEFAULT, sptr)
+            memcpy(low, data_pointer(leaves[i]) - low_offset, span, MEMCPY_DEFAULT, sptr)
         return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
 
     def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:
@@ -415,9 +415,7 @@ class CudaGraphProgram(Generic[_OutputT]):
                 result = self._output.clone(stream)
         else:
             result = self._output.borrow()
-        event = self._events.acquire()
-        event.record(stream)
-        self._events.push(event, sources)  # keeps replay() sources alive until the copy is done
+        event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
         self._last_event = event
         self._last_stream_ptr = sptr
         if pool is not None:
