@@ -11,13 +11,15 @@ API keeps its meaning.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .capabilities import loaded_torch, require_cupy
 from .devices import Device
 
 __all__ = [
+    "current_stream_getter",
     "event_handle",
     "event_handles",
     "resolve_stream",
@@ -91,6 +93,27 @@ def _external(ptr: int, device_index: int) -> Any:
     return stream
 
 
+def _current_stream(cupy: Any, index: int) -> Any:
+    current = cupy.cuda.get_current_stream(index)
+    ptr = current.ptr
+    if ptr == 0 or ptr == 1:
+        foreign = _torch_current_stream_ptr(index)
+        if foreign > 2:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
+            return _external(foreign, index)
+    return current
+
+
+def current_stream_getter(device: Device) -> Callable[[], Any]:
+    """``resolve_stream(None, device)`` with CuPy and the device bound once (for replay loops).
+
+    Raises:
+        CudaUnavailableError: CuPy or a GPU is missing (when building the getter).
+    """
+    cupy = require_cupy("choosing a CUDA stream")
+    index = int(device.index)  # type: ignore[arg-type]
+    return functools.partial(_current_stream, cupy, index)
+
+
 def resolve_stream(stream: object | None, device: Device) -> Any:
     """A ``cupy.cuda.Stream`` for ``stream`` on ``device``.
 
@@ -104,12 +127,7 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     """
     cupy = require_cupy("choosing a CUDA stream")
     if stream is None:
-        current = cupy.cuda.get_current_stream(device.index)
-        if current.ptr == 0 or current.ptr == 1:
-            foreign = _torch_current_stream_ptr(device.index)  # type: ignore[arg-type]
-            if foreign > 2:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
-                return _external(foreign, device.index)  # type: ignore[arg-type]
-        return current
+        return _current_stream(cupy, device.index)  # type: ignore[arg-type]
     if isinstance(stream, cupy.cuda.Stream):
         result = stream
     elif type(stream).__module__.startswith("torch") and hasattr(stream, "cuda_stream"):

@@ -17,10 +17,11 @@ from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
 from ..interop.arrays import data_pointer
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
-from ..interop.streams import event_handles, resolve_stream
+from ..interop.streams import current_stream_getter, event_handles, resolve_stream
 from . import _capture
 from ._output import OutputPlan
 from ._replay import EventRing
+from ._validate import leaf_collector
 from .arena import GraphArena
 from .buffer import MEMCPY_DEFAULT, CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
@@ -74,9 +75,10 @@ class CudaGraphProgram(Generic[_OutputT]):
     Host-to-device overlap needs pinned sources and ``copy_inputs_from`` on a transfer
     stream followed by ``replay_prepared`` on a compute stream.
 
-    Ownership: replay returns a *borrowed* output: fresh containers and value wrappers
-    around the fixed output arrays, which the next replay overwrites. Pass
-    ``copy_output=True`` for independent storage. One program owns one input/output
+    Ownership: replay returns a *borrowed* output around the fixed output arrays, which
+    the next replay overwrites: lists, dicts and wrappers of mutable value types are
+    fresh per replay, tuples and immutable values (``Ciphertext``) are the same objects
+    every time. Pass ``copy_output=True`` for independent storage. One program owns one input/output
     storage set and replays sequentially (one host thread); concurrent workers need
     independent programs.
 
@@ -129,7 +131,12 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._check_input_liveness = check_input_liveness
         self._events = EventRing(cupy, self._device_index)
         self._record = self._events.record
-        self._copy_plan = input_buffer.copy_plan()  # replay issues the buffer's own copies
+        # everything replay needs, resolved once: the compiled signature check, the
+        # caller's-stream lookup, the buffer's own copy plan and the borrowed output
+        self._collect = leaf_collector(self._signature, (cupy.ndarray,))
+        self._current_stream = current_stream_getter(device)
+        self._copy_plan = input_buffer.copy_plan()
+        self._borrow = output.borrow
         self._latest_copy: CopyHandle | None = None
         self._last_event: Any = None
         self._last_stream_ptr = 0
@@ -266,7 +273,7 @@ class CudaGraphProgram(Generic[_OutputT]):
 
     @property
     def output(self) -> _OutputT:
-        """Borrowed output: a fresh tree around the fixed output arrays.
+        """Borrowed output: the tree around the fixed output arrays (see the class notes).
 
         Its storage is overwritten by the next replay; use ``replay(..., copy_output=True)``
         for independent ownership.
@@ -311,9 +318,8 @@ class CudaGraphProgram(Generic[_OutputT]):
                 that is not a CUDA event.
         """
         self._require_open()
-        leaves: list[Any] = []
         try:
-            self._signature.collect_leaves(inputs, "source", leaves)
+            leaves = self._collect(inputs)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         copy_stream = resolve_stream(stream, self._device)
@@ -355,7 +361,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         return self._replay_prepared(copy_handle, copy_output, synchronize)
 
     def _replay_prepared(self, copy_handle: CopyHandle | None, copy_output: bool, synchronize: bool) -> _OutputT:
-        stream = resolve_stream(None, self._device)
+        stream = self._current_stream()
         sptr = stream.ptr
         last = self._last_event
         if last is not None and self._last_stream_ptr != sptr:
@@ -378,9 +384,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         """
         if self._closed:
             raise ExecutionError(_CLOSED)
-        leaves: list[Any] = []
         try:
-            self._signature.collect_leaves(inputs, "source", leaves)
+            leaves = self._collect(inputs)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         if self._runtime.getDevice() != self._device_index:
@@ -390,7 +395,7 @@ class CudaGraphProgram(Generic[_OutputT]):
 
     def _replay(self, leaves: list[Any], copy_output: bool, synchronize: bool) -> _OutputT:
         runtime = self._runtime
-        stream = resolve_stream(None, self._device)
+        stream = self._current_stream()
         sptr = stream.ptr
         last = self._last_event
         if last is not None and self._last_stream_ptr != sptr:
@@ -414,7 +419,7 @@ class CudaGraphProgram(Generic[_OutputT]):
             with stream:
                 result = self._output.clone(stream)
         else:
-            result = self._output.borrow()
+            result = self._borrow()
         event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
         self._last_event = event
         self._last_stream_ptr = sptr
@@ -447,6 +452,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._graph = None
         self._launch = None
         self._output = None  # type: ignore[assignment]
+        self._borrow = None  # type: ignore[assignment]
         self._static_inputs = ()
         self._function = None  # type: ignore[assignment]
         self._latest_copy = None

@@ -81,8 +81,12 @@ def _make_array(shape: tuple[int, ...], dtype: str, view: str, rng: np.random.Ge
     return base
 
 
-def build_tree(spec: dict, seed: int) -> Any:
-    """Materialize a spec with fresh random contents (same spec, same signature)."""
+def build_tree(spec: dict, seed: int, *, frozen_metadata: bool = False) -> Any:
+    """Materialize a spec with fresh random contents (same spec, same signature).
+
+    ``frozen_metadata``: give values ``extras=None`` instead of ``{}``, so their raw
+    metadata is already in frozen form (what replay's compiled check accepts directly).
+    """
     rng = np.random.default_rng(seed)
 
     def build(node: dict) -> Any:
@@ -98,6 +102,7 @@ def build_tree(spec: dict, seed: int) -> Any:
                 context_id=node["context_id"],
                 key_id=node["key_id"],
                 aux=aux,
+                extras=None if frozen_metadata else {},  # type: ignore[arg-type]
             )
         if kind == "list":
             return [build(i) for i in node["items"]]
