@@ -10,6 +10,7 @@ submitted sources alive until then.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
@@ -148,7 +149,9 @@ class ReusableValueBuffer(Generic[_ValueT]):
             if span
         )
         self._token = object()
-        self._inflight: list[CopyHandle] = []
+        # Unfinished copies, oldest first. They form a chain (each copy waits for the
+        # newest unfinished one), so a completed copy implies all older ones completed.
+        self._inflight: collections.deque[CopyHandle] = collections.deque()
         self._closed = False
 
     # -- construction -------------------------------------------------------------------
@@ -316,8 +319,9 @@ class ReusableValueBuffer(Generic[_ValueT]):
     def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
         """Copy already-validated leaves (CUDA target) after ordering behind in-flight copies."""
         self._prune()
-        deps = tuple(handle.event.ptr for handle in self._inflight) + waits
-        handle = self._submit(leaves, stream, deps, non_blocking=non_blocking)
+        if self._inflight:
+            waits = (self._inflight[-1].event.ptr, *waits)  # the newest covers all older copies
+        handle = self._submit(leaves, stream, waits, non_blocking=non_blocking)
         self._inflight.append(handle)
         return handle
 
@@ -339,8 +343,9 @@ class ReusableValueBuffer(Generic[_ValueT]):
         return handle
 
     def _prune(self) -> None:
-        if self._inflight:
-            self._inflight = [h for h in self._inflight if not h.query()]
+        inflight = self._inflight
+        while inflight and inflight[0].query():  # the chain: the first unfinished ends the scan
+            inflight.popleft()
 
     def wait_for(self, handle: CopyHandle, stream: object | None = None) -> None:
         """Make ``stream`` wait for ``handle`` (which must come from this buffer); no host block.
@@ -370,7 +375,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             return
         for handle in self._inflight:
             handle.synchronize()
-        self._inflight = []
+        self._inflight.clear()
         self._plan = _Plan()
         self._copy_plan = ()
         self._templates = []

@@ -1,0 +1,244 @@
+"""The replay host path on a fake CuPy: compiled validation, copies, events, shared outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from fhelium_cupy.ckks.values import Ciphertext, Plaintext
+from fhelium_cupy.errors import CudaGraphInputError, ExecutionInputError
+from fhelium_cupy.interop.arrays import data_pointer, leaf_kind
+from fhelium_cupy.runtime import ValueTreeSignature
+from fhelium_cupy.runtime._validate import _compile, leaf_collector
+from fhelium_cupy.values import register_value_type, registered_type_of, value_type_info
+from tests.helpers.fake_cupy import FakeArray, build_program, install
+from tests.helpers.toy_values import ToyValue
+from tests.helpers.trees import build_tree, mutate_spec, tree_specs
+
+SHAPE = (2, 3, 16)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return install(monkeypatch.setattr)
+
+
+def _ct(level: int = 0, *, shape: tuple[int, ...] = SHAPE, **changes) -> Ciphertext:
+    fields = dict(level=level, scale=2.0**40, prime_ids=tuple(range(shape[-2])), polynomial_domain="ntt", context_id="ctx", key_id="key")
+    fields.update(changes)
+    return Ciphertext(FakeArray(shape, np.uint64), **fields)
+
+
+def _add(ct: Ciphertext) -> Ciphertext:
+    return ct._with_data(FakeArray(ct.data.shape, ct.data.dtype))
+
+
+def _names(calls):
+    return [call[0] for call in calls]
+
+
+# -- the replay sequence ------------------------------------------------------------------
+
+
+def test_replay_copies_each_leaf_then_launches_and_records(fake):
+    program = build_program(fake, _add, (_ct(),))
+    source = _ct()
+    (_, low, offset, span), = program._copy_plan
+    calls = fake.calls(lambda: program.replay(source))
+    assert _names(calls) == ["getDevice", "memcpyAsync", "graphLaunch", "eventRecord"]
+    assert calls[1][1:] == (low, source.data.data.ptr - offset, span, 4, 0)
+    program.close()
+
+
+def test_immutable_value_output_is_one_shared_object(fake):
+    program = build_program(fake, _add, (_ct(),))
+    first = program.replay(_ct())
+    second = program.replay_prepared()
+    assert first is second is program.output  # a Ciphertext cannot be mutated: sharing is safe
+    assert registered_type_of(first).immutable
+    program.close()
+
+
+def test_mutable_value_outputs_stay_fresh_wrappers(fake):
+    def scale(v: ToyValue) -> ToyValue:
+        return ToyValue(FakeArray(v.data.shape, v.data.dtype), level=v.level + 1, extras=None)  # type: ignore[arg-type]
+
+    program = build_program(fake, scale, (ToyValue(FakeArray((4,), np.int64), extras=None),))  # type: ignore[arg-type]
+    first = program.replay(ToyValue(FakeArray((4,), np.int64), extras=None))  # type: ignore[arg-type]
+    second = program.replay_prepared()
+    assert first is not second and first.data is second.data  # FHElium bug 7.5 stays fixed
+    first.level = 99
+    assert program.output.level == 1
+    program.close()
+
+
+def test_output_trees_share_exactly_their_immutable_nodes(fake):
+    def tree(ct: Ciphertext):
+        out = _add(ct)
+        return {"pair": (out, None), "list": [out], "array": out.data}
+
+    program = build_program(fake, tree, (_ct(),))
+    a, b = program.output, program.replay_prepared()
+    assert a is not b and a["list"] is not b["list"]  # dicts and lists are rebuilt
+    assert a["pair"] is b["pair"] and a["list"][0] is b["list"][0] and a["array"] is b["array"]
+    program.close()
+
+
+# -- validation before side effects -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: _ct(level=1),
+        lambda: _ct(scale=2.0**41),
+        lambda: _ct(key_id="other"),
+        lambda: _ct(context_id="other"),
+        lambda: _ct(polynomial_domain="coefficient"),
+        lambda: _ct(shape=(2, 3, 32)),
+        lambda: _ct()._with_data(FakeArray(SHAPE, np.int64)),
+        lambda: _ct()._with_data(FakeArray(SHAPE, np.uint64, strides=(3 * 32 * 8, 32 * 8, 16))),
+        lambda: _ct()._with_data(np.zeros((2, 3, 16), np.uint32)),
+        lambda: Plaintext(FakeArray((3, 16), np.uint64), level=0, scale=2.0**40, prime_ids=(0, 1, 2), context_id="ctx"),
+        lambda: FakeArray(SHAPE, np.uint64),
+        lambda: (_ct(),),
+    ],
+)
+def test_a_mismatching_input_raises_before_anything_is_enqueued(fake, bad):
+    program = build_program(fake, _add, (_ct(),))
+    program.replay(_ct())  # the fast path has seen a good ciphertext
+    candidate = bad()
+    for attempt in (lambda: program.replay(candidate), lambda: program.copy_inputs_from(candidate)):
+        fake.log = []
+        with pytest.raises(CudaGraphInputError, match="differs"):
+            attempt()
+        assert fake.log == []  # no copy, no launch, no event
+    fake.log = None
+    assert program.replay(_ct()) is program.output  # still usable afterwards
+    program.close()
+
+
+def test_metadata_equal_in_value_but_not_in_type_is_rejected(fake):
+    program = build_program(fake, _add, (_ct(),))
+    bool_ids = object.__new__(Ciphertext)
+    for name in Ciphertext._FIELDS:
+        object.__setattr__(bool_ids, name, getattr(_ct(), name))
+    object.__setattr__(bool_ids, "prime_ids", (0, True, 2))
+    object.__setattr__(bool_ids, "data", FakeArray(SHAPE, np.uint64))
+    assert bool_ids.value_metadata() == _ct().value_metadata()
+    fake.log = []
+    with pytest.raises(CudaGraphInputError, match="prime_ids"):
+        program.replay(bool_ids)
+    assert fake.log == []
+    fake.log = None
+    program.close()
+
+
+def test_numpy_host_sources_and_numpy_scalar_metadata_still_match(fake):
+    program = build_program(fake, _add, (_ct(),))
+    host = _ct()._with_data(np.zeros(SHAPE, np.uint64))
+    calls = fake.calls(lambda: program.replay(host))
+    assert calls[1][2] == host.data.__array_interface__["data"][0]
+    as_numpy = object.__new__(Ciphertext)  # np.int64 prime ids: the generic walk accepts them
+    for name in Ciphertext._FIELDS:
+        object.__setattr__(as_numpy, name, getattr(_ct(), name))
+    object.__setattr__(as_numpy, "prime_ids", tuple(np.int64(i) for i in range(3)))
+    object.__setattr__(as_numpy, "data", FakeArray(SHAPE, np.uint64))
+    program.replay(as_numpy)
+    program.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1), frozen=st.booleans())
+def test_compiled_check_accepts_matching_trees_with_the_same_leaves(spec, seed, frozen):
+    sig = ValueTreeSignature.from_value(build_tree(spec, seed, frozen_metadata=frozen))
+    candidate = build_tree(spec, seed + 1, frozen_metadata=frozen)
+    expected: list = []
+    sig.collect_leaves(candidate, "source", expected)
+    fast: list = []
+    assert _compile(sig, frozenset({np.ndarray}))(candidate, fast) is frozen or not _has_value(spec)
+    got = leaf_collector(sig)(candidate)
+    assert len(got) == len(expected) and all(a is b for a, b in zip(got, expected))
+
+
+@settings(max_examples=120, deadline=None)
+@given(spec=tree_specs, seed=st.integers(0, 2**32 - 1), where=st.integers(0, 50), what=st.integers(0, 50))
+def test_compiled_check_never_accepts_what_the_generic_walk_rejects(spec, seed, where, what):
+    mutated = mutate_spec(spec, where, what)
+    assume(mutated is not None)
+    sig = ValueTreeSignature.from_value(build_tree(spec, seed, frozen_metadata=True))
+    candidate = build_tree(mutated, seed, frozen_metadata=True)
+    try:
+        sig.validate(candidate)
+    except ExecutionInputError:
+        assert _compile(sig, frozenset({np.ndarray}))(candidate, []) is False
+        with pytest.raises(ExecutionInputError):
+            leaf_collector(sig)(candidate)
+
+
+def _has_value(spec: dict) -> bool:
+    if spec["node"] == "value":
+        return True
+    if spec["node"] == "array":
+        return False
+    items = spec["items"].values() if spec["node"] == "dict" else spec["items"]
+    return any(_has_value(item) for item in items)
+
+
+# -- events, copies, pointers -------------------------------------------------------------
+
+
+def test_replay_events_are_swept_without_per_replay_queries_and_release_sources(fake):
+    program = build_program(fake, _add, (_ct(),))
+    ring = program._events
+    calls = fake.calls(lambda: [program.replay(_ct()) for _ in range(4)])
+    assert "eventQuery" not in _names(calls) and ring.busy_count == 4  # sources held: not done yet
+    fake.current_stream.synchronize()
+    calls = fake.calls(lambda: program.replay(_ct()))
+    assert _names(calls).count("eventQuery") == 1 and ring.busy_count == 1  # one query freed all four
+    for _ in range(40):  # the device lags: the sweep threshold grows, events are created
+        program.replay(_ct())
+    assert ring.busy_count == 41 and ring._sweep_at > 4
+    calls = fake.calls(lambda: [program.replay_prepared() for _ in range(3)])
+    assert _names(calls) == ["getDevice", "graphLaunch", "eventRecord"] * 3  # no sources: the spare event
+    assert program._last_event is ring._spare is ring.last
+    program.close()
+    assert ring.busy_count == 0
+
+
+def test_copy_inputs_from_waits_only_on_the_newest_copy_and_prunes_in_order(fake):
+    program = build_program(fake, _add, (_ct(),))
+    buffer = program._buffer
+    fake.current_stream.synchronize()
+    handles = [program.copy_inputs_from(_ct()) for _ in range(5)]
+    calls = fake.calls(lambda: program.copy_inputs_from(_ct()))
+    waits = [call for call in calls if call[0] == "streamWaitEvent"]
+    assert waits == [("streamWaitEvent", 0, handles[-1].event.ptr)]  # the newest covers the chain
+    assert all(h.holds_sources for h in handles)
+    fake.current_stream.synchronize()
+    latest = program.copy_inputs_from(_ct())
+    assert len(buffer._inflight) == 1 and not any(h.holds_sources for h in handles)
+    program.replay_prepared(copy_handle=latest)
+    program.close()
+
+
+def test_data_pointer_and_leaf_kind_are_cached_per_class(fake):
+    array = FakeArray(SHAPE, np.uint64)
+    assert leaf_kind(array) == "cupy" and data_pointer(array) == array.data.ptr
+    host = np.arange(6)[::-1]
+    assert leaf_kind(host) == "numpy" and data_pointer(host) == host.__array_interface__["data"][0]
+    assert leaf_kind([1, 2]) is None and leaf_kind(3) is None
+
+
+# -- registry -----------------------------------------------------------------------------
+
+
+def test_immutable_flag_is_validated_and_identical_registration_keeps_the_entry():
+    entry = value_type_info(Ciphertext)
+    assert entry.immutable and not value_type_info(ToyValue).immutable
+    register_value_type(Ciphertext, type_name="ckks.Ciphertext", schema_version=1, immutable=True)
+    assert value_type_info(Ciphertext) is entry
+    with pytest.raises(TypeError, match="immutable must be a bool"):
+        register_value_type(Ciphertext, type_name="ckks.Ciphertext", immutable=1)  # type: ignore[arg-type]
