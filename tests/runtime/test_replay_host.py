@@ -242,3 +242,23 @@ def test_immutable_flag_is_validated_and_identical_registration_keeps_the_entry(
     assert value_type_info(Ciphertext) is entry
     with pytest.raises(TypeError, match="immutable must be a bool"):
         register_value_type(Ciphertext, type_name="ckks.Ciphertext", immutable=1)  # type: ignore[arg-type]
+
+
+# -- the GPU breakdown script, run on the fake ----------------------------------------------
+
+
+def test_breakdown_script_runs_end_to_end_on_the_fake(tmp_path):
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = tmp_path / "nested" / "breakdown.json"
+    args = ["--fake", "--runs", "40", "--warmup", "5", "--cold-runs", "10", "--json", str(out)]
+    done = subprocess.run([sys.executable, str(root / "bench" / "replay_host_breakdown.py"), *args], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = json.loads(out.read_text())["programs"]["add"]
+    assert entry["checks"] == {"mismatch_rejected": True, "borrowed_output_shared": True}
+    for mode, ops in (("warm", 5), ("cold", 3), ("parts", 7)):
+        assert len(entry[mode]) == ops and all("median_us" in row for row in entry[mode].values()), entry[mode]
