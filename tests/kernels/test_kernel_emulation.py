@@ -7,6 +7,8 @@ compared with the contract oracles of ``tests/helpers/ring_oracle.py``. No GPU n
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -231,112 +233,86 @@ def test_modulus_constants_match_their_definitions(ctx):
         assert int(consts[4, i]) * ctx.ring_degree % q == 1
 
 
-def emulate_modup_extend(c, y, ctx, rows, t, consts, rb):
-    """keyswitch_modup_extend / modup_extend_rows: coefficient-domain digits [D, batch, R, N].
-
-    Per block (digit d, row group r0): the staged shared-memory tables of modup_stage_tables;
-    per coefficient: a 128-bit (hi, lo) multiply-accumulate over the digit's primes with the high
-    word reduced every 16 terms, the negative-term count times negc, a Barrett reduction of the
-    high word and one REDC; rows of the digit itself copy c."""
-    n = ctx.ring_degree
-    out_rows = t["out_rows"]
-    R, S = len(out_rows), int(t["dstride"])
-    D, batch = len(t["key_digits"]), c.shape[0]
-    coeff = np.empty((D, batch, R, n), dtype=np.uint64)
-    for d in range(D):
-        count = int(t["dsize"][d])
-        for r0 in range(0, R, rb):  # grid y: ceil(R / rb) row groups
-            # modup_stage_tables (rows past R computed on row R - 1, not stored)
-            rr = [min(r0 + i, R - 1) for i in range(rb)]
-            sw = [[int(t["wtab"][d, j, r]) if j < count else 0 for j in range(S)] for r in rr]
-            sthr = [int(consts[0, rows[int(t["cols"][d, j])]]) >> 1 for j in range(S)]
-            soff = [int(t["cols"][d, j]) * n for j in range(S)]
-            ids = [out_rows[r] for r in rr]
-            q = [int(consts[0, i]) for i in ids]
-            qinv = [int(consts[1, i]) for i in ids]
-            bar = [int(consts[3, i]) for i in ids]
-            negc = [int(t["negc"][d, r]) for r in rr]
-            self_off = [int(t["cols"][d, int(t["selfidx"][d, r])]) * n if t["selfidx"][d, r] >= 0 else None
-                        for r in rr]
-            for b in range(batch):
-                cf, yf = c[b].ravel(), y[b].ravel()
-                for k in range(n):
-                    lo, hi, cnt = [0] * rb, [0] * rb, 0
+def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None):
+    """keyswitch_base_convert_s{smax} (keyswitch.cu), line by line: c [batch, rows_in, N] ->
+    out [groups * batch, targets, N]. The table is read with the kernel's offsets; smax = 0 is
+    the any-size loop (high word reduced every 16 terms). force_y overrides the scaled sources
+    (y [batch, S, N] of group 0) to reach the 128-bit worst cases."""
+    S, T = size, targets
+    gw = S * T + 2 * T + 4 * S + 1
+    tab = [int(v) for v in table]
+    tq = tab[groups * gw :]
+    batch = c.shape[0]
+    out = np.empty((groups * batch, T, n), dtype=np.uint64)
+    for g in range(groups):
+        sm = tab[g * gw : (g + 1) * gw]
+        w_tab, negc = sm[: S * T], sm[S * T : S * T + T]
+        self_rows = sm[S * T + T : S * T + 2 * T]
+        w, wp, sq, srow = (sm[S * T + 2 * T + i * S : S * T + 2 * T + (i + 1) * S] for i in range(4))
+        count = sm[gw - 1]
+        assert smax == 0 or count <= smax
+        for b in range(batch):
+            for k in range(n):
+                y = [red(shoup_lazy(int(c[b, srow[j], k]), w[j], wp[j], sq[j]), sq[j]) for j in range(count)]
+                if force_y is not None and g == 0:
+                    y = [int(force_y[b, j, k]) for j in range(count)]
+                cnt = sum(1 for j in range(count) if y[j] > sq[j] >> 1)
+                for t in range(T):
+                    if self_rows[t] != W:
+                        out[g * batch + b, t, k] = c[b, self_rows[t], k]
+                        continue
+                    q, qinv, bar = tq[t], tq[T + t], tq[2 * T + t]
+                    acc = 0
                     for j in range(count):
-                        yv = int(yf[k + soff[j]])
-                        cnt += yv > sthr[j]
-                        for i in range(rb):
-                            acc = (hi[i] << 64) + lo[i] + yv * sw[i][j]
-                            assert acc < 1 << 128
-                            hi[i], lo[i] = acc >> 64, acc & W
-                        if (j & 15) == 15:
-                            for i in range(rb):
-                                hi[i] = red(hi[i] - mulhi(hi[i], bar[i]) * q[i], q[i])
-                    for i in range(rb):
-                        if r0 + i >= R:
-                            continue
-                        acc = (hi[i] << 64) + lo[i] + cnt * negc[i]
+                        acc += y[j] * w_tab[j * T + t]
                         assert acc < 1 << 128
-                        h, lo_ = acc >> 64, acc & W
-                        h = red(h - mulhi(h, bar[i]) * q[i], q[i])
-                        assert h < q[i]
-                        mh = mulhi((lo_ * qinv[i]) & W, q[i])
-                        v = h - mh if h >= mh else h - mh + q[i]
-                        assert 0 <= v < q[i]
-                        coeff[d, b, r0 + i, k] = int(cf[k + self_off[i]]) if self_off[i] is not None else v
-    return coeff
+                        if smax == 0 and (j & 15) == 15:
+                            hi = acc >> 64
+                            acc = (red(hi - mulhi(hi, bar) * q, q) << 64) + (acc & W)
+                    acc += cnt * negc[t]
+                    assert acc < 1 << 128
+                    h, lo = acc >> 64, acc & W
+                    h = red(h - mulhi(h, bar) * q, q)
+                    mh = mulhi((lo * qinv) & W, q)
+                    out[g * batch + b, t, k] = h - mh if h >= mh else h - mh + q
+    return out
 
 
-def _modup_y(c, ctx, rows, t):
-    n, L = ctx.ring_degree, len(rows)
-    scal = t["scale"]
-    y = np.empty_like(c)
-    for i, r in enumerate(rows):  # rns_mul_scalar
-        q = ctx.moduli[r]
-        vals = [red(shoup_lazy(int(v), int(scal[i]), int(scal[L + i]), q), q) for v in c[..., i, :].ravel()]
-        y[..., i, :] = np.array(vals, dtype=np.uint64).reshape(c.shape[0], n)
-    return y
-
-
-@pytest.mark.parametrize("rb", [2, 4])
-def test_modup_kernel_emulation_matches_contract(ctx, rb):
+@pytest.mark.parametrize("smax", [4, 16, 0])
+def test_modup_kernel_emulation_matches_contract(ctx, smax):
     rows = (0, 1, 2)  # digit (0, 1) complete, digit (2, 3) partial
     n = ctx.ring_degree
     c = _rand(ctx, rows, lead=(2,), seed=7)
     c[0, :, :3] = [[0, ctx.moduli[r] - 1, ctx.moduli[r] // 2] for r in rows]
     t = cb.modup_tables(ctx, rows)
-    consts = cb.modulus_constants(ctx.moduli, n)
-    coeff = emulate_modup_extend(c, _modup_y(c, ctx, rows, t), ctx, rows, t, consts, rb)
-    want = ro.modup(c, rows, ctx)
-    got = ro.ntt_forward(coeff, t["out_rows"], ctx)
-    assert np.array_equal(got, want)
+    assert cb._base_convert_kernel(t["convert_size"]) == "keyswitch_base_convert_s2"
+    D, R = len(t["key_digits"]), len(t["out_rows"])
+    coeff = emulate_base_convert(c, t["convert"], t["convert_size"], R, D, smax, n).reshape(D, 2, R, n)
+    assert np.array_equal(ro.ntt_forward(coeff, t["out_rows"], ctx), ro.modup(c, rows, ctx))
 
 
-def test_modup_kernel_emulation_long_digit_folds_high_word():
-    """A 37-prime digit of 61-bit primes (high word reduced twice in the loop) and 3 P primes."""
+def test_base_convert_kernel_emulation_long_digit_folds_high_word():
+    """A 37-prime digit of 61-bit primes (the any-size kernel reduces the high word twice in
+    the loop) and 3 P primes, with all-negative centered terms (the worst 128-bit case)."""
     n = 8
     ctx = ro.make_context(n, ro.ntt_primes(61, 37, n), ro.ntt_primes(60, 3, n), dnum=1)
     rows = tuple(range(37))
     rng = np.random.default_rng(3)
     c = _rand(ctx, rows, lead=(1,), seed=9)
-    # force many negative centered terms (the worst case for the 128-bit bound)
     t = cb.modup_tables(ctx, rows)
-    y = _modup_y(c, ctx, rows, t)
+    assert t["convert_size"] == 37 and cb._base_convert_kernel(37) == "keyswitch_base_convert_s0"
+    y = np.stack([rng.integers(0, ctx.moduli[r], (1, n), dtype=np.uint64) for r in rows], axis=-2)
     y[0, :, 0] = [ctx.moduli[r] - 1 for r in rows]
     y[0, :, 1] = [ctx.moduli[r] // 2 + 1 for r in rows]
-    y[0, :, 2:] = np.stack([rng.integers(0, ctx.moduli[r], n - 2, dtype=np.uint64) for r in rows])
-    consts = cb.modulus_constants(ctx.moduli, n)
-    coeff = emulate_modup_extend(c, y, ctx, rows, t, consts, 2)
-    p_rows = t["out_rows"][len(rows):]
-    q_d = 1
-    for r in rows:
-        q_d *= ctx.moduli[r]
+    R = len(t["out_rows"])
+    coeff = emulate_base_convert(c, t["convert"], 37, R, 1, 0, n, force_y=y)
+    q_d = math.prod(ctx.moduli[r] for r in rows)
     for k in range(n):
         exact = sum(ro.centered(int(y[0, j, k]), ctx.moduli[r]) * (q_d // ctx.moduli[r]) for j, r in enumerate(rows))
-        for i, pr in enumerate(p_rows):
-            assert int(coeff[0, 0, len(rows) + i, k]) == exact % ctx.moduli[pr]
+        for i, pr in enumerate(t["out_rows"][len(rows) :]):
+            assert int(coeff[0, len(rows) + i, k]) == exact % ctx.moduli[pr]
         for j in range(len(rows)):
-            assert int(coeff[0, 0, j, k]) == int(c[0, j, k])
+            assert int(coeff[0, j, k]) == int(c[0, j, k])
 
 
 def _emulate_inner_product(ctx, digits, key, t, consts, perm):
@@ -379,61 +355,55 @@ def _keyswitch_setup(ctx):
     digits = _rand(ctx, t["out_rows"], lead=(D, 1), seed=3)
     key = np.stack([np.stack([_rand(ctx, range(len(ctx.moduli)), seed=10 + 2 * d + k) for k in range(2)])
                     for d in range(len(ctx.digits))])
-    return rows, t, digits, key, cb.modulus_constants(ctx.moduli, ctx.ring_degree), cb.moddown_table(ctx, rows)
+    return rows, t, digits, key, cb.modulus_constants(ctx.moduli, ctx.ring_degree), cb.moddown_tables(ctx, rows)
 
 
-def test_keyswitch_kernel_emulation_matches_contract(ctx):
-    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
-    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 5
-    acc = _emulate_inner_product(ctx, digits, key, t, consts, cb.ntt_automorphism_permutation(n, g))
-    x = ro.ntt_inverse(acc, t["out_rows"], ctx)
-    pmod = md[2 * K + K * L :]
-    out = np.empty((2, 1, L, n), dtype=np.uint64)
-    for z in range(2):  # keyswitch_moddown_rounding
-        for i in range(L):
-            q = ctx.moduli[rows[i]]
-            for k in range(n):
-                e = _emulate_moddown_extension(x[z, 0, L:], ctx, rows, t["out_rows"], md, consts, i, k)
-                d_ = (int(x[z, 0, i, k]) - e) % q
-                out[z, 0, i, k] = red(shoup_lazy(d_, int(pmod[L + i]), int(pmod[2 * L + i]), q), q)
-    want = ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g)
-    assert np.array_equal(out, want)
-
-
-def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):
-    """keyswitch_moddown_extend + forward NTT + keyswitch_moddown_combine_ntt (with the rotated
-    c0 of a hoisted rotation) == NTT of (automorphism(c0) + y0, y1) from the coefficient path."""
-    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
-    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 25
-    perm = cb.ntt_automorphism_permutation(n, g)
-    acc = _emulate_inner_product(ctx, digits, key, t, consts, perm)
-    x_p = ro.ntt_inverse(acc[:, :, L:], t["out_rows"][L:], ctx)  # only the K P rows leave the NTT domain
-    e = np.empty((2, 1, L, n), dtype=np.uint64)
-    for z in range(2):  # keyswitch_moddown_extend
-        for i in range(L):
-            for k in range(n):
-                e[z, 0, i, k] = _emulate_moddown_extension(x_p[z, 0], ctx, rows, t["out_rows"], md, consts, i, k)
-    e = ro.ntt_forward(e, rows, ctx)
-    c0 = _rand(ctx, rows, lead=(1,), seed=7)
-    c0_ntt = ro.ntt_forward(c0, rows, ctx)
-    pmod = md[2 * K + K * L :]
-    out = np.empty((2, 1, L, n), dtype=np.uint64)
-    batch = 1
-    for z in range(2):  # keyswitch_moddown_combine_ntt, E = 1, z = (ent * 2 + comp) * batch + b
+def _emulate_combine(x, e, md, rows, ctx, batch, c0=None, perm=None):
+    """keyswitch_moddown_combine for E = 1: x [2 * batch, R, N], e [2 * batch, L, N]."""
+    n, L = ctx.ring_degree, len(rows)
+    pinv = [int(v) for v in md["pinv"]]
+    out = np.empty_like(e)
+    for z in range(2 * batch):  # z = (ent * 2 + comp) * batch + b
         ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
         for i in range(L):
             q = ctx.moduli[rows[i]]
             for k in range(n):
-                d_ = (int(acc[z, b, i, k]) - int(e[z, b, i, k])) % q
-                y = red(shoup_lazy(d_, int(pmod[L + i]), int(pmod[2 * L + i]), q), q)
-                if comp == 0:
-                    y = (y + int(c0_ntt[b, i, perm[ent * n + k]])) % q
-                out[z, b, i, k] = y
+                y = red(shoup_lazy((int(x[z, i, k]) - int(e[z, i, k])) % q, pinv[L + i], pinv[2 * L + i], q), q)
+                if c0 is not None and comp == 0:
+                    y = (y + int(c0[b, i, perm[ent * n + k]])) % q
+                out[z, i, k] = y
+    return out
+
+
+def test_keyswitch_kernel_emulation_matches_contract(ctx):
+    """Coefficient output: inner product, inverse NTT of all rows, base conversion of the P
+    rows, combine."""
+    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
+    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 5
+    acc = _emulate_inner_product(ctx, digits, key, t, consts, cb.ntt_automorphism_permutation(n, g))
+    x = ro.ntt_inverse(acc, t["out_rows"], ctx).reshape(2, L + K, n)
+    e = emulate_base_convert(x, md["convert"], md["convert_size"], L, 1, 8, n)
+    out = _emulate_combine(x, e, md, rows, ctx, 1).reshape(2, 1, L, n)
+    assert np.array_equal(out, ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g))
+
+
+def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):
+    """NTT output: inverse NTT of the P rows only, base conversion, forward NTT of e, combine
+    with the rotated c0 of a hoisted rotation == NTT of (automorphism(c0) + y0, y1)."""
+    rows, t, digits, key, consts, md = _keyswitch_setup(ctx)
+    n, L, K, g = ctx.ring_degree, len(rows), ctx.p_count, 25
+    perm = cb.ntt_automorphism_permutation(n, g)
+    acc = _emulate_inner_product(ctx, digits, key, t, consts, perm).reshape(2, L + K, n)
+    x = acc.copy()
+    x[:, L:] = ro.ntt_inverse(acc[:, L:], t["out_rows"][L:], ctx)  # only the K P rows leave the NTT domain
+    e = ro.ntt_forward(emulate_base_convert(x, md["convert"], md["convert_size"], L, 1, 2, n), rows, ctx)
+    c0 = _rand(ctx, rows, lead=(1,), seed=7)
+    out = _emulate_combine(acc, e, md, rows, ctx, 1, c0=ro.ntt_forward(c0, rows, ctx), perm=perm)
     want = ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g)
     rotated = ro.automorphism(c0, g, rows, ctx, "coefficient")
-    want[0] = np.array([[[(int(a) + int(b_)) % ctx.moduli[rows[i]] for a, b_ in zip(want[0, 0, i], rotated[0, i])]
-                         for i in range(L)]], dtype=np.uint64)
-    assert np.array_equal(out, ro.ntt_forward(want, rows, ctx))
+    for i in range(L):
+        want[0, 0, i] = [(int(a) + int(b)) % ctx.moduli[rows[i]] for a, b in zip(want[0, 0, i], rotated[0, i])]
+    assert np.array_equal(out.reshape(2, 1, L, n), ro.ntt_forward(want, rows, ctx))
 
 
 def test_rescale_kernel_emulation_matches_contract(ctx):

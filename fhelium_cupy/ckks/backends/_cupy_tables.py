@@ -18,9 +18,10 @@ from .base import RingContext
 
 __all__ = [
     "active_digits",
+    "base_conversion_table",
     "bitrev_indices",
     "coefficient_automorphism_map",
-    "moddown_table",
+    "moddown_tables",
     "modulus_constants",
     "modup_tables",
     "ntt_automorphism_permutation",
@@ -105,64 +106,63 @@ def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, 
     return active
 
 
+def base_conversion_table(
+    context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int], out_rows: Sequence[int]
+) -> tuple[np.ndarray, int]:
+    """Table of ``keyswitch_base_convert_s*`` (layout documented in keyswitch.cu) and ``S``.
+
+    ``groups``: the source prime ids of each group (rows of the input, whose row order is
+    ``in_rows``); every group converts into every prime id of ``out_rows``."""
+    S, T = max(len(g) for g in groups), len(out_rows)
+    position = {r: i for i, r in enumerate(in_rows)}
+    words: list[int] = []
+    for group in groups:
+        q_g = math.prod(context.moduli[j] for j in group)
+        w_tab = [0] * (S * T)
+        for j, prime in enumerate(group):
+            s_j = context.moduli[prime]
+            for t, target in enumerate(out_rows):
+                m = context.moduli[target]
+                w_tab[j * T + t] = (q_g // s_j) % m * _R % m
+        negc = [(-q_g) % context.moduli[t] * _R % context.moduli[t] for t in out_rows]
+        self_rows = [position[t] if t in group else _R - 1 for t in out_rows]
+        pad = [0] * (S - len(group))
+        scale = [pow(q_g // context.moduli[j], -1, context.moduli[j]) for j in group]
+        shoup = [shoup_companion(w, context.moduli[j]) for w, j in zip(scale, group)]
+        moduli = [context.moduli[j] for j in group]
+        words += w_tab + negc + self_rows + scale + pad + shoup + pad + moduli + pad
+        words += [position[j] for j in group] + pad + [len(group)]
+    targets = [context.moduli[t] for t in out_rows]
+    words += targets + [pow(q, -1, _R) for q in targets] + [_R // q for q in targets]
+    return np.array(words, dtype=np.uint64), S
+
+
 def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
-    """ModUp constants for ``rows`` (layout documented in keyswitch.cu)."""
+    """ModUp of ``rows``: output prime ids, the key digit of each active digit, and the base
+    conversion of each active digit's primes into ``rows + p_rows``."""
     rows = tuple(rows)
-    p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
-    out_rows = rows + p_rows
-    R = len(out_rows)
+    out_rows = rows + tuple(range(context.q_count, context.q_count + context.p_count))
     active = active_digits(context, rows)
-    D = len(active)
-    dstride = max(len(kept) for _, kept in active)
-    position = {r: i for i, r in enumerate(rows)}
-    dsize = np.zeros(D, dtype=np.int32)
-    cols = np.zeros((D, dstride), dtype=np.int32)
-    selfidx = np.full((D, R), -1, dtype=np.int32)
-    wtab = np.zeros((D, dstride, R), dtype=np.uint64)
-    negc = np.zeros((D, R), dtype=np.uint64)
-    scale = [0] * len(rows)
-    for d, (_, kept) in enumerate(active):
-        dsize[d] = len(kept)
-        q_d = math.prod(context.moduli[j] for j in kept)
-        for j, prime in enumerate(kept):
-            cols[d, j] = position[prime]
-            q_j = context.moduli[prime]
-            scale[position[prime]] = pow(q_d // q_j, -1, q_j)
-            for r, out_row in enumerate(out_rows):
-                m = context.moduli[out_row]
-                wtab[d, j, r] = (q_d // q_j) % m * _R % m
-                if out_row == prime:
-                    selfidx[d, r] = j
-        for r, out_row in enumerate(out_rows):
-            m = context.moduli[out_row]
-            negc[d, r] = (-q_d) % m * _R % m
-    moduli = [context.moduli[r] for r in rows]
-    scal = np.array(scale + [shoup_companion(s, q) for s, q in zip(scale, moduli)], dtype=np.uint64)
+    table, size = base_conversion_table(context, [kept for _, kept in active], rows, out_rows)
     return {
         "out_rows": out_rows,
         "key_digits": np.array([index for index, _ in active], dtype=np.int32),
-        "dsize": dsize,
-        "cols": cols,
-        "selfidx": selfidx,
-        "wtab": wtab,
-        "negc": negc,
-        "scale": scal,
-        "dstride": dstride,
+        "convert": table,
+        "convert_size": size,
     }
 
 
-def moddown_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
-    """Table ``md`` of keyswitch_moddown_rounding (layout documented in keyswitch.cu)."""
-    p_ids = range(context.q_count, context.q_count + context.p_count)
-    ps = [context.moduli[j] for j in p_ids]
+def moddown_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
+    """ModDown into ``rows``: the base conversion of the P primes (input rows ``rows + p_rows``)
+    into ``rows``, and ``pinv = [P mod q_i, P^-1 mod q_i, Shoup]`` of keyswitch_moddown_combine."""
+    rows = tuple(rows)
+    p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+    table, size = base_conversion_table(context, [p_rows], rows + p_rows, rows)
+    big_p = math.prod(context.moduli[j] for j in p_rows)
     qs = [context.moduli[r] for r in rows]
-    big_p = math.prod(ps)
-    pinv = [pow(big_p // p, -1, p) for p in ps]
-    table = pinv + [shoup_companion(v, p) for v, p in zip(pinv, ps)]
-    table += [(big_p // p) % q * _R % q for p in ps for q in qs]
-    p_inv_q = [pow(big_p, -1, q) for q in qs]
-    table += [big_p % q for q in qs] + p_inv_q + [shoup_companion(v, q) for v, q in zip(p_inv_q, qs)]
-    return np.array(table, dtype=np.uint64)
+    p_inv = [pow(big_p, -1, q) for q in qs]
+    pinv = [big_p % q for q in qs] + p_inv + [shoup_companion(v, q) for v, q in zip(p_inv, qs)]
+    return {"convert": table, "convert_size": size, "pinv": np.array(pinv, dtype=np.uint64)}
 
 
 def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:

@@ -23,7 +23,7 @@ from ._cupy_tables import (
     active_digits,
     bitrev_indices,
     coefficient_automorphism_map,
-    moddown_table,
+    moddown_tables,
     modulus_constants,
     modup_tables,
     ntt_automorphism_permutation,
@@ -39,7 +39,7 @@ __all__ = [
     "bitrev_indices",
     "coefficient_automorphism_map",
     "modulus_constants",
-    "moddown_table",
+    "moddown_tables",
     "modup_tables",
     "ntt_automorphism_permutation",
     "rescale_table",
@@ -54,15 +54,14 @@ _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients p
 _FILL_BLOCKS = 264  # two blocks per SM of an H100/H200 (132 SMs)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
-_MODUP_ROWS = 4  # keyswitch_modup_extend: output rows per thread (2 in the fused column kernels)
-_MODUP_FUSED_ROWS = 2
 _MAX_GRID_YZ = 65535
+_BASE_CONVERT_SIZES = (1, 2, 3, 4, 6, 8, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
 
 # --- host-side tables (NumPy + Python ints) ------------------------------------------
-def _modup_smem_bytes(rows_per_thread: int, dstride: int) -> int:
-    """Dynamic shared memory of the ModUp extension kernels (keyswitch.cu modup_smem_words)."""
-    return (rows_per_thread * dstride + 2 * dstride + 6 * rows_per_thread) * 8
+def _base_convert_kernel(size: int) -> str:
+    """The ``keyswitch_base_convert_s*`` instantiation for groups of at most ``size`` sources."""
+    return f"keyswitch_base_convert_s{next((s for s in _BASE_CONVERT_SIZES if s >= size), 0)}"
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -441,75 +440,51 @@ class CupyBackend:
         return out
 
     # --- key switching ---------------------------------------------------------------
-    def _modup_device(self, rows: tuple[int, ...]) -> dict[str, Any]:
+    def _keyswitch_device(self, rows: tuple[int, ...]) -> dict[str, Any]:
+        """ModUp and ModDown tables of ``rows`` on the device (cached per rows tuple)."""
         def build() -> dict[str, Any]:
-            host = modup_tables(self.context, rows)
-            dev = {k: (self._upload(v) if isinstance(v, np.ndarray) else v) for k, v in host.items()}
-            dev["out_map"] = self._rows(host["out_rows"])[1]
-            dev["num_digits"] = len(host["key_digits"])
-            dev["md"] = self._upload(moddown_table(self.context, rows))
-            return dev
+            up, down = modup_tables(self.context, rows), moddown_tables(self.context, rows)
+            return {
+                "out_rows": up["out_rows"],
+                "out_map": self._rows(up["out_rows"])[1],
+                "key_digits": self._upload(up["key_digits"]),
+                "num_digits": len(up["key_digits"]),
+                "up": (self._upload(up["convert"]), up["convert_size"]),
+                "down": (self._upload(down["convert"]), down["convert_size"]),
+                "pinv": self._upload(down["pinv"]),
+            }
 
-        return self._cached(("modup", rows), build)
+        return self._cached(("keyswitch", rows), build)
+
+    def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
+                      in_bs: int, out_bs: int) -> None:
+        """``keyswitch_base_convert_s*``: ``groups x batch`` conversions of ``src`` rows into
+        ``targets`` rows of ``out`` (layouts in keyswitch.cu)."""
+        words, size = table
+        smem = ((size * targets + 2 * targets + 4 * size + 1) + 3 * targets) * 8
+        self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), 1, groups * batch), _BLOCK,
+                     (src, out, words, np.int32(size), np.int32(targets), np.int32(self.n), np.int32(batch),
+                      np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
 
     def modup(self, c, rows):
-        rows, rowmap = self._rows(rows)
+        rows, _ = self._rows(rows)
         if any(r >= self.context.q_count for r in rows):
             raise ValueError(f"modup: rows {rows} must be Q prime ids")
         c = self._check(c, rows, "modup")
-        t = self._modup_device(rows)
+        t = self._keyswitch_device(rows)
         L, n = len(rows), self.n
         R, D = len(t["out_rows"]), t["num_digits"]
         batch_shape = tuple(c.shape[:-2])
         batch = _prod(batch_shape)
-        y = self._mul_scalar_table(c, t["scale"], rows, rowmap)
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
-        tables = (t["dsize"], t["cols"], t["selfidx"], t["wtab"], t["negc"])
+        self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n)
         out3 = out.reshape(D * batch, R, n)
-        log_chunk = self._chunk_log(D * batch * R)
-        dstride = t["dstride"]
-        if log_chunk == self.log_n:
-            rb = _MODUP_ROWS
-            self._launch("keyswitch_modup_extend", (-(-n // _BLOCK), -(-R // rb), D * batch), _BLOCK,
-                         (c, y, out, t["out_map"], self._consts, *tables, np.int32(self.num_moduli), np.int32(n),
-                          np.int32(L), np.int32(R), np.int32(batch), np.int32(dstride), np.int32(rb)),
-                         shared_mem=_modup_smem_bytes(rb, dstride))
-            self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
-            return out
-        tw, _ = self._tw()
-        chunk = 1 << log_chunk
-        rb = _MODUP_FUSED_ROWS
-        name = ("keyswitch_modup_extend_ntt_column_stages_k4" if self.log_n - log_chunk == 4
-                else "keyswitch_modup_extend_ntt_column_stages")
-        zstep = D * batch
-        if self.l2_group_bytes > 0:
-            zstep = max(1, min(zstep, self.l2_group_bytes // (R * n * 8)))
-        for z0 in range(0, D * batch, zstep):
-            z1 = min(z0 + zstep, D * batch)
-            col_block = self._column_block(chunk, -(-R // rb) * (z1 - z0))
-            self._launch(name, (-(-chunk // col_block), -(-R // rb), z1 - z0), col_block,
-                         (c, y, out3[z0:z1], t["out_map"], self._consts, *tables, tw,
-                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk), np.int32(L),
-                          np.int32(R), np.int32(batch), np.int32(dstride), np.int32(z0)),
-                         shared_mem=_modup_smem_bytes(rb, dstride))
-            self._launch("ntt_forward_chunk_stages", (n // chunk, R, z1 - z0), chunk >> _COEFFS_PER_THREAD_LOG,
-                         (out3[z0:z1], out3[z0:z1], t["out_map"], self._consts, tw,
-                          np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk),
-                          np.int64(R * n), np.int64(R * n)), shared_mem=(chunk + chunk // 16) * 8)
-        return out
-
-    def _mul_scalar_table(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any) -> Any:
-        """``rns_mul_scalar`` with a prepared device table ``[w..., Shoup(w)...]`` (one per limb)."""
-        out = self.xp.empty_like(a)
-        plane = len(rows) * self.n
-        self._launch("rns_mul_scalar", (-(-self.n // _BLOCK), len(rows), _prod(a.shape[:-2])), _BLOCK,
-                     (a, out, table, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
-                      np.int32(len(rows)), np.int64(plane), np.int64(plane)))
+        self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R)
         return out
 
     def _ks_inputs(self, digits_ntt: Any, keys: Sequence[Any], rows: Sequence[int], what: str) -> tuple:
         rows, rowmap = self._rows(rows)
-        t = self._modup_device(rows)
+        t = self._keyswitch_device(rows)
         R, D, n = len(t["out_rows"]), t["num_digits"], self.n
         digits = digits_ntt if digits_ntt.flags.c_contiguous else self.xp.ascontiguousarray(digits_ntt)
         if digits.dtype != np.uint64 or digits.ndim < 3 or digits.shape[0] != D or digits.shape[-2:] != (R, n):
@@ -528,30 +503,26 @@ class CupyBackend:
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None) -> None:
         """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
-        ``out [entries, L, N]`` in ``domain``. ``acc`` is overwritten (inverse NTT in place).
+        ``out [entries, L, N]`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
-        coefficient: inverse NTT of all R rows, then ``keyswitch_moddown_rounding`` (3 launches).
-        ntt: inverse NTT of the K P rows only, the extension ``e`` into ``out``, its forward NTT
-        over the L Q rows, then ``(acc_Q - e) * P^-1`` (+ ``c0[perm]`` for component 0 when
-        ``c0`` is given; entries ordered ``[E, 2, batch]``) on NTT values (6 launches, but
-        K + L instead of 2L + K limb transforms when the caller wants NTT output)."""
+        Inverse NTT of the K P rows (coefficient output: of all R rows), base conversion of the
+        P rows into ``out``, for NTT output its forward NTT (the Q rows never left the NTT
+        domain: K + L instead of 2L + K limb transforms), then ``keyswitch_moddown_combine``
+        (+ ``c0[perm]`` for component 0 when ``c0`` is given; entries ordered ``[E, 2, batch]``)."""
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
-        acc3 = acc.reshape(entries, R, n)
-        grid = (-(-n // _BLOCK), L, entries)
-        sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(L), np.int32(K))
+        acc3, out3 = acc.reshape(entries, R, n), out.reshape(entries, L, n)
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
-            self._launch("keyswitch_moddown_rounding", grid, _BLOCK, (acc, out, t["out_map"], self._consts, t["md"],
-                                                                      *sizes))
-            return
-        out3 = out.reshape(entries, L, n)
-        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
-        self._launch("keyswitch_moddown_extend", grid, _BLOCK, (acc, out, t["out_map"], self._consts, t["md"], *sizes))
-        self._ntt_launch(out3, out3, t["out_map"][:L], False, L * n, L * n, entries, L)
+        else:
+            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        self._base_convert(acc, out, t["down"], L, 1, entries, R * n, L * n)
+        if domain == "ntt":
+            self._ntt_launch(out3, out3, t["out_map"][:L], False, L * n, L * n, entries, L)
         null = np.uint64(0)
-        self._launch("keyswitch_moddown_combine_ntt", grid, _BLOCK,
-                     (acc, out, out, t["out_map"], self._consts, t["md"], null if c0 is None else c0,
-                      null if perms is None else perms, *sizes, np.int32(batch)))
+        self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L, entries), _BLOCK,
+                     (acc, out, out, t["out_map"], self._consts, t["pinv"], null if c0 is None else c0,
+                      null if perms is None else perms, np.int32(self.num_moduli), np.int32(n), np.int32(L),
+                      np.int32(K), np.int32(batch)))
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
         check_domain(domain, "keyswitch_from_digits")
