@@ -27,13 +27,14 @@ using namespace fhe;
 //   [+S) w_j = (Q_g / s_j)^-1 mod s_j; [+S) Shoup(w_j); [+S) s_j; [+S) input row of source j
 //   [+1)       S_g
 //   after the G blocks: q[T], qinv[T], barrett[T] of the targets.
-// Each thread converts one coefficient: it loads and scales its S_g sources once (registers)
-// and loops over the T targets with the block's constants in shared memory (broadcast reads).
+// Each thread converts one coefficient into `tile` consecutive targets (grid y = target tiles):
+// it loads and scales its S_g sources once (registers) and loops over its targets with the
+// block's constants in shared memory (broadcast reads).
 __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S * T + 2 * T + 4 * S + 1; }
 
 template <int SMAX>
 __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, const u64* table, int S, int T,
-                                                      int n, int batch, i64 in_bs, i64 out_bs) {
+                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {
   extern __shared__ u64 sm[];
   const int gw = bc_group_words(S, T);
   const int groups = gridDim.z / batch;
@@ -55,6 +56,8 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
   const u64* tq = sm + gw;
   const u64* cin = c + b * in_bs + k;
   u64* o = out + (i64)blockIdx.z * out_bs + k;
+  const int t0 = blockIdx.y * tile;
+  const int t1 = min(T, t0 + tile);
   if constexpr (SMAX > 0) {
     u64 y[SMAX];
     u64 cnt = 0;
@@ -66,7 +69,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
         cnt += is_negative_centered(y[j], sq[j]) ? 1 : 0;
       }
     }
-    for (int t = 0; t < T; ++t) {
+    for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
         v = cin[(i64)self[t] * n];
@@ -81,7 +84,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
       o[(i64)t * n] = v;
     }
   } else {  // any group size: sources reloaded per target, high word reduced every 16 terms
-    for (int t = 0; t < T; ++t) {
+    for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
         v = cin[(i64)self[t] * n];
@@ -105,47 +108,47 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
 // (s0: any size; the host picks the smallest SMAX >= S; spelled out so that the loader sees
 // every name). Axis order: c [batch, rows_in, coeff] (in_bs per batch entry); out
 // [G * batch, T, coeff] (out_bs per entry, z = g * batch + b). In canonical, out canonical.
-// Launch: grid (ceil(N / 256), 1, G * batch), block 256, dynamic shared memory
+// Launch: grid (ceil(N / 256), ceil(T / tile), G * batch), block 256, dynamic shared memory
 // (bc_group_words(S, T) + 3 T) * 8 bytes.
 extern "C" __global__ void keyswitch_base_convert_s0(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<0>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<0>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s1(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<1>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<1>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s2(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<2>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<2>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s3(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<3>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<3>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s4(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<4>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<4>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s6(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<6>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<6>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s8(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<8>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<8>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s10(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<10>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<10>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s12(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<12>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<12>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, u64* out, const u64* table, int S, int T,
-                                                    int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<16>(c, out, table, S, T, n, batch, in_bs, out_bs);
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<16>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 
 // keyswitch_inner_product: acc_k[b, r] = sum_d digit_d[b, r, perm(i)] * key[keydig[d], k, rowmap[r]]
@@ -179,35 +182,36 @@ extern "C" __global__ void keyswitch_inner_product(const u64* digits, const u64*
 }
 
 // keyswitch_moddown_combine: the last step of the rounding ModDown, for E entries of (y0, y1):
-// out[z, i] = (x[z, i] - e[z, i]) * P^-1 mod q_i, with x the Q rows of the inner product and e the
-// base conversion of its P rows (base_convert_centered), both in the same domain (coefficient,
-// or NTT: x never left the NTT domain and e was forward-transformed; every step is linear mod
-// q_i, so the NTT-domain result is exactly the NTT of the coefficient-domain one). With c0 (not
-// null; NTT domain only) component 0 of entry ent also gets c0[b, i, perms[ent, k]] (the NTT-domain
-// automorphism of c0: the c0 half of a hoisted rotation).
-// Axis order: x [E, 2, batch, L + K, coeff]; e and out [E, 2, batch, L, coeff] (z = (ent * 2 +
-// comp) * batch + b); c0 [batch, L, coeff]; perms [E, coeff]. Table pinv: P mod q_i [L],
-// P^-1 mod q_i [L], Shoup [L]. In canonical, out canonical; out may alias e.
+// out[ent, comp, b, i] = (x[z, i] - e[z, i]) * P^-1 mod q_i (z = (ent * 2 + comp) * batch + b),
+// with x the Q rows of the inner product and e the base conversion of its P rows
+// (keyswitch_base_convert_s*), both in the same domain (coefficient, or NTT: x never left the
+// NTT domain and e was forward-transformed; every step is linear mod q_i, so the NTT-domain
+// result is exactly the NTT of the coefficient-domain one). With c0 (not null; NTT domain only)
+// component 0 of entry ent also gets c0[b, i, perms[ent, k]] (the NTT-domain automorphism of c0:
+// the c0 half of a hoisted rotation).
+// Axis order: x [E, 2, batch, L + K, coeff]; e [E, 2, batch, L, coeff]; out entry (ent, comp) at
+// ent * out_es + comp * out_cs, then [batch, L, coeff] contiguous (so out can be the
+// [2, E, ...] component-major layout of a batched ciphertext, or a slice of a larger batch);
+// c0 [batch, L, coeff]; perms [E, coeff]. Table pinv: P mod q_i [L], P^-1 mod q_i [L], Shoup [L].
+// In canonical, out canonical; out may alias e when it has e's layout.
 // Launch: grid (ceil(N / 256), L, E * 2 * batch), block 256.
 extern "C" __global__ void keyswitch_moddown_combine(const u64* x, const u64* e, u64* out, const int* rowmap,
                                                      const u64* consts, const u64* pinv, const u64* c0,
                                                      const int* perms, int num_moduli, int n, int L, int K,
-                                                     int batch) {
+                                                     int batch, i64 out_es, i64 out_cs) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int i = blockIdx.y;
   const i64 z = blockIdx.z;
   const u64 q = consts[FHE_C_Q * num_moduli + rowmap[i]];
-  const i64 o = (z * L + i) * n + k;
-  const u64 d = sub_mod(x[(z * (L + K) + i) * n + k], e[o], q);
+  const i64 row = (i64)i * n + k;
+  const u64 d = sub_mod(x[z * (L + K) * n + row], e[z * L * n + row], q);
   u64 y = shoup_mul(d, pinv[L + i], pinv[2 * L + i], q);
   const int ent = (int)(z / (2 * batch));
   const int comp = (int)((z / batch) % 2);
-  if (c0 != nullptr && comp == 0) {
-    const i64 b = z % batch;
-    y = add_mod(y, c0[(b * L + i) * n + perms[(i64)ent * n + k]], q);
-  }
-  out[o] = y;
+  const i64 b = z % batch;
+  if (c0 != nullptr && comp == 0) y = add_mod(y, c0[b * L * n + (i64)i * n + perms[(i64)ent * n + k]], q);
+  out[ent * out_es + comp * out_cs + b * L * n + row] = y;
 }
 
 // keyswitch_inner_product_many: keyswitch_inner_product for E (key, Galois permutation)

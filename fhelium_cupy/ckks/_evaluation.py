@@ -206,22 +206,49 @@ class EvaluationMixin:
         ``output_domain="ntt"`` gives exactly the NTT of the coefficient-domain results, with
         fewer limb transforms (the key switch never leaves the NTT domain for the Q rows).
         """
-        check_ciphertext(self, ct, "rotate_hoisted_with_keys", domain="coefficient", components=(2,))
-        domain = _check_output_domain(output_domain, "rotate_hoisted_with_keys")
-        for key in keys:
-            check_key(self, ct, key, "rotate_hoisted_with_keys", RotationKey)
-        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
-        digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
-        c0 = xp.ascontiguousarray(ct.data[0])
-        if output_domain == "ntt":
-            c0 = be.ntt_forward(c0, rows)
+        c0 = self.backend.xp.ascontiguousarray(ct.data[0])
+        if domain == "ntt":
+            c0 = self.backend.ntt_forward(c0, ct.prime_ids)
+        y = self._hoisted_switch(ct, keys, c0, domain, None)
+        return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
+
+    def rotate_hoisted_batch(
+        self, ct: Ciphertext, keys: Sequence[RotationKey], *, output_domain: str = "coefficient"
+    ) -> Ciphertext:
+        """``ct`` and its hoisted rotations as one batched ciphertext, with no stacking copies.
+
+        Returns a ciphertext of batch shape ``(1 + len(keys),)`` in ``output_domain``: entry 0
+        is ``ct`` itself, entry ``i`` its rotation by ``keys[i - 1]``; bit for bit
+        ``Ciphertext.stack_batch([ct] + rotate_hoisted_with_keys(ct, keys))`` (in the same
+        domain). The key switch writes its results straight into the batch storage, which is
+        what a diagonal matrix-vector product consumes.
+        """
+        domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        source = be.ntt_forward(ct.data, rows) if domain == "ntt" else ct.data
+        batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
+        batch[:, 0] = source
+        if keys:
+            self._hoisted_switch(ct, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
+        return ct._with_data(batch, polynomial_domain=domain)
+
+    def _check_hoisted(self, ct: Ciphertext, keys: Sequence[RotationKey], output_domain: str, op: str) -> Domain:
+        check_ciphertext(self, ct, op, domain="coefficient", components=(2,))
+        domain = _check_output_domain(output_domain, op)
+        for key in keys:
+            check_key(self, ct, key, op, RotationKey)
+        return domain
+
+    def _hoisted_switch(self, ct: Ciphertext, keys: Sequence[RotationKey], c0, domain: Domain, out):
+        """One ModUp of ``ct``'s c1, then every key: ``[E, 2, L, N]`` (rotated c0 + y0, y1)."""
+        be, rows = self.backend, ct.prime_ids
+        digits = be.modup(be.xp.ascontiguousarray(ct.data[1]), rows)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)
-        if many is not None:  # [E, 2, L, N]: (rotated c0 + y0, y1) per key
-            y = many(digits, datas, rows, elements, c0=c0, domain=domain)
-        else:
-            y = keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0, domain=domain)
-        return [ct._with_data(y[i], polynomial_domain=output_domain) for i in range(len(keys))]
+        if many is not None:
+            return many(digits, datas, rows, elements, c0=c0, domain=domain, out=out)
+        return keyswitch_from_digits_many_by_loop(be, digits, datas, rows, elements, c0=c0, domain=domain, out=out)

@@ -156,12 +156,13 @@ def matrix_vector(
     _check_source(engine, source, diagonals, (n,))
     keys = [_key(rotation_keys, k) for k in range(1, n)]
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
-    # back and forth); only the source itself needs a forward NTT.
+    # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
+    # every rotation straight into the batch that multiply_plaintext consumes.
     if hoisted:
-        rotated = engine.rotate_hoisted_with_keys(source, keys, output_domain="ntt")
+        stacked = engine.rotate_hoisted_batch(source, keys, output_domain="ntt")
     else:
         rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
-    stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
+        stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
     products = engine.multiply_plaintext(stacked, diagonals)
     total = engine.ntt_domain_to_coefficient_domain(engine.sum_ciphertext_batch(products))
     return engine.rescale_to_next_level(total)
@@ -189,8 +190,7 @@ def matrix_vector_bsgs(
         raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
     g, b = diagonals.data.shape[:2]
     _check_source(engine, source, diagonals, (g, b))
-    babies = engine.rotate_hoisted_with_keys(source, [_key(rotation_keys, j) for j in range(1, b)], output_domain="ntt")
-    stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + babies)
+    stacked = engine.rotate_hoisted_batch(source, [_key(rotation_keys, j) for j in range(1, b)], output_domain="ntt")
     partial = []
     for i in range(g):  # everything stays in the NTT domain until the one inverse NTT below
         row = diagonals._with_data(diagonals.data[i])

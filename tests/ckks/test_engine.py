@@ -141,6 +141,24 @@ def test_ntt_domain_key_switch_outputs_are_exactly_the_ntt_of_the_coefficient_ou
         e.rotate_hoisted_with_keys(ct, keys, output_domain="slots")
 
 
+def test_rotate_hoisted_batch_is_the_stack_of_the_source_and_its_rotations(setup):
+    e, tol = setup
+    m = random_message(e, 17)
+    ct = e.encrypt_message(m)
+    keys = [e.rotation_key(s) for s in (2, -1, 3)]
+    for domain in ("coefficient", "ntt"):
+        got = e.rotate_hoisted_batch(ct, keys, output_domain=domain)
+        source = ct if domain == "coefficient" else e.coefficient_domain_to_ntt_domain(ct)
+        want = Ciphertext.stack_batch([source] + e.rotate_hoisted_with_keys(ct, keys, output_domain=domain))
+        assert got.batch_shape == (4,) and got.polynomial_domain == domain
+        np.testing.assert_array_equal(np.asarray(got.data), np.asarray(want.data))
+    decrypted = e.decrypt_message(got)
+    assert _err(decrypted[2], np.roll(m, -1)) < tol
+    assert e.rotate_hoisted_batch(ct, []).batch_shape == (1,)
+    with pytest.raises(ValueError, match="output_domain"):
+        e.rotate_hoisted_batch(ct, keys, output_domain="slots")
+
+
 def test_conjugate(setup):
     e, tol = setup
     m = random_message(e, 15)

@@ -117,6 +117,11 @@ def test_rotations_and_conjugation_are_bit_identical(preset, step):
         )
         for c, g in pairs:
             assert_same(c, g)
+    for domain in ("coefficient", "ntt"):  # the key switch writes into the strided batch storage
+        assert_same(
+            cpu.rotate_hoisted_batch(a, keys, output_domain=domain),
+            gpu.rotate_hoisted_batch(ga, gkeys, output_domain=domain),
+        )
     assert_same(  # coefficient-domain input, NTT output (the NTT-domain ModDown, one key)
         cpu.rotate_with_key(a, key, output_domain="ntt"), gpu.rotate_with_key(ga, key.to("cuda"), output_domain="ntt")
     )

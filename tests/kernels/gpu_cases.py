@@ -212,7 +212,13 @@ def _keyswitch_many(domain: str) -> Case:
         for i, g in enumerate(gs):
             rotated = c0 if g is None else ref.automorphism(c0, g, rows, domain="coefficient")
             want_c0[i, 0] = ref.add(rotated, want[i, 0], rows)
-        got, want = np.stack([gpu.to_numpy(got), gpu.to_numpy(got_c0)]), np.stack([want, want_c0])
+        # the same into a strided out: the component-major storage of a batch, axes swapped
+        store = gpu.xp.zeros((2, len(keys) + 1) + got.shape[2:], dtype=np.uint64)
+        gpu.keyswitch_from_digits_many(gpu.asarray(digits), gpu_keys, rows, gs, c0=gpu.asarray(c0_in), domain=domain,
+                                       out=gpu.xp.swapaxes(store[:, 1:], 0, 1))
+        strided = gpu.to_numpy(gpu.xp.ascontiguousarray(gpu.xp.swapaxes(store[:, 1:], 0, 1)))
+        assert not gpu.to_numpy(store[:, 0]).any(), "out= wrote outside its view"
+        got, want = np.stack([gpu.to_numpy(got), gpu.to_numpy(got_c0), strided]), np.stack([want, want_c0, want_c0])
         if domain == "ntt":
             want = ref.ntt_forward(want, rows)
         return got.reshape((-1,) + want.shape[-2:]), want.reshape((-1,) + want.shape[-2:]), rows

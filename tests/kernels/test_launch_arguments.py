@@ -70,6 +70,7 @@ def fake_backend_factory(monkeypatch):
     fake_cupy = types.SimpleNamespace(
         asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
         broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
+        zeros=np.zeros, swapaxes=np.swapaxes,
     )
     monkeypatch.setattr(kernels, "require_cuda", lambda: fake_cupy)
     monkeypatch.setattr(kernels.KernelLibrary, "for_device", classmethod(lambda cls, device=None, options=None: library))

@@ -186,6 +186,7 @@ class CkksBackend(Protocol):
         *,
         c0: Array | None = None,
         domain: Domain = "coefficient",
+        out: Array | None = None,
     ) -> Array:
         """Optional (batched hoisting): ``keyswitch_from_digits`` of one set of digits with
         several (key, Galois element) pairs, stacked: returns ``[len(keys), 2, ..., L, N]``
@@ -194,8 +195,11 @@ class CkksBackend(Protocol):
         (``[..., L, N]`` over ``rows`` in ``domain``, the digits' batch shape) component 0 of
         entry ``i`` additionally gets ``automorphism(c0, galois_elements[i], rows,
         domain=domain)`` added mod q (``c0`` itself for ``None``): entry ``i`` is then the
-        complete hoisted rotation of ``(c0, c1)``. Callers fall back to
-        ``keyswitch_from_digits_many_by_loop`` when a backend lacks it."""
+        complete hoisted rotation of ``(c0, c1)``. ``out`` (optional) receives the result and
+        is returned: shape ``[len(keys), 2, ..., L, N]``, any strides on the first two axes
+        (e.g. a component-major batch viewed with its first axes swapped), each ``out[i, k]``
+        C-contiguous. Callers fall back to ``keyswitch_from_digits_many_by_loop`` when a
+        backend lacks it."""
         ...
 
 
@@ -208,9 +212,10 @@ def keyswitch_from_digits_many_by_loop(
     *,
     c0: Array | None = None,
     domain: Domain = "coefficient",
+    out: Array | None = None,
 ) -> Array:
     """The documented default of ``CkksBackend.keyswitch_from_digits_many``: one
-    ``keyswitch_from_digits`` per key, stacked on a new first axis."""
+    ``keyswitch_from_digits`` per key, stacked on a new first axis (into ``out`` if given)."""
     check_domain(domain, "keyswitch_from_digits_many")
     if len(keys) != len(galois_elements):
         raise ValueError(f"keyswitch_from_digits_many: {len(keys)} keys for {len(galois_elements)} galois elements")
@@ -220,7 +225,11 @@ def keyswitch_from_digits_many_by_loop(
         backend.keyswitch_from_digits(digits_ntt, key, rows, galois_element=g, domain=domain)
         for key, g in zip(keys, galois_elements)
     ]
-    out = backend.xp.stack(parts)
+    if out is None:
+        out = backend.xp.stack(parts)
+    else:
+        for i, part in enumerate(parts):
+            out[i] = part
     if c0 is not None:
         for i, g in enumerate(galois_elements):
             rotated = c0 if g is None else backend.automorphism(c0, g, rows, domain=domain)

@@ -78,6 +78,8 @@ class CupyBackend:
         l2_group_bytes: forward/inverse NTTs larger than this are issued in groups of at most
             this many bytes, so the second pass finds the first pass's output in L2
             (default 0: no grouping, 2 launches per transform; bench/kernels_gpu.py measures both).
+        base_convert_tile: target rows per thread of the ModUp/ModDown base conversion (grid y
+            = target tiles; 0 = all targets in one thread; bench/kernels_gpu.py --tiles measures).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -89,7 +91,9 @@ class CupyBackend:
 
     name = "cupy"
 
-    def __init__(self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 0) -> None:
+    def __init__(
+        self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 0, base_convert_tile: int = 8
+    ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
 
         cp = require_cuda()
@@ -110,6 +114,9 @@ class CupyBackend:
             raise ValueError("every modulus must be odd and < 2^61")
         self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
         self.l2_group_bytes = int(l2_group_bytes)
+        if base_convert_tile < 0:
+            raise ValueError(f"base_convert_tile must be >= 0, got {base_convert_tile}")
+        self.base_convert_tile = int(base_convert_tile)
         self.launch_count = 0
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
@@ -462,9 +469,10 @@ class CupyBackend:
         ``targets`` rows of ``out`` (layouts in keyswitch.cu)."""
         words, size = table
         smem = ((size * targets + 2 * targets + 4 * size + 1) + 3 * targets) * 8
-        self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), 1, groups * batch), _BLOCK,
-                     (src, out, words, np.int32(size), np.int32(targets), np.int32(self.n), np.int32(batch),
-                      np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
+        tile = self.base_convert_tile if self.base_convert_tile > 0 else targets
+        self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), -(-targets // tile), groups * batch), _BLOCK,
+                     (src, out, words, np.int32(size), np.int32(targets), np.int32(tile), np.int32(self.n),
+                      np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
 
     def modup(self, c, rows):
         rows, _ = self._rows(rows)
@@ -501,28 +509,35 @@ class CupyBackend:
         return rows, t, digits, checked, key_rows
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
-                        batch: int = 1, c0: Any = None, perms: Any = None) -> None:
+                        batch: int = 1, c0: Any = None, perms: Any = None,
+                        out_strides: tuple[int, int] | None = None) -> None:
         """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
-        ``out [entries, L, N]`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
+        ``out`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
         Inverse NTT of the K P rows (coefficient output: of all R rows), base conversion of the
-        P rows into ``out``, for NTT output its forward NTT (the Q rows never left the NTT
-        domain: K + L instead of 2L + K limb transforms), then ``keyswitch_moddown_combine``
-        (+ ``c0[perm]`` for component 0 when ``c0`` is given; entries ordered ``[E, 2, batch]``)."""
+        P rows, for NTT output its forward NTT (the Q rows never left the NTT domain: K + L
+        instead of 2L + K limb transforms), then ``keyswitch_moddown_combine`` (+ ``c0[perm]``
+        for component 0 when ``c0`` is given). Entries are ordered ``[E, 2, batch]``; ``out``
+        is ``[entries, L, N]`` contiguous, or with ``out_strides = (entry, component)`` element
+        strides any layout whose ``[batch, L, N]`` blocks are contiguous."""
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
-        acc3, out3 = acc.reshape(entries, R, n), out.reshape(entries, L, n)
+        acc3 = acc.reshape(entries, R, n)
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
         else:
             self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
-        self._base_convert(acc, out, t["down"], L, 1, entries, R * n, L * n)
+        plane = batch * L * n
+        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
+        self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)
         if domain == "ntt":
-            self._ntt_launch(out3, out3, t["out_map"][:L], False, L * n, L * n, entries, L)
+            e3 = e.reshape(entries, L, n)
+            self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
+        out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
         null = np.uint64(0)
         self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L, entries), _BLOCK,
-                     (acc, out, out, t["out_map"], self._consts, t["pinv"], null if c0 is None else c0,
+                     (acc, e, out, t["out_map"], self._consts, t["pinv"], null if c0 is None else c0,
                       null if perms is None else perms, np.int32(self.num_moduli), np.int32(n), np.int32(L),
-                      np.int32(K), np.int32(batch)))
+                      np.int32(K), np.int32(batch), np.int64(out_es), np.int64(out_cs)))
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
         check_domain(domain, "keyswitch_from_digits")
@@ -565,10 +580,14 @@ class CupyBackend:
         key_table, _ = self._cached(("keyptrs", addrs), build_keys)
         return key_table, self._cached(("perms", gs), build_perms)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient"):
+    def keyswitch_from_digits_many(
+        self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
+    ):
         """All rotations of one hoisted ModUp: one inner-product launch for every (key, Galois
         element), one batched ModDown (``_moddown_launch``): ``[E, 2, ..., L, N]`` in ``domain``;
-        ``c0`` (in ``domain``) is added through the matching automorphism (see the contract)."""
+        ``c0`` (in ``domain``) is added through the matching automorphism (see the contract).
+        ``out`` may be a strided view (e.g. the component-major ``[2, E, ...]`` storage of a
+        batched ciphertext, axes swapped) as long as each ``[..., L, N]`` block is contiguous."""
         check_domain(domain, "keyswitch_from_digits_many")
         keys, galois_elements = list(keys), list(galois_elements)
         if len(keys) != len(galois_elements) or not keys:
@@ -585,19 +604,23 @@ class CupyBackend:
             c0 = self._check(c0, rows, "keyswitch_from_digits_many")
             if tuple(c0.shape[:-2]) != batch_shape:
                 raise ValueError(f"keyswitch_from_digits_many: c0 batch {c0.shape[:-2]} != digits batch {batch_shape}")
+        out_strides = self._many_out(out, (E, 2) + batch_shape + (L, n))
         if 2 * E * batch > _MAX_GRID_YZ:
-            return keyswitch_from_digits_many_by_loop(self, digits, keys, rows, galois_elements, c0=c0, domain=domain)
+            return keyswitch_from_digits_many_by_loop(
+                self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
+            )
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
                      (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                       np.int32(key_rows)))
-        out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
+        if out is None:
+            out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
-            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms)
+            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides)
             return out
-        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain)
+        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, out_strides=out_strides)
         if c0 is not None:
             gs = tuple(1 if g is None else int(g) % (2 * n) for g in galois_elements)
             maps = self._cached(("coefmaps", gs),
@@ -606,5 +629,22 @@ class CupyBackend:
             plane = L * n
             self._launch("automorphism_coefficient_add_many", (-(-n // _BLOCK), L, E * batch), _BLOCK,
                          (c0, out, maps, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
-                          np.int32(batch), np.int64(plane), np.int64(2 * batch * plane), np.int64(plane)))
+                          np.int32(batch), np.int64(plane),
+                          np.int64(2 * batch * plane if out_strides is None else out_strides[0]), np.int64(plane)))
         return out
+
+    def _many_out(self, out: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:
+        """Validate a caller's ``out`` of ``keyswitch_from_digits_many``: ``None`` for a fresh or
+        C-contiguous one, else its (entry, component) element strides."""
+        if out is None:
+            return None
+        if out.dtype != np.uint64 or tuple(out.shape) != shape:
+            raise ValueError(f"keyswitch_from_digits_many: out must be uint64 {shape}, got {out.dtype} {out.shape}")
+        inner = shape[2:]
+        want = [8 * math.prod(inner[i + 1:]) for i in range(len(inner))]
+        if list(out.strides[2:]) != want or out.strides[0] % 8 or out.strides[1] % 8:
+            raise ValueError(f"keyswitch_from_digits_many: each out[e, k] block must be C-contiguous, "
+                             f"got strides {out.strides}")
+        if out.flags.c_contiguous:
+            return None
+        return out.strides[0] // 8, out.strides[1] // 8

@@ -349,11 +349,13 @@ class NumpyBackend:
             return self._moddown_ntt(acc, rows)
         return self.moddown(self.ntt_inverse(acc, targets), rows)
 
-    def keyswitch_from_digits_many(self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient"):
+    def keyswitch_from_digits_many(
+        self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
+    ):
         """Stacked ``keyswitch_from_digits`` per (key, Galois element): ``[len(keys), 2, ..., L, N]``
         (plus the rotated ``c0`` in component 0 when given; see the contract)."""
         return keyswitch_from_digits_many_by_loop(
-            self, digits_ntt, keys, rows, galois_elements, c0=c0, domain=domain
+            self, digits_ntt, keys, rows, galois_elements, c0=c0, domain=domain, out=out
         )
 
     def _moddown_ntt(self, acc: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
