@@ -74,10 +74,11 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
     return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
 
 
-def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0) -> list[dict]:
+def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
+            fill: int = 264) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
 
-    be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile)
+    be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill)
     n, L, K = ctx.ring_degree, ctx.q_count, ctx.p_count
     rows = tuple(range(L))
     D = len(active_digits(ctx, rows))
@@ -152,12 +153,12 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         r = bench_op(cp, be, fn, reps)
         floor_us = limbs_moved * limb / BANDWIDTH * 1e6
         results.append({
-            "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "launches": r["launches"],
+            "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill, "launches": r["launches"],
             "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
             "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
             "graph_over_floor": round(r["graph_us"] / floor_us, 2),
         })
-        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} {name:<46} launches {r['launches']:>3}  eager "
+        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} {name:<46} launches {r['launches']:>3}  eager "
               f"{r['eager_us']:9.1f} us  graph {r['graph_us']:9.1f} us  floor {floor_us:8.1f} us  "
               f"x{r['graph_us'] / floor_us:5.2f}", flush=True)
     return results
@@ -171,6 +172,7 @@ def main() -> int:
     parser.add_argument("--ops", default="", help="comma list of op-name prefixes to run (default: all)")
     parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
     parser.add_argument("--tiles", default="0", help="comma list of base-conversion target tiles (0 = all)")
+    parser.add_argument("--fill", default="264", help="comma list of NTT fill-block thresholds (CupyBackend)")
     args = parser.parse_args()
     from fhelium_cupy.runtime.kernels import require_cuda
 
@@ -182,17 +184,20 @@ def main() -> int:
         print(f"# {label}", flush=True)
         for mib in (int(v) for v in args.l2_group_mib.split(",")):
             for tile in (int(v) for v in args.tiles.split(",")):
-                results += run_set(cp, key, ctx, args.reps, mib << 20, tuple(o for o in args.ops.split(",") if o), tile)
+                for fill in (int(v) for v in args.fill.split(",")):
+                    results += run_set(cp, key, ctx, args.reps, mib << 20, tuple(o for o in args.ops.split(",") if o),
+                                       tile, fill)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
             "sets": {k: v[0] for k, v in sets.items()}, "reps": args.reps}
     (out_dir / "kernels_gpu.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     lines = [f"# CupyBackend kernels on {meta['device']} (median of {args.reps}, CUDA events)", "",
-             "| set | L2 group MiB | base-convert tile | op | launches | eager us | graph us | floor us (4.3 TB/s) | "
-             "graph/floor |", "|---|---|---|---|---|---|---|---|---|"]
+             "| set | L2 group MiB | base-convert tile | NTT fill | op | launches | eager us | graph us | "
+             "floor us (4.3 TB/s) | graph/floor |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['set']} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['op']} | {r['launches']} | {r['eager_us']} | "
+        lines.append(f"| {r['set']} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['fill']} | {r['op']} | "
+                     f"{r['launches']} | {r['eager_us']} | "
                      f"{r['graph_us']} | {r['floor_us']} | {r['graph_over_floor']} |")
     (out_dir / "kernels_gpu.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out_dir / 'kernels_gpu.json'} and {out_dir / 'kernels_gpu.md'}")

@@ -41,7 +41,7 @@ def events_median(cp, fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def matvec(cp, reps: int) -> dict:
+def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
     from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
     from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
@@ -76,6 +76,21 @@ def matvec(cp, reps: int) -> dict:
                     "max_err": err, "graph_equals_eager": same}
         print(f"matvec n=8 N=2^14 {key:<11} launches {launches:>4} eager {eager:8.1f} us graph {graph:8.1f} us "
               f"err {err:.2e} graph==eager {same}", flush=True)
+    default_fill = engine.backend.ntt_fill_blocks
+    for fill in fills:  # the hoisted matvec with other NTT chunk choices (side by side, same run)
+        engine.backend.ntt_fill_blocks = fill
+        fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys)
+        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        try:
+            same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(),
+                                       fn(ct).data.get()))
+            graph = events_median(cp, partial(program.replay, ct), reps)
+        finally:
+            program.close()
+        out[f"hoisted_fill_{fill}"] = {"graph_us": round(graph, 1), "graph_equals_eager": same}
+        print(f"matvec n=8 N=2^14 hoisted ntt_fill_blocks={fill:<5} graph {graph:8.1f} us graph==eager {same}",
+              flush=True)
+    engine.backend.ntt_fill_blocks = default_fill
     return out
 
 
@@ -115,11 +130,12 @@ def main() -> int:
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
+    parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
     args = parser.parse_args()
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()
-    result = {"matvec": matvec(cp, args.reps)}
+    result = {"matvec": matvec(cp, args.reps, tuple(int(v) for v in args.fill.split(",") if v))}
     if args.n16 != "none":
         result["rotation_n16"] = rotation16(cp, args.n16, args.reps)
     out = Path(args.out_dir)

@@ -177,6 +177,11 @@ def measure_program(program: Any, ct: Any, cupy: Any, *, runs: int, warmup: int,
     _guarded(parts, "event_done", lambda: _warm_us(lambda: event.done, **common))
     _guarded(parts, "borrowed_output", lambda: _warm_us(lambda: program.output, **common))
     settle()
+    # the same raw CUDA calls with the device drained first: tells a driver effect on an idle
+    # GPU (the cold replay of a long graph) from the library's own Python work
+    _guarded(cold, "raw_input_copy", lambda: _cold_us(copy_inputs, **cold_common))
+    _guarded(cold, "raw_copy_then_launch", lambda: _cold_us(lambda: (copy_inputs(), graph.launch(stream)), **cold_common))
+    settle()
     out["parts"] = parts
 
     medians = {k: v.get("median_us") for k, v in warm.items()}

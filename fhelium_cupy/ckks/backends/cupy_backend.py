@@ -82,6 +82,9 @@ class CupyBackend:
             = target tiles; default 0 = all targets in one thread, the fastest on the H200:
             N=2^16 ModUp 324 us against 340 with tiles of 8 and 375 with 4;
             bench/kernels_gpu.py --tiles measures).
+        ntt_fill_blocks: the NTT chunk is the largest (<= 2^12 words) whose chunk-stage grid has
+            at least this many blocks (default 264: two per SM of an H100/H200; larger values
+            pick smaller chunks for small batches; bench/kernels_gpu.py --fill measures).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -94,7 +97,13 @@ class CupyBackend:
     name = "cupy"
 
     def __init__(
-        self, context: RingContext, device: Any = "cuda", *, l2_group_bytes: int = 0, base_convert_tile: int = 0
+        self,
+        context: RingContext,
+        device: Any = "cuda",
+        *,
+        l2_group_bytes: int = 0,
+        base_convert_tile: int = 0,
+        ntt_fill_blocks: int = _FILL_BLOCKS,
     ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
 
@@ -119,6 +128,9 @@ class CupyBackend:
         if base_convert_tile < 0:
             raise ValueError(f"base_convert_tile must be >= 0, got {base_convert_tile}")
         self.base_convert_tile = int(base_convert_tile)
+        if ntt_fill_blocks < 1:
+            raise ValueError(f"ntt_fill_blocks must be >= 1, got {ntt_fill_blocks}")
+        self.ntt_fill_blocks = int(ntt_fill_blocks)
         self.launch_count = 0
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
@@ -331,14 +343,13 @@ class CupyBackend:
         chunk-stage grid still fills the GPU, at least 2^10 and at most 4 column stages."""
         lc = min(self.log_n, _CHUNK_LOG)
         low = max(self.log_n - _MAX_COLUMN_STAGES, min(self.log_n, _MIN_CHUNK_LOG))
-        while lc > low and (self.n >> lc) * count < _FILL_BLOCKS:
+        while lc > low and (self.n >> lc) * count < self.ntt_fill_blocks:
             lc -= 1
         return lc
 
-    @staticmethod
-    def _column_block(columns: int, count: int) -> int:
+    def _column_block(self, columns: int, count: int) -> int:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
-        return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= _FILL_BLOCKS else 64
+        return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
 
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int) -> None:
