@@ -260,5 +260,5 @@ def test_breakdown_script_runs_end_to_end_on_the_fake(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     entry = json.loads(out.read_text())["programs"]["add"]
     assert entry["checks"] == {"mismatch_rejected": True, "borrowed_output_shared": True}
-    for mode, ops in (("warm", 5), ("cold", 3), ("parts", 7)):
+    for mode, ops in (("warm", 5), ("cold", 5), ("parts", 7)):
         assert len(entry[mode]) == ops and all("median_us" in row for row in entry[mode].values()), entry[mode]
