@@ -75,7 +75,7 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
 
 
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
-            fill: int = 264) -> list[dict]:
+            fill: int = 1056) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill)
@@ -172,7 +172,7 @@ def main() -> int:
     parser.add_argument("--ops", default="", help="comma list of op-name prefixes to run (default: all)")
     parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
     parser.add_argument("--tiles", default="0", help="comma list of base-conversion target tiles (0 = all)")
-    parser.add_argument("--fill", default="264", help="comma list of NTT fill-block thresholds (CupyBackend)")
+    parser.add_argument("--fill", default="1056", help="comma list of NTT fill-block thresholds (CupyBackend)")
     args = parser.parse_args()
     from fhelium_cupy.runtime.kernels import require_cuda
 

@@ -51,7 +51,7 @@ _CHUNK_LOG = 12  # largest shared-memory chunk of the NTT: 4096 words (+1/16 pad
 _MIN_CHUNK_LOG = 10  # smallest chunk chosen to fill the GPU when few polynomials are batched
 _MAX_COLUMN_STAGES = 4  # ntt.cu instantiates 1..4 register column stages
 _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients per thread
-_FILL_BLOCKS = 264  # two blocks per SM of an H100/H200 (132 SMs)
+_FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBackend(ntt_fill_blocks=)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
@@ -83,8 +83,10 @@ class CupyBackend:
             N=2^16 ModUp 324 us against 340 with tiles of 8 and 375 with 4;
             bench/kernels_gpu.py --tiles measures).
         ntt_fill_blocks: the NTT chunk is the largest (<= 2^12 words) whose chunk-stage grid has
-            at least this many blocks (default 264: two per SM of an H100/H200; larger values
-            pick smaller chunks for small batches; bench/kernels_gpu.py --fill measures).
+            at least this many blocks; larger values pick smaller chunks for small batches.
+            Default 1056 (eight per SM of an H100/H200), measured on the H200 against 264 and
+            528 side by side: N=2^14 ModUp 33.5 us (264: 40.1), hoisted 8-diagonal matvec
+            239.7 us (264: 252.6), N=2^16 unchanged (bench/kernels_gpu.py --fill).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
