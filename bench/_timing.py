@@ -20,7 +20,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cuda_sync", "summarize", "time_device_cupy", "time_device_torch", "time_host"]
+__all__ = [
+    "cuda_sync",
+    "summarize",
+    "summarize_us",
+    "time_device_cupy",
+    "time_device_torch",
+    "time_host",
+    "time_host_pipelined",
+]
 
 
 def summarize(samples_s: list[float]) -> dict[str, Any]:
@@ -41,6 +49,53 @@ def summarize(samples_s: list[float]) -> dict[str, Any]:
         "p10_ms": quantile(0.1),
         "p90_ms": quantile(0.9),
     }
+
+
+def summarize_us(samples_us: list[float]) -> dict[str, Any]:
+    """``runs``, ``median_us``, ``p10_us``, ``p90_us``, ``mean_us`` of samples in µs."""
+    ordered = sorted(samples_us)
+    n = len(ordered)
+    return {
+        "runs": n,
+        "median_us": statistics.median(ordered),
+        "p10_us": ordered[int(0.1 * (n - 1))],
+        "p90_us": ordered[int(0.9 * (n - 1))],
+        "mean_us": statistics.fmean(ordered),
+    }
+
+
+def time_host_pipelined(
+    fn: Callable[[], Any],
+    *,
+    runs: int,
+    warmup: int,
+    drain: Callable[[], None],
+    every: int = 64,
+    before: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Host µs per call of ``fn()`` issued back to back, as a pipelined caller does.
+
+    No synchronize in the timed region; ``drain`` runs untimed every ``every`` calls so the
+    launch queue never fills (a full queue would make the host wait and hide the real
+    cost); ``before`` runs untimed before each call. Returns ``summarize_us``.
+    """
+    for _ in range(warmup):
+        if before is not None:
+            before()
+        fn()
+    drain()
+    samples = []
+    clock = time.perf_counter
+    for i in range(runs):
+        if i and i % every == 0:
+            drain()
+        if before is not None:
+            before()
+        start = clock()
+        fn()
+        samples.append((clock() - start) * 1e6)
+    drain()
+    return summarize_us(samples)
 
 
 def cuda_sync() -> None:

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,33 +41,6 @@ extern "C" __global__ void step_f32(const float* x, float* y, long long n) {
     }
 }
 """
-
-
-def _host_us(fn: Callable[[], Any], *, runs: int, warmup: int, sync: Callable[[], None], sync_every: int, before: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Per-call host time in µs (median, p10, p90, mean), with untimed periodic drains."""
-    for _ in range(warmup):
-        if before is not None:
-            before()
-        fn()
-    sync()
-    samples = []
-    for i in range(runs):
-        if i and i % sync_every == 0:
-            sync()
-        if before is not None:
-            before()
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e6)
-    sync()
-    samples.sort()
-    return {
-        "runs": runs,
-        "median_us": statistics.median(samples),
-        "p10_us": samples[int(0.1 * (runs - 1))],
-        "p90_us": samples[int(0.9 * (runs - 1))],
-        "mean_us": statistics.fmean(samples),
-    }
 
 
 def _device_us(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any) -> dict[str, Any]:
@@ -102,7 +73,9 @@ def bench_program(
     graph = program.cuda_graph
     sync = stream.synchronize
     inputs = tuple(inputs)
-    common = {"runs": runs, "warmup": warmup, "sync": sync, "sync_every": sync_every}
+    from bench._timing import time_host_pipelined as _host_us
+
+    common = {"runs": runs, "warmup": warmup, "drain": sync, "every": sync_every}
     result: dict[str, Any] = {
         "input_nbytes": program.input_nbytes,
         "stats": {k: getattr(program.stats, k) for k in program.stats.__dataclass_fields__},
@@ -126,7 +99,7 @@ def bench_program(
     result["device_replay"] = _device_us(lambda: program.replay(*inputs), runs=device_runs, warmup=10, stream=stream)
     result["device_graph_launch"] = _device_us(lambda: graph.launch(stream), runs=device_runs, warmup=10, stream=stream)
     if function is not None:
-        result["host_eager_synchronized"] = _host_us(lambda: (function(*inputs), sync()), runs=max(20, runs // 20), warmup=5, sync=sync, sync_every=sync_every)
+        result["host_eager_synchronized"] = _host_us(lambda: (function(*inputs), sync()), runs=max(20, runs // 20), warmup=5, drain=sync, every=sync_every)
     return result
 
 

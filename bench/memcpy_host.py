@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._timing import time_host_pipelined  # noqa: E402
 
 KINDS = {"default": 4, "device_to_device": 3, "host_to_device": 1}
 
 
 def host_us(fn, stream, runs: int) -> float:
-    samples = []
-    for i in range(runs):
-        if i % 64 == 0:
-            stream.synchronize()
-        t = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t) / 1e3)
-    stream.synchronize()
-    return statistics.median(samples)
+    """Median host µs per call, pipelined (``bench._timing.time_host_pipelined``)."""
+    return time_host_pipelined(fn, runs=runs, warmup=64, drain=stream.synchronize)["median_us"]
 
 
 def main() -> int:

@@ -33,7 +33,6 @@ import argparse
 import functools
 import json
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -45,42 +44,12 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._timing import summarize_us  # noqa: E402  (after the sys.path entry above)
+from bench._timing import time_host_pipelined as _warm_us  # noqa: E402
+
 __all__ = ["main", "measure_program"]
 
 TARGETS_US = {"replay": 20.0, "replay_prepared": 8.0}
-
-
-def _summary(samples: list[float]) -> dict[str, Any]:
-    samples = sorted(samples)
-    n = len(samples)
-    return {
-        "runs": n,
-        "median_us": statistics.median(samples),
-        "p10_us": samples[int(0.1 * (n - 1))],
-        "p90_us": samples[int(0.9 * (n - 1))],
-        "mean_us": statistics.fmean(samples),
-    }
-
-
-def _warm_us(fn: Callable[[], Any], *, runs: int, warmup: int, drain: Callable[[], None], every: int, before: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Per-call host µs; ``drain`` runs untimed every ``every`` calls; ``before`` untimed before each."""
-    for _ in range(warmup):
-        if before is not None:
-            before()
-        fn()
-    drain()
-    samples = []
-    clock = time.perf_counter
-    for i in range(runs):
-        if i and i % every == 0:
-            drain()
-        if before is not None:
-            before()
-        start = clock()
-        fn()
-        samples.append((clock() - start) * 1e6)
-    drain()
-    return _summary(samples)
 
 
 def _cold_us(fn: Callable[[], Any], *, runs: int, warmup: int, drain: Callable[[], None], before: Callable[[], Any] | None = None) -> dict[str, Any]:
@@ -97,7 +66,7 @@ def _cold_us(fn: Callable[[], Any], *, runs: int, warmup: int, drain: Callable[[
         drain()
         if i >= warmup:
             samples.append(elapsed * 1e6)
-    return _summary(samples)
+    return summarize_us(samples)
 
 
 def _guarded(results: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:

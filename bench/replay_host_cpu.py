@@ -19,15 +19,15 @@ import argparse
 import cProfile
 import json
 import pstats
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._timing import time_host_pipelined  # noqa: E402  (after the sys.path entry above)
 
 __all__ = ["main", "measure"]
 
@@ -58,25 +58,10 @@ def _workloads(fake: Any) -> dict[str, tuple[Any, tuple[Any, ...]]]:
     }
 
 
-def _time_ns(fn: Callable[[], Any], *, runs: int, drain: Callable[[], None], before: Callable[[], Any] | None = None, every: int = 64) -> float:
-    """Median ns per call; ``drain`` runs untimed every ``every`` calls (as on the GPU bench)."""
-    for _ in range(min(runs, 200)):
-        if before is not None:
-            before()
-        fn()
-    drain()
-    samples = []
-    clock = time.perf_counter_ns
-    for i in range(runs):
-        if i % every == 0:
-            drain()
-        if before is not None:
-            before()
-        start = clock()
-        fn()
-        samples.append(clock() - start)
-    drain()
-    return float(statistics.median(samples))
+def _time_ns(fn: Callable[[], Any], *, runs: int, drain: Callable[[], None], before: Callable[[], Any] | None = None) -> float:
+    """Median ns per call, pipelined as on the GPU bench (``bench._timing.time_host_pipelined``)."""
+    stats = time_host_pipelined(fn, runs=runs, warmup=min(runs, 200), drain=drain, before=before)
+    return float(stats["median_us"]) * 1e3
 
 
 def _calls_per_call(fake: Any, fn: Callable[[], Any], before: Callable[[], Any] | None, *, batches: int = 8, every: int = 64) -> dict[str, float]:
