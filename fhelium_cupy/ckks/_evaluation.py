@@ -220,8 +220,9 @@ class EvaluationMixin:
     ) -> Ciphertext:
         """``ct`` and its hoisted rotations as one batched ciphertext, with no stacking copies.
 
-        Returns a ciphertext of batch shape ``(1 + len(keys),)`` in ``output_domain``: entry 0
-        is ``ct`` itself, entry ``i`` its rotation by ``keys[i - 1]``; bit for bit
+        Returns a ciphertext of batch shape ``(1 + len(keys),) + ct.batch_shape`` in
+        ``output_domain``: entry 0 is ``ct`` itself, entry ``i`` its rotation by
+        ``keys[i - 1]``; bit for bit
         ``Ciphertext.stack_batch([ct] + rotate_hoisted_with_keys(ct, keys))`` (in the same
         domain). The key switch writes its results straight into the batch storage, which is
         what a diagonal matrix-vector product consumes.

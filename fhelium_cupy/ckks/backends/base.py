@@ -64,13 +64,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = ["CkksBackend", "Domain", "RingContext", "check_domain", "keyswitch_from_digits_many_by_loop"]
 
 Domain = Literal["coefficient", "ntt"]
+Array = Any  # numpy.ndarray or cupy.ndarray of uint64
 
 
 def check_domain(domain: object, op: str) -> None:
     """Reject anything but ``"coefficient"`` or ``"ntt"`` before a backend enqueues work."""
     if domain not in ("coefficient", "ntt"):
         raise ValueError(f"{op}: domain must be 'coefficient' or 'ntt', got {domain!r}")
-Array = Any  # numpy.ndarray or cupy.ndarray of uint64
 
 
 @runtime_checkable
