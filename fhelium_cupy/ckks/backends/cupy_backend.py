@@ -55,6 +55,7 @@ _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBa
 _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
+_MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
 _BASE_CONVERT_SIZES = (1, 2, 3, 4, 6, 8, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
 
@@ -484,6 +485,11 @@ class CupyBackend:
         ``targets`` rows of ``out`` (layouts in keyswitch.cu)."""
         words, size = table
         smem = ((size * targets + 2 * targets + 4 * size + 1) + 3 * targets) * 8
+        if smem > _MAX_STATIC_SMEM:
+            raise ValueError(
+                f"base conversion of {size} into {targets} primes needs {smem} bytes of shared memory "
+                f"(> {_MAX_STATIC_SMEM}); use more key-switching digits (dnum) or fewer primes"
+            )
         tile = self.base_convert_tile if self.base_convert_tile > 0 else targets
         self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), -(-targets // tile), groups * batch), _BLOCK,
                      (src, out, words, np.int32(size), np.int32(targets), np.int32(tile), np.int32(self.n),
