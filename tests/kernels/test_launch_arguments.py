@@ -96,3 +96,20 @@ def test_l2_groups_cover_every_polynomial_once(fake_backend_factory):
         for b0, b1, l0, l1 in backend._groups(batch, limbs):
             cover[b0:b1, l0:l1] += 1
         assert (cover == 1).all(), (batch, limbs)
+
+
+def test_base_conversion_too_large_for_shared_memory_is_a_clear_error(fake_backend_factory):
+    """One 80-prime digit into 83 rows needs > 48 KiB of tables: refused before any launch."""
+    from tests.helpers import ring_oracle as ro
+
+    n = 64
+    ctx = ro.make_context(n, ro.ntt_primes(40, 80, n), ro.ntt_primes(60, 3, n), dnum=1)
+    backend = fake_backend_factory(ctx)
+    rows = tuple(range(80))
+    c = np.zeros((80, n), dtype=np.uint64)
+    before = backend.launch_count
+    with pytest.raises(ValueError, match="shared memory"):
+        backend.modup(c, rows)
+    assert backend.launch_count == before
+    backend.modup(c[:40], rows[:40])  # 40 primes: fits
+    assert backend.launch_count > before
