@@ -127,6 +127,25 @@ class EvaluationMixin:
             self.backend.mul_montgomery(ct.data[c], p, rows, out=out[c])
         return ct._with_data(out, scale=ct.scale * pt.scale)
 
+    def multiply_plaintext_and_sum(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """``sum_ciphertext_batch(multiply_plaintext(ct, pt))`` in one pass, bit for bit.
+
+        ``ct``: NTT-domain ciphertext of batch shape ``(n,)``; ``pt``: NTT/Montgomery
+        plaintext of batch shape ``(n,)`` (one plaintext per entry, e.g. the diagonals of a
+        matrix). Returns an unbatched ciphertext; scale ``ct.scale * pt.scale``, level unchanged.
+        """
+        op = "multiply_plaintext_and_sum"
+        check_ciphertext(self, ct, op, domain="ntt")
+        check_plaintext(self, pt, op, domain="ntt", residue="montgomery")
+        check_same_state(ct, pt, op, check_scale=False, check_components=False)
+        if len(ct.batch_shape) != 1 or tuple(pt.data.shape) != tuple(ct.data.shape[1:]):
+            raise StateMismatchError(
+                f"{op}: needs a ciphertext of batch shape (n,) and a plaintext of the same batch shape, got "
+                f"{ct.batch_shape} and {pt.batch_shape}"
+            )
+        data = self.backend.mul_montgomery_sum(ct.data, pt.data, ct.prime_ids)
+        return ct._with_data(data, scale=ct.scale * pt.scale)
+
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Tensor product of two NTT-domain CT2 -> CT3 ``(a0 b0, a0 b1 + a1 b0, a1 b1)``; scales multiply."""
         check_ciphertext(self, a, "multiply", domain="ntt", components=(2,))

@@ -4,9 +4,10 @@
 ``A`` (``n x n``) is the slot vector ``d_k[j] = A[j mod n, (j - k) mod n]`` and
 ``A x = sum_k d_k * roll(x, k)`` slot-wise (the result is periodic too).
 
-* ``matrix_vector``: ``n - 1`` rotations (coefficient domain), one stacked batch, one
-  batched forward NTT, one batched ``multiply_plaintext`` with pre-stacked NTT/Montgomery
-  diagonals, ``sum_ciphertext_batch``, inverse NTT, rescale (level + 1).
+* ``matrix_vector``: ``n - 1`` rotations with NTT-domain output (hoisted by default: one
+  ModUp, all rotations written into one batch next to the source's NTT), one
+  ``multiply_plaintext_and_sum`` with pre-stacked NTT/Montgomery diagonals, inverse NTT,
+  rescale (level + 1).
 * ``matrix_vector_bsgs``: with baby step ``b`` and giant count ``g``, ``k = i*b + j``:
   ``A x = sum_i roll(sum_j roll(d_k, -i*b) * roll(x, j), i*b)``; the ``b - 1`` baby
   rotations share one ModUp (hoisting), then ``g - 1`` giant rotations.
@@ -157,14 +158,13 @@ def matrix_vector(
     keys = [_key(rotation_keys, k) for k in range(1, n)]
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
-    # every rotation straight into the batch that multiply_plaintext consumes.
+    # every rotation straight into the batch that multiply_plaintext_and_sum consumes.
     if hoisted:
         stacked = engine.rotate_hoisted_batch(source, keys, output_domain="ntt")
     else:
         rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
         stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
-    products = engine.multiply_plaintext(stacked, diagonals)
-    total = engine.ntt_domain_to_coefficient_domain(engine.sum_ciphertext_batch(products))
+    total = engine.ntt_domain_to_coefficient_domain(engine.multiply_plaintext_and_sum(stacked, diagonals))
     return engine.rescale_to_next_level(total)
 
 
@@ -194,7 +194,7 @@ def matrix_vector_bsgs(
     partial = []
     for i in range(g):  # everything stays in the NTT domain until the one inverse NTT below
         row = diagonals._with_data(diagonals.data[i])
-        inner = engine.sum_ciphertext_batch(engine.multiply_plaintext(stacked, row))
+        inner = engine.multiply_plaintext_and_sum(stacked, row)
         partial.append(inner if i == 0 else engine.rotate_with_key(inner, _key(rotation_keys, i * b), output_domain="ntt"))
     total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
     return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import Ciphertext, Plaintext
+from fhelium_cupy.errors import StateMismatchError
 from tests.helpers.ckks_engines import TOLERANCE, make_engine, random_message
 
 PRESETS = list(TOLERANCE)
@@ -178,6 +179,22 @@ def test_stack_and_sum_ciphertext_batch(setup):
     assert _err(e.decrypt_message(total), sum(ms)) < tol
     pts = Plaintext.stack_batch([e.encode(m) for m in ms])
     assert pts.batch_shape == (4,)
+
+
+def test_multiply_plaintext_and_sum_is_the_fused_product_and_batch_sum(setup):
+    e, tol = setup
+    ms = [random_message(e, 30 + i) for i in range(3)]
+    ws = [random_message(e, 40 + i) for i in range(3)]
+    ct = e.coefficient_domain_to_ntt_domain(Ciphertext.stack_batch([e.encrypt_message(m) for m in ms]))
+    pt = Plaintext.stack_batch([e.encode(w) for w in ws])  # NTT/Montgomery form
+    fused = e.multiply_plaintext_and_sum(ct, pt)
+    unfused = e.sum_ciphertext_batch(e.multiply_plaintext(ct, pt))
+    np.testing.assert_array_equal(np.asarray(fused.data), np.asarray(unfused.data))
+    assert fused.scale == unfused.scale and not fused.is_batched
+    want = sum(m * w for m, w in zip(ms, ws))
+    assert _err(e.decrypt_message(e.rescale_to_next_level(fused)), want) < 3 * tol
+    with pytest.raises(StateMismatchError, match="batch shape"):
+        e.multiply_plaintext_and_sum(ct, pt._with_data(pt.data[:2]))
 
 
 def test_depth_two_circuit(setup):

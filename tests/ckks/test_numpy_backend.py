@@ -105,6 +105,22 @@ def test_sum_batch_and_tensor_product_are_exact(be):
     assert (t[2] == A[1] * B[1] % q).all()
 
 
+def test_mul_montgomery_sum_is_the_montgomery_weighted_batch_sum(be):
+    rows = tuple(range(be.context.q_count))
+    moduli = _mod(be, rows)
+    rng = random.Random(5)
+    a = random_residues(rng, moduli, N, (2, 5))
+    b = random_residues(rng, moduli, N, (5,))
+    q = np.array(moduli, dtype=object)[:, None]
+    r_inv = np.array([pow(1 << 64, -1, m) for m in moduli], dtype=object)[:, None]
+    got = be.mul_montgomery_sum(a, b, rows)
+    assert got.shape == (2, len(rows), N)
+    want = (a.astype(object) * b.astype(object)[None] % q * r_inv % q).sum(axis=1) % q
+    assert (got.astype(object) == want).all()
+    with pytest.raises(ValueError, match="mul_montgomery_sum"):
+        be.mul_montgomery_sum(a, b[:4], rows)
+
+
 @pytest.mark.parametrize("level", [0, 1, 2])
 def test_modup_matches_the_contract_formula(be, level):
     rows = tuple(range(level, be.context.q_count))

@@ -113,6 +113,13 @@ def _sum_batch(gpu, ref, ctx, rng, lv):
     return gpu.to_numpy(gpu.sum_batch(gpu.asarray(a), 1, rows)), ref.sum_batch(a, 1, rows), rows
 
 
+def _mul_montgomery_sum(gpu, ref, ctx, rng, lv):
+    rows = lv["rows"]
+    a, b = rand(ctx, rows, (2, 5), rng), rand(ctx, rows, (5,), rng)
+    got = gpu.mul_montgomery_sum(gpu.asarray(a), gpu.asarray(b), rows)
+    return gpu.to_numpy(got), ref.mul_montgomery_sum(a, b, rows), rows
+
+
 def _tensor(gpu, ref, ctx, rng, lv):
     rows = lv["rows"]
     a, b = rand(ctx, rows, (2, 2), rng), rand(ctx, rows, (2, 2), rng)
@@ -238,6 +245,7 @@ CASES: dict[str, Case] = {
     "mul_montgomery_broadcast": _broadcast_mul,
     "add_out_alias": _add_out_alias,
     "sum_batch": _sum_batch,
+    "mul_montgomery_sum": _mul_montgomery_sum,
     "tensor_product": _tensor,
     "ntt_forward": _ntt(False, "rows"),
     "ntt_forward_mixed_rows": _ntt(False, "mixed"),

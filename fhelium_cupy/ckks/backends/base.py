@@ -138,6 +138,12 @@ class CkksBackend(Protocol):
         """Sum over ``axis`` (not one of the last two) modulo q."""
         ...
 
+    def mul_montgomery_sum(self, a: Array, b: Array, rows: Sequence[int]) -> Array:
+        """``a [outer, count, L, N]``, ``b [count, L, N]`` -> ``[outer, L, N]``: the sum over
+        ``count`` of ``mul_montgomery(a[:, c], b[c])`` mod q (a plaintext-weighted batch sum);
+        equal to ``sum_batch(mul_montgomery(a, b broadcast), 1, rows)`` bit for bit."""
+        ...
+
     def tensor_product(self, a: Array, b: Array, rows: Sequence[int]) -> Array:
         """``[2, ..., L, N] x [2, ..., L, N] -> [3, ...]``: (a0 b0, a0 b1 + a1 b0, a1 b1) mod q."""
         ...

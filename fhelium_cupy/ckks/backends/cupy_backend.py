@@ -297,6 +297,22 @@ class CupyBackend:
         rows = tuple(int(r) for r in rows)
         return self._unary("rns_mul_scalar", a, rows, out, extra=(self._scalar_table(rows, scalars),))
 
+    def mul_montgomery_sum(self, a, b, rows):
+        rows, rowmap = self._rows(rows)
+        a, b = self._check(a, rows, "mul_montgomery_sum"), self._check(b, rows, "mul_montgomery_sum")
+        if a.ndim != 4 or tuple(b.shape) != tuple(a.shape[1:]):
+            raise ValueError(f"mul_montgomery_sum: expected a [outer, count, L, N] and b [count, L, N], "
+                             f"got {a.shape} and {b.shape}")
+        outer, count = int(a.shape[0]), int(a.shape[1])
+        out = self.xp.empty((outer, len(rows), self.n), dtype=np.uint64)
+        if count == 0:
+            out.fill(0)
+            return out
+        self._launch("rns_mul_montgomery_sum", (-(-self.n // _BLOCK), len(rows), outer), _BLOCK,
+                     (a, b, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
+                      np.int32(len(rows)), np.int32(count)))
+        return out
+
     def sum_batch(self, a, axis, rows):
         rows, rowmap = self._rows(rows)
         a = self._check(a, rows, "sum_batch")

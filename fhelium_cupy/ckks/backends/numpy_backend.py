@@ -237,6 +237,12 @@ class NumpyBackend:
         c = _Const([int(s) for s in scalars], t.moduli)
         return self._emit(c.mul(a, fast=t.small), out)
 
+    def mul_montgomery_sum(self, a, b, rows):
+        if a.ndim != 4 or tuple(b.shape) != tuple(a.shape[1:]):
+            raise ValueError(f"mul_montgomery_sum: expected a [outer, count, L, N] and b [count, L, N], "
+                             f"got {a.shape} and {b.shape}")
+        return self.sum_batch(self.mul_montgomery(a, b[None], rows), 1, rows)
+
     def sum_batch(self, a, axis, rows):
         nd = a.ndim
         ax = axis % nd
