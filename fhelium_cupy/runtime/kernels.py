@@ -136,6 +136,9 @@ def nvrtc_compile_cubin(source: str, arch: str, *, options: KernelOptions | None
     """Compile one kernel source with raw NVRTC to a cubin for ``arch`` (e.g. ``"sm_90"``).
 
     Needs CuPy's NVRTC binding and the NVRTC library, but no GPU or driver (used by CI).
+    The bytes are what CuPy's ``nvrtc.getCUBIN`` returns, which (CuPy 13/14) drops the
+    image's last byte: enough to prove the source compiles, not an image to load or
+    disassemble (for SASS, call ``nvrtcGetCUBINSize``/``nvrtcGetCUBIN`` directly).
 
     Raises:
         CudaUnavailableError: If CuPy or NVRTC is missing.
