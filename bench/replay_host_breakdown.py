@@ -78,8 +78,6 @@ def _guarded(results: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:
 
 def measure_program(program: Any, ct: Any, cupy: Any, *, runs: int, warmup: int, sync_every: int, cold_runs: int) -> dict[str, Any]:
     """Warm, cold and per-part host timings of one captured program fed ``ct``."""
-    from fhelium_cupy.interop.arrays import data_pointer
-    from fhelium_cupy.runtime.buffer import MEMCPY_DEFAULT
 
     stream = cupy.cuda.get_current_stream()
     drain = stream.synchronize
@@ -130,12 +128,10 @@ def measure_program(program: Any, ct: Any, cupy: Any, *, runs: int, warmup: int,
 
     parts: dict[str, Any] = {}
     runtime = cupy.cuda.runtime
-    plan = program._copy_plan
     leaves = program._collect((ct,))
 
-    def copy_inputs() -> None:
-        for i, low, low_offset, span in plan:
-            runtime.memcpyAsync(low, data_pointer(leaves[i]) - low_offset, span, MEMCPY_DEFAULT, stream.ptr)
+    def copy_inputs() -> None:  # exactly the copies replay() issues
+        program._buffer._enqueue_copies(leaves, stream.ptr, runtime.memcpyAsync)
 
     event = cupy.cuda.Event(block=False, disable_timing=True)
     _guarded(parts, "validate_collect", lambda: _warm_us(lambda: program._collect((ct,)), **common))

@@ -142,7 +142,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._templates = templates
         self._nbytes = signature.nbytes
         # (leaf index, target low address, low offset, span bytes) of every non-empty leaf;
-        # shared with CudaGraphProgram, whose replay issues exactly these copies.
+        # issued by _enqueue_copies (also for CudaGraphProgram's replay).
         self._copy_plan = tuple(
             (i, low, offset, span)
             for i, (low, offset, span) in enumerate(zip(plan.target_lows, plan.low_offsets, plan.spans))
@@ -332,8 +332,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         sptr = stream.ptr
         for dep in deps:
             runtime.streamWaitEvent(sptr, dep, 0)
-        for i, low, offset, span in self._copy_plan:
-            runtime.memcpyAsync(low, data_pointer(leaves[i]) - offset, span, MEMCPY_DEFAULT, sptr)
+        self._enqueue_copies(leaves, sptr, runtime.memcpyAsync)
         with cupy.cuda.Device(self._device.index):
             event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
@@ -341,6 +340,13 @@ class ReusableValueBuffer(Generic[_ValueT]):
         if not non_blocking:
             handle.synchronize()
         return handle
+
+    def _enqueue_copies(self, leaves: Sequence[Any], stream_ptr: int, memcpy_async: Any) -> None:
+        """The copy plan's ``cudaMemcpyAsync`` calls from validated ``leaves`` on ``stream_ptr``
+        (CUDA target; no ordering, no event: the caller provides both). The one place that
+        issues input copies: ``copy_from``, ``copy_inputs_from`` and every ``replay``."""
+        for i, low, offset, span in self._copy_plan:
+            memcpy_async(low, data_pointer(leaves[i]) - offset, span, MEMCPY_DEFAULT, stream_ptr)
 
     def _prune(self) -> None:
         inflight = self._inflight

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import data_pointer
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
@@ -23,7 +22,7 @@ from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
 from .arena import GraphArena
-from .buffer import MEMCPY_DEFAULT, CopyHandle, ReusableValueBuffer
+from .buffer import CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
 from .signature import ValueTreeSignature
 
@@ -132,14 +131,14 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._events = EventRing(cupy, self._device_index)
         self._record = self._events.record
         # everything replay needs, resolved once: the compiled signature check, the
-        # caller's-stream lookup, the buffer's own copy plan and the borrowed output
+        # caller's-stream lookup, the buffer's copy issuer and the borrowed output
         self._collect = leaf_collector(self._signature, (cupy.ndarray,))
         self._current_stream = current_stream_getter(device)
-        self._copy_plan = input_buffer.copy_plan()
+        self._enqueue_copies = input_buffer._enqueue_copies
+        self._memcpy_async = self._runtime.memcpyAsync
         self._borrow = output.borrow
         self._latest_copy: CopyHandle | None = None
-        self._last_event: Any = None
-        self._last_stream_ptr = 0
+        self._last_stream_ptr = 0  # stream of the newest replay-complete event (self._events.last)
         self._closed = False
         # Safety net for a program dropped without close(): wait for its last replay before
         # its storage can be released (the ring does not reference the program).
@@ -324,8 +323,9 @@ class CudaGraphProgram(Generic[_OutputT]):
             raise CudaGraphInputError(str(error)) from error
         copy_stream = resolve_stream(stream, self._device)
         waits = event_handles(wait_for)
-        if self._last_event is not None:
-            waits = (*waits, self._last_event.ptr)
+        last = self._events.last
+        if last is not None:
+            waits = (*waits, last.ptr)
         handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
         self._latest_copy = handle
         return handle
@@ -363,7 +363,7 @@ class CudaGraphProgram(Generic[_OutputT]):
     def _replay_prepared(self, copy_handle: CopyHandle | None, copy_output: bool, synchronize: bool) -> _OutputT:
         stream = self._current_stream()
         sptr = stream.ptr
-        last = self._last_event
+        last = self._events.last
         if last is not None and self._last_stream_ptr != sptr:
             self._runtime.streamWaitEvent(sptr, last.ptr, 0)
         if copy_handle is not None:
@@ -397,15 +397,13 @@ class CudaGraphProgram(Generic[_OutputT]):
         runtime = self._runtime
         stream = self._current_stream()
         sptr = stream.ptr
-        last = self._last_event
+        last = self._events.last
         if last is not None and self._last_stream_ptr != sptr:
             runtime.streamWaitEvent(sptr, last.ptr, 0)  # the previous replay may still read the inputs
         latest = self._latest_copy
         if latest is not None:
             runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
-        memcpy = runtime.memcpyAsync
-        for i, low, low_offset, span in self._copy_plan:
-            memcpy(low, data_pointer(leaves[i]) - low_offset, span, MEMCPY_DEFAULT, sptr)
+        self._enqueue_copies(leaves, sptr, self._memcpy_async)
         return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
 
     def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:
@@ -421,7 +419,6 @@ class CudaGraphProgram(Generic[_OutputT]):
         else:
             result = self._borrow()
         event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
-        self._last_event = event
         self._last_stream_ptr = sptr
         if pool is not None:
             pool._last_event = event
@@ -444,8 +441,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         """
         if self._closed:
             return
-        if self._last_event is not None:
-            self._last_event.synchronize()
+        last = self._events.last
+        if last is not None:
+            last.synchronize()  # the newest replay completed, so all did
         self._buffer.close()  # waits for in-flight copies
         self._finalizer.detach()
         self._events.release_all()
@@ -456,8 +454,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._static_inputs = ()
         self._function = None  # type: ignore[assignment]
         self._latest_copy = None
-        self._last_event = None
-        self._copy_plan = ()
+        self._enqueue_copies = None  # type: ignore[assignment]
         if self._arena is not None:
             self._arena.close()
             self._arena = None

@@ -45,7 +45,7 @@ def _names(calls):
 def test_replay_copies_each_leaf_then_launches_and_records(fake):
     program = build_program(fake, _add, (_ct(),))
     source = _ct()
-    (_, low, offset, span), = program._copy_plan
+    (_, low, offset, span), = program._buffer.copy_plan()
     calls = fake.calls(lambda: program.replay(source))
     assert _names(calls) == ["getDevice", "memcpyAsync", "graphLaunch", "eventRecord"]
     assert calls[1][1:] == (low, source.data.data.ptr - offset, span, 4, 0)
@@ -203,7 +203,7 @@ def test_replay_events_are_swept_without_per_replay_queries_and_release_sources(
     assert ring.busy_count == 41 and ring._sweep_at > 4
     calls = fake.calls(lambda: [program.replay_prepared() for _ in range(3)])
     assert _names(calls) == ["getDevice", "graphLaunch", "eventRecord"] * 3  # no sources: the spare event
-    assert program._last_event is ring._spare is ring.last
+    assert program._events.last is ring._spare is ring.last
     program.close()
     assert ring.busy_count == 0
 
