@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .base import RingContext
+from ..modarith import shoup_companion
+from ..ntt import coefficient_automorphism_indices, ntt_automorphism_indices, ntt_tables
+from .base import RingContext, active_digits
 
 __all__ = [
     "active_digits",
     "base_conversion_table",
-    "bitrev_indices",
     "coefficient_automorphism_map",
     "moddown_tables",
     "modulus_constants",
@@ -33,21 +34,6 @@ __all__ = [
 _R = 1 << 64
 
 
-def shoup_companion(w: int, q: int) -> int:
-    """floor(w * 2^64 / q) for 0 <= w < q."""
-    return (w << 64) // q
-
-
-def bitrev_indices(n: int) -> np.ndarray:
-    """``bitrev(k)`` over log2(n) bits for k < n (int64)."""
-    bits = n.bit_length() - 1
-    idx = np.arange(n, dtype=np.int64)
-    out = np.zeros(n, dtype=np.int64)
-    for b in range(bits):
-        out |= ((idx >> b) & 1) << (bits - 1 - b)
-    return out
-
-
 def modulus_constants(moduli: Sequence[int], n: int) -> np.ndarray:
     """The ``[6, M]`` per-modulus constant table of ``modarith.cuh`` (same row order)."""
     rows = []
@@ -57,53 +43,23 @@ def modulus_constants(moduli: Sequence[int], n: int) -> np.ndarray:
     return np.array(rows, dtype=np.uint64).T.copy()
 
 
-def _powers(base: int, q: int, n: int) -> np.ndarray:
-    """base^k mod q for k < n as an object array (two-level table, vectorized)."""
-    lo = 1 << ((n.bit_length() - 1) // 2)
-    hi = n // lo
-    small = [1] * lo
-    for k in range(1, lo):
-        small[k] = small[k - 1] * base % q
-    step = small[-1] * base % q
-    big = [1] * hi
-    for k in range(1, hi):
-        big[k] = big[k - 1] * step % q
-    return (np.array(big, dtype=object)[:, None] * np.array(small, dtype=object)[None, :] % q).reshape(n)
-
-
 def twiddle_tables(q: int, psi: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(psi^br(k), Shoup, psi^-br(k), Shoup)`` for k < n, uint64 (ntt_stages.cuh tables)."""
-    br = bitrev_indices(n)
-    fwd = _powers(psi, q, n)[br]
-    inv = _powers(pow(psi, -1, q), q, n)[br]
-    shift = (fwd * (1 << 64)) // q, (inv * (1 << 64)) // q
-    return (fwd.astype(np.uint64), shift[0].astype(np.uint64), inv.astype(np.uint64), shift[1].astype(np.uint64))
+    """``(psi^br(k), Shoup, psi^-br(k), Shoup)`` for k < n, uint64 (ntt_stages.cuh tables):
+    the NumPy engine's ``ntt_tables``, the one source of twiddles."""
+    t = ntt_tables(q, psi, n)
+    return t.forward, t.forward_shoup, t.inverse, t.inverse_shoup
 
 
 def ntt_automorphism_permutation(n: int, g: int) -> np.ndarray:
-    """Output i reads input ``bitrev(((2 bitrev(i) + 1) g mod 2N - 1) / 2)`` (int32)."""
-    br = bitrev_indices(n)
-    return br[(((2 * br + 1) * g) % (2 * n) - 1) // 2].astype(np.int32)
+    """``ntt_automorphism_indices`` as the kernels' int32 gather table."""
+    return ntt_automorphism_indices(n, g % (2 * n)).astype(np.int32)
 
 
 def coefficient_automorphism_map(n: int, g: int) -> np.ndarray:
-    """Source index of each output coefficient of X^j -> X^(jg); bit 31 set = negate (uint32)."""
-    j = np.arange(n, dtype=np.int64)
-    e = (j * g) % (2 * n)
-    out = np.empty(n, dtype=np.uint32)
-    out[e % n] = (j | ((e >= n).astype(np.int64) << 31)).astype(np.uint32)
-    return out
-
-
-def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
-    """(level-0 digit index, surviving prime ids) of each non-empty digit at ``rows``."""
-    present = set(rows)
-    active = []
-    for index, digit in enumerate(context.digits):
-        kept = tuple(r for r in digit if r in present)
-        if kept:
-            active.append((index, kept))
-    return active
+    """``coefficient_automorphism_indices`` packed for the kernels: source index, bit 31 set =
+    negate (uint32)."""
+    source, negate = coefficient_automorphism_indices(n, g % (2 * n))
+    return (source | (negate.astype(np.int64) << 31)).astype(np.uint32)
 
 
 def base_conversion_table(

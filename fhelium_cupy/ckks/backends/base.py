@@ -61,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CkksBackend", "Domain", "RingContext", "check_domain", "keyswitch_from_digits_many_by_loop"]
+__all__ = ["CkksBackend", "Domain", "RingContext", "active_digits", "check_domain", "keyswitch_from_digits_many_by_loop"]
 
 Domain = Literal["coefficient", "ntt"]
 Array = Any  # numpy.ndarray or cupy.ndarray of uint64
@@ -207,6 +207,18 @@ class CkksBackend(Protocol):
         C-contiguous. Callers fall back to ``keyswitch_from_digits_many_by_loop`` when a
         backend lacks it."""
         ...
+
+
+def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """(level-0 digit index, surviving prime ids) of each non-empty digit at ``rows`` (see
+    "Key switching" above: the digits of a level)."""
+    present = set(rows)
+    active = []
+    for index, digit in enumerate(context.digits):
+        kept = tuple(r for r in digit if r in present)
+        if kept:
+            active.append((index, kept))
+    return active
 
 
 def keyswitch_from_digits_many_by_loop(

@@ -21,7 +21,6 @@ import numpy as np
 
 from ._cupy_tables import (
     active_digits,
-    bitrev_indices,
     coefficient_automorphism_map,
     moddown_tables,
     modulus_constants,
@@ -36,7 +35,6 @@ from .base import Domain, RingContext, check_domain, keyswitch_from_digits_many_
 __all__ = [
     "CupyBackend",
     "active_digits",
-    "bitrev_indices",
     "coefficient_automorphism_map",
     "modulus_constants",
     "moddown_tables",

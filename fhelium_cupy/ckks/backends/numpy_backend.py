@@ -40,7 +40,7 @@ from ..ntt import (
     ntt_tables,
     stack_ntt_tables,
 )
-from .base import Domain, RingContext, check_domain, keyswitch_from_digits_many_by_loop
+from .base import Domain, RingContext, active_digits, check_domain, keyswitch_from_digits_many_by_loop
 
 __all__ = ["NumpyBackend"]
 
@@ -301,20 +301,11 @@ class NumpyBackend:
         return self._conv((row,), targets)(c)
 
     # --- key switching -----------------------------------------------------------
-    def _active_digits(self, rows: tuple[int, ...]) -> list[tuple[int, tuple[int, ...]]]:
-        present = set(rows)
-        active = []
-        for index, digit in enumerate(self.context.digits):
-            kept = tuple(r for r in digit if r in present)
-            if kept:
-                active.append((index, kept))
-        return active
-
     def modup(self, c, rows):
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
         position = {r: i for i, r in enumerate(rows)}
-        active = self._active_digits(rows)
+        active = active_digits(self.context, rows)
         out = np.empty((len(active),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
         for d, (_, kept) in enumerate(active):
             idx = [position[r] for r in kept]
@@ -327,7 +318,7 @@ class NumpyBackend:
         check_domain(domain, "keyswitch_from_digits")
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
-        active = self._active_digits(rows)
+        active = active_digits(self.context, rows)
         if digits_ntt.shape[0] != len(active):
             raise ValueError(f"expected {len(active)} active digits for these rows, got {digits_ntt.shape[0]}")
         if galois_element is not None:
