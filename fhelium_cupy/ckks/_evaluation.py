@@ -165,6 +165,12 @@ class EvaluationMixin:
         return ct._with_data(data, level=ct.level + 1, prime_ids=ct.prime_ids[1:], scale=ct.scale / q)
 
     # --- key switching -------------------------------------------------------------------
+    def _in_domain(self, data, rows, domain: str, target: str):
+        """``data`` (in ``domain``) transformed into ``target`` (itself when they agree)."""
+        if domain == target:
+            return data
+        return self.backend.ntt_forward(data, rows) if target == "ntt" else self.backend.ntt_inverse(data, rows)
+
     def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: Domain):
         """Key switch one coefficient-domain polynomial -> (y0, y1) ``[2, ..., L, N]`` in
         ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract)."""
@@ -180,13 +186,9 @@ class EvaluationMixin:
         key = self.keys.relinearization_key() if key is None else key
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        c2 = xp.ascontiguousarray(ct.data[2])
-        if ct.polynomial_domain == "ntt":
-            c2 = be.ntt_inverse(c2, rows)
+        c2 = self._in_domain(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain, "coefficient")
         y = self._switch(c2, key, rows, domain)
-        c01 = xp.ascontiguousarray(ct.data[:2])
-        if ct.polynomial_domain != output_domain:
-            c01 = be.ntt_forward(c01, rows) if output_domain == "ntt" else be.ntt_inverse(c01, rows)
+        c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
     def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
@@ -195,13 +197,9 @@ class EvaluationMixin:
         domain = _check_output_domain(output_domain, op)
         be, rows, g, xp = self.backend, ct.prime_ids, key.galois_element, self.backend.xp
         rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
-        c1 = xp.ascontiguousarray(rot[1])
-        if ct.polynomial_domain == "ntt":
-            c1 = be.ntt_inverse(c1, rows)
+        c1 = self._in_domain(xp.ascontiguousarray(rot[1]), rows, ct.polynomial_domain, "coefficient")
         y = self._switch(c1, key, rows, domain)
-        c0 = rot[0]
-        if ct.polynomial_domain != output_domain:
-            c0 = be.ntt_forward(c0, rows) if output_domain == "ntt" else be.ntt_inverse(c0, rows)
+        c0 = self._in_domain(rot[0], rows, ct.polynomial_domain, domain)
         be.add(c0, y[0], rows, out=y[0])
         return ct._with_data(y, polynomial_domain=output_domain)
 
@@ -228,9 +226,7 @@ class EvaluationMixin:
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
-        c0 = self.backend.xp.ascontiguousarray(ct.data[0])
-        if domain == "ntt":
-            c0 = self.backend.ntt_forward(c0, ct.prime_ids)
+        c0 = self._in_domain(self.backend.xp.ascontiguousarray(ct.data[0]), ct.prime_ids, "coefficient", domain)
         y = self._hoisted_switch(ct, keys, c0, domain, None)
         return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
 
@@ -247,8 +243,8 @@ class EvaluationMixin:
         what a diagonal matrix-vector product consumes.
         """
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
-        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        source = be.ntt_forward(ct.data, rows) if domain == "ntt" else ct.data
+        rows, xp = ct.prime_ids, self.backend.xp
+        source = self._in_domain(ct.data, rows, "coefficient", domain)
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
         batch[:, 0] = source
         if keys:

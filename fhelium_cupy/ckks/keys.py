@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ..errors import StateMismatchError
 from ..values import register_value_type
-from .values import CkksValue, ModulusBasis, _check_rns_state
+from .values import _RNS_FIELDS, CkksValue, ModulusBasis, _init_rns
 
 __all__ = [
     "ConjugationKey",
@@ -27,16 +27,7 @@ __all__ = [
     "SecretKey",
 ]
 
-_KEY_FIELDS: tuple[str, ...] = (
-    "level",
-    "scale",
-    "prime_ids",
-    "polynomial_domain",
-    "modulus_basis",
-    "residue_representation",
-    "context_id",
-    "key_id",
-)
+_KEY_FIELDS = _RNS_FIELDS
 
 
 class _Key(CkksValue):
@@ -47,19 +38,11 @@ class _Key(CkksValue):
     key_id: str  # always a non-empty string for keys (checked in ``__init__``)
 
     def __init__(self, data: Any, *, prime_ids: Sequence[int], context_id: str, key_id: str, **extra: Any) -> None:
-        self._set(
-            data=data,
-            level=0,
-            scale=None,
-            prime_ids=tuple(int(i) for i in prime_ids),
-            polynomial_domain="ntt",
-            modulus_basis=self._BASIS,
-            residue_representation="montgomery",
-            context_id=context_id,
-            key_id=key_id,
+        _init_rns(
+            self, data, self._LEADING, level=0, scale=None, prime_ids=prime_ids, polynomial_domain="ntt",
+            modulus_basis=self._BASIS, residue_representation="montgomery", context_id=context_id, key_id=key_id,
             **extra,
         )
-        _check_rns_state(self, data, leading_dims=self._LEADING)
         if not isinstance(key_id, str) or not key_id:
             raise StateMismatchError(f"{type(self).__name__} key_id must be a non-empty string")
 

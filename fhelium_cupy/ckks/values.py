@@ -138,12 +138,23 @@ class CkksValue:
         return int(self.data.shape[-1])
 
     @property
+    def limb_count(self) -> int:
+        return int(self.data.shape[-2])
+
+    @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
 
     def __repr__(self) -> str:
         meta = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS if k != "prime_ids")
         return f"{type(self).__name__}(shape={tuple(self.data.shape)}, device={self.device!r}, {meta})"
+
+
+def _init_rns(value: Any, data: Any, leading_dims: int, *, prime_ids: Sequence[int], **fields: Any) -> None:
+    """Set ``data`` and the metadata fields of a new value (``prime_ids`` as a tuple of ints),
+    then check them: the one constructor body of every CKKS value."""
+    value._set(data=data, prime_ids=tuple(int(i) for i in prime_ids), **fields)
+    _check_rns_state(value, data, leading_dims=leading_dims)
 
 
 def _check_rns_state(value: Any, data: Any, *, leading_dims: int) -> None:
@@ -210,18 +221,11 @@ class Ciphertext(CkksValue):
         context_id: str,
         key_id: str,
     ) -> None:
-        self._set(
-            data=data,
-            level=level,
-            scale=float(scale),
-            prime_ids=tuple(int(i) for i in prime_ids),
-            polynomial_domain=polynomial_domain,
-            modulus_basis=modulus_basis,
-            residue_representation=residue_representation,
-            context_id=context_id,
+        _init_rns(
+            self, data, 1, level=level, scale=float(scale), prime_ids=prime_ids, polynomial_domain=polynomial_domain,
+            modulus_basis=modulus_basis, residue_representation=residue_representation, context_id=context_id,
             key_id=key_id,
         )
-        _check_rns_state(self, data, leading_dims=1)
         if data.shape[0] not in (2, 3):
             raise StateMismatchError(f"Ciphertext needs 2 or 3 components, got {data.shape[0]}")
         if not isinstance(key_id, str) or not key_id:
@@ -230,10 +234,6 @@ class Ciphertext(CkksValue):
     @property
     def component_count(self) -> int:
         return int(self.data.shape[0])
-
-    @property
-    def limb_count(self) -> int:
-        return int(self.data.shape[-2])
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -280,22 +280,11 @@ class Plaintext(CkksValue):
         residue_representation: ResidueRepresentation = "standard",
         context_id: str,
     ) -> None:
-        self._set(
-            data=data,
-            level=level,
-            scale=float(scale),
-            prime_ids=tuple(int(i) for i in prime_ids),
-            polynomial_domain=polynomial_domain,
-            modulus_basis=modulus_basis,
-            residue_representation=residue_representation,
-            context_id=context_id,
+        _init_rns(
+            self, data, 0, level=level, scale=float(scale), prime_ids=prime_ids, polynomial_domain=polynomial_domain,
+            modulus_basis=modulus_basis, residue_representation=residue_representation, context_id=context_id,
             key_id=None,
         )
-        _check_rns_state(self, data, leading_dims=0)
-
-    @property
-    def limb_count(self) -> int:
-        return int(self.data.shape[-2])
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
