@@ -1,4 +1,4 @@
-"""Markers and capability probes: GPU tests skip with the exact missing piece."""
+"""Markers, capability probes and shared fixtures: GPU tests skip with the exact missing piece."""
 
 from __future__ import annotations
 
@@ -15,3 +15,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def cp():
+    """CuPy for a GPU test; afterwards the device is drained and no stream is left capturing."""
+    import cupy
+
+    yield cupy
+    cupy.cuda.runtime.deviceSynchronize()
+    assert not cupy.cuda.get_current_stream().is_capturing()
+

@@ -9,23 +9,12 @@ from fhelium_cupy.interop import Device, as_device
 from fhelium_cupy.interop.arrays import leaf_span, to_cupy
 from fhelium_cupy.interop.streams import event_handles, resolve_stream
 from fhelium_cupy.runtime import ReusableValueBuffer, pin_value_tree
+from tests.helpers.torch_cuda import torch_with_cuda
 from tests.helpers.toy_values import ToyValue
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cp():
-    import cupy
-
-    return cupy
-
-
-def _torch_cuda():
-    torch = pytest.importorskip("torch", reason="torch is optional")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA on this machine")
-    return torch
 
 
 def test_unindexed_cuda_resolves_to_the_current_device(cp):
@@ -39,7 +28,7 @@ def test_resolve_stream_accepts_cupy_torch_and_protocol_streams(cp):
     assert resolve_stream(None, dev).ptr == cp.cuda.get_current_stream().ptr
     with s:
         assert resolve_stream(None, dev).ptr == s.ptr
-    torch = _torch_cuda()
+    torch = torch_with_cuda()
     ts = torch.cuda.Stream()
     assert resolve_stream(ts, dev).ptr == ts.cuda_stream
     with torch.cuda.stream(ts):
@@ -59,7 +48,7 @@ def test_event_handles_for_cupy_and_torch_events(cp):
     e = cp.cuda.Event()
     e.record()
     assert event_handles(e) == (e.ptr,)
-    torch = _torch_cuda()
+    torch = torch_with_cuda()
     te = torch.cuda.Event()
     assert event_handles([te]) == ()  # never recorded: nothing to wait for
     te.record()
@@ -84,7 +73,7 @@ def test_cuda_buffer_accepts_every_source_kind_at_fixed_addresses(cp, source_kin
         source = pin_value_tree(host)
         assert isinstance(source, np.ndarray)
     else:
-        torch = _torch_cuda()
+        torch = torch_with_cuda()
         source = torch.from_numpy(host.view(np.int64)).view(torch.uint64) if hasattr(torch, "uint64") else None
         if source is None:
             pytest.skip("torch has no uint64")
@@ -98,7 +87,7 @@ def test_cuda_buffer_accepts_every_source_kind_at_fixed_addresses(cp, source_kin
 
 
 def test_torch_examples_give_zero_copy_torch_targets_on_cuda(cp):
-    torch = _torch_cuda()
+    torch = torch_with_cuda()
     example = torch.arange(12, device="cuda", dtype=torch.float32).reshape(3, 4)[:, ::2]
     buffer = ReusableValueBuffer.like({"t": example})
     target = buffer.value["t"]

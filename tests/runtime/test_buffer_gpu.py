@@ -17,13 +17,6 @@ from tests.helpers.toy_values import ToyValue
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cp():
-    import cupy
-
-    yield cupy
-    cupy.cuda.runtime.deviceSynchronize()
-
 
 def _tree(xp, rng, n=256):
     return {

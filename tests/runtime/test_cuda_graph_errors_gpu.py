@@ -13,14 +13,6 @@ from tests.helpers.graph_workloads import affine, affine_np, long_affine
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cp():
-    import cupy
-
-    yield cupy
-    cupy.cuda.runtime.deviceSynchronize()
-    assert not cupy.cuda.get_current_stream().is_capturing()
-
 
 def _next_capture_works(cp):
     x = cp.arange(32, dtype=cp.float32)

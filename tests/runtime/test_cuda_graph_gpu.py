@@ -21,29 +21,16 @@ from tests.helpers.graph_workloads import (
     tree_function,
     tree_function_np,
 )
+from tests.helpers.torch_cuda import torch_with_cuda
 from tests.helpers.toy_values import ToyValue
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cp():
-    import cupy
-
-    yield cupy
-    cupy.cuda.runtime.deviceSynchronize()
-    assert not cupy.cuda.get_current_stream().is_capturing()
-
 
 def _rand(rng, shape=(4, 1024)):
     return rng.standard_normal(shape).astype(np.float32)
 
-
-def _torch_cuda():
-    torch = pytest.importorskip("torch", reason="torch is optional")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA on this machine")
-    return torch
 
 
 def test_capture_then_sequential_replays_match_eager_results(cp):
@@ -297,7 +284,7 @@ def test_replay_follows_the_callers_current_stream_and_device(cp):
 
 
 def test_torch_tensors_in_and_out(cp):
-    torch = _torch_cuda()
+    torch = torch_with_cuda()
 
     def torch_affine(t):
         return torch.from_dlpack(affine(cp.from_dlpack(t)))
@@ -322,7 +309,7 @@ def test_torch_tensors_in_and_out(cp):
 
 
 def test_torch_events_are_accepted_as_dependencies(cp):
-    torch = _torch_cuda()
+    torch = torch_with_cuda()
     program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(64, cp.float32),), warmup=1)
     producer = torch.cuda.Stream()
     with torch.cuda.stream(producer):

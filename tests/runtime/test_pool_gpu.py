@@ -25,13 +25,6 @@ from tests.helpers.toy_values import ToyValue
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cp():
-    import cupy
-
-    yield cupy
-    cupy.cuda.runtime.deviceSynchronize()
-
 
 def _rand(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
