@@ -22,7 +22,6 @@ Run on a GPU: ``python bench/graph_replay.py --json "$OUT/graph_replay.json"``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,10 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     pinned = (pin_value_tree(cupy.asnumpy(inputs[0])),)
     results["ciphertext_pinned_source"] = {"shape": shape, **bench_program(program, pinned, runs=max(200, args.runs // 10), warmup=20)}
     program.close()
-    text = json.dumps(results, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    from bench._report import emit_json
+
+    emit_json(results, args.json)
     return 0
 
 

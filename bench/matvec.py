@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import emit_json
 from bench._timing import cuda_sync, summarize, time_device_cupy, time_device_torch, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
@@ -366,10 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         workload = MatvecWorkload.build(preset=args.preset, device=args.device, size=size, insecure=args.insecure, engine=engine)
         rows.append(bench_matvec_size(workload, runs=args.runs, warmup=args.warmup, torch_graph=not args.no_torch))
-    text = json.dumps(rows, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    emit_json(rows, args.json)
     return 0
 
 

@@ -23,7 +23,6 @@ Run: ``python bench/ops.py --device cpu --preset test-n4096-scale40 --insecure``
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import emit_json
 from bench._timing import time_device_cupy, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
@@ -166,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workload = MatvecWorkload.build(preset=args.preset, device=args.device, size=args.size, insecure=args.insecure)
     rows = bench_ops(workload, runs=args.runs, warmup=args.warmup)
-    text = json.dumps({"parameters": parameter_summary(args.preset), "ops": rows}, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    emit_json({"parameters": parameter_summary(args.preset), "ops": rows}, args.json)
     return 0
 
 

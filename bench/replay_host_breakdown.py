@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import platform
 import subprocess
 import sys
@@ -44,7 +43,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._timing import summarize_us  # noqa: E402  (after the sys.path entry above)
+from bench._report import emit_json  # noqa: E402  (after the sys.path entry above)
+from bench._timing import summarize_us  # noqa: E402
 from bench._timing import time_host_pipelined as _warm_us  # noqa: E402
 
 __all__ = ["main", "measure_program"]
@@ -321,10 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         results["error"] = f"{type(error).__name__}: {error}"
         results["traceback"] = traceback.format_exc(limit=8)
     finally:
-        text = json.dumps(results, indent=2, default=str)
-        if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text + "\n")
+        emit_json(results, args.json, echo=False)
         _print_table(results)
         if "error" in results:
             print(f"error: {results['error']}\n{results.get('traceback', '')}")
