@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 
 from ..errors import StateMismatchError
+from ..interop.devices import as_device
 from ..values import register_value_type
 
 __all__ = [
@@ -51,19 +52,22 @@ def array_module(array: Any):
     return cupy.get_array_module(array)
 
 
-def to_device(array: Any, device: str) -> Any:
-    """Copy ``array`` to ``"cpu"`` (NumPy) or ``"cuda"``/``"cuda:N"`` (CuPy); no copy if already there."""
-    if device == "cpu":
-        return array if isinstance(array, np.ndarray) else array.get()
-    if device == "cuda" or device.startswith("cuda:"):
-        import cupy  # noqa: PLC0415
+def to_device(array: Any, device: object) -> Any:
+    """Copy ``array`` to ``device`` (``interop.devices.as_device``: ``"cpu"`` gives NumPy, a
+    CUDA device CuPy); no copy if it is already there.
 
-        index = int(device.split(":", 1)[1]) if ":" in device else cupy.cuda.runtime.getDevice()
-        if not isinstance(array, np.ndarray) and array.device.id == index:
-            return array
-        with cupy.cuda.Device(index):
-            return cupy.asarray(array)
-    raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    Raises:
+        ValueError, TypeError: ``device`` is not a device description.
+    """
+    target = as_device(device)
+    if target.type == "cpu":
+        return array if isinstance(array, np.ndarray) else array.get()
+    import cupy  # noqa: PLC0415 - lazy on purpose: no CUDA work at import time
+
+    if not isinstance(array, np.ndarray) and array.device.id == target.index:
+        return array
+    with cupy.cuda.Device(target.index):
+        return cupy.asarray(array)
 
 
 class CkksValue:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ...interop.arrays import data_pointer
+from ...interop.devices import as_device
 from ._cupy_tables import (
     active_digits,
     coefficient_automorphism_map,
@@ -140,18 +142,14 @@ class CupyBackend:
 
     @staticmethod
     def _parse_device(cp: Any, device: Any) -> Any:
-        if isinstance(device, cp.cuda.Device):
-            return device
+        """``cupy.cuda.Device`` of a CUDA device description (``interop.devices.as_device``;
+        an unindexed one is the current device of the backend's CuPy, as there)."""
         if device is None or device == "cuda":
             return cp.cuda.Device()
-        if isinstance(device, int):
-            return cp.cuda.Device(device)
-        if isinstance(device, str) and device.startswith("cuda:"):
-            return cp.cuda.Device(int(device[5:]))
-        index = getattr(device, "index", None)  # torch.device
-        if getattr(device, "type", None) == "cuda":
-            return cp.cuda.Device(0 if index is None else index)
-        raise ValueError(f"unsupported device {device!r}")
+        target = as_device(device)
+        if target.type != "cuda":
+            raise ValueError(f"CupyBackend needs a CUDA device, got {device!r}")
+        return cp.cuda.Device(target.index)
 
     # --- launch + cached device tables ----------------------------------------------
     def _launch(self, name: str, grid: tuple[int, int, int], block: int, args: tuple, shared_mem: int = 0) -> None:
@@ -591,15 +589,10 @@ class CupyBackend:
         self._moddown_launch(acc, out, t, L, 2 * batch, domain, batch)
         return out
 
-    @staticmethod
-    def _address(a: Any) -> int:
-        ptr = getattr(getattr(a, "data", None), "ptr", None)
-        return int(ptr) if ptr is not None else int(a.ctypes.data)
-
     def _many_tables(self, keys: Sequence[Any], galois_elements: Sequence[int | None]) -> tuple[Any, Any]:
         """Device tables of one (keys, Galois elements) tuple: key addresses [E] and
         permutations [E, N] (int32), cached; the cache holds the keys so addresses stay valid."""
-        addrs = tuple(self._address(k) for k in keys)
+        addrs = tuple(data_pointer(k) for k in keys)
         gs = tuple(None if g is None else int(g) % (2 * self.n) for g in galois_elements)
 
         def build_keys() -> tuple[Any, tuple[Any, ...]]:
