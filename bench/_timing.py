@@ -22,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "cuda_sync",
+    "device_median_us",
     "summarize",
     "summarize_us",
     "time_device_cupy",
@@ -158,6 +159,11 @@ def time_device_cupy(fn: Callable[[], Any], *, runs: int, warmup: int, stream: A
         stop.synchronize()
         samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
     return summarize(samples)
+
+
+def device_median_us(fn: Callable[[], Any], *, runs: int, warmup: int = 0, stream: Any = None) -> float:
+    """Median GPU µs of ``fn()`` (``time_device_cupy``)."""
+    return float(time_device_cupy(fn, runs=runs, warmup=warmup, stream=stream)["median_ms"]) * 1e3
 
 
 def time_device_torch(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any = None) -> dict[str, Any]:

@@ -14,11 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 BANDWIDTH = 4.3e12
 FHELIUM_Q = (1099510054913, 1099515691009, 1099508121601, 1099515789313,
@@ -39,19 +43,6 @@ def make_sets():
     }
 
 
-def time_events(cp, fn, reps: int) -> float:
-    """Median microseconds of fn() between two events on the current stream."""
-    times = []
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    for _ in range(reps):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
-    return statistics.median(times)
-
-
 def bench_op(cp, backend, fn, reps: int) -> dict:
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -61,7 +52,7 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
         before = backend.launch_count
         fn()
         launches = backend.launch_count - before
-        eager = time_events(cp, fn, reps)
+        eager = device_median_us(fn, runs=reps)
         pool = cp.cuda.MemoryPool()  # private: graph-internal blocks are never handed to eager code
         with cp.cuda.using_allocator(pool.malloc):
             stream.begin_capture()
@@ -69,7 +60,7 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
             graph = stream.end_capture()
         graph.launch(stream)
         stream.synchronize()
-        replay = time_events(cp, lambda: graph.launch(stream), reps)
+        replay = device_median_us(lambda: graph.launch(stream), runs=reps)
         del keep
     return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from functools import partial
@@ -24,21 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def events_median(cp, fn, reps: int) -> float:
-    stream = cp.cuda.get_current_stream()
-    for _ in range(3):
-        fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        fn()
-        stop.record(stream)
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
-    return statistics.median(times)
+from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
 def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
@@ -63,12 +51,12 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
         before = engine.backend.launch_count
         fn(ct)
         launches = engine.backend.launch_count - before
-        eager = events_median(cp, partial(fn, ct), reps)
+        eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
         program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
         try:
             replayed = program.replay(ct, copy_output=True, synchronize=True)
             same = bool(np.array_equal(replayed.data.get(), eager_ct.data.get()))
-            graph = events_median(cp, partial(program.replay, ct), reps)
+            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
         finally:
             program.close()
         key = "hoisted" if hoisted else "independent"
@@ -84,7 +72,7 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
         try:
             same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(),
                                        fn(ct).data.get()))
-            graph = events_median(cp, partial(program.replay, ct), reps)
+            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
         finally:
             program.close()
         out[f"hoisted_fill_{fill}"] = {"graph_us": round(graph, 1), "graph_equals_eager": same}
@@ -107,12 +95,12 @@ def rotation16(cp, preset: str, reps: int) -> dict:
     setup_s = time.perf_counter() - t
     rot = engine.rotate_with_key(ct, key)
     err = float(np.max(np.abs(engine.decrypt_message(rot, real=True) - np.roll(m, 1))))
-    eager = events_median(cp, lambda: engine.rotate_with_key(ct, key), reps)
+    eager = device_median_us(lambda: engine.rotate_with_key(ct, key), runs=reps, warmup=3)
     from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
     program = CudaGraphProgram.capture(partial(engine.rotate_with_key, key=key), example_inputs=(ct,))
     try:
-        graph = events_median(cp, lambda: program.replay(ct), reps)
+        graph = device_median_us(lambda: program.replay(ct), runs=reps, warmup=3)
     finally:
         program.close()
     before = engine.backend.launch_count
