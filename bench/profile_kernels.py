@@ -11,6 +11,8 @@ Workloads (the profiled range is exactly one call, after warmup):
 * ``matvec14``: hoisted 8-diagonal ``matrix_vector`` at ``slots8192-scale40-depth7``.
 * ``rotation16``: ``rotate_with_key`` of an NTT-domain ciphertext, NTT output, at
   ``slots32768-scale40-depth33-dnum4`` (N=2^16, 34 Q + 6 P).
+* ``ntt16``: forward then inverse NTT of one ciphertext at the same preset (68 limb transforms
+  each way); pair it with ncu ``--section`` sets for pipe use, stalls and occupancy.
 ``--clock-control none`` keeps the GPU's own (boost) clocks, as in the CUDA-event benchmarks.
 """
 
@@ -62,7 +64,21 @@ def _rotation16():
     return partial(engine.rotate_with_key, ct, key, output_domain="ntt")
 
 
-WORKLOADS = {"matvec14": _matvec14, "rotation16": _rotation16}
+def _ntt16():
+    from fhelium_cupy.ckks import CkksEngine
+
+    engine = CkksEngine("slots32768-scale40-depth33-dnum4", device="cuda")
+    engine.generate_keys()
+    m = np.random.default_rng(2).uniform(-1, 1, engine.num_slots)
+    ct = engine.encrypt_message(m)
+
+    def forward_and_inverse():
+        return engine.ntt_domain_to_coefficient_domain(engine.coefficient_domain_to_ntt_domain(ct))
+
+    return forward_and_inverse
+
+
+WORKLOADS = {"matvec14": _matvec14, "rotation16": _rotation16, "ntt16": _ntt16}
 
 
 def run(name: str) -> None:
