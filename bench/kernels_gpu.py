@@ -65,11 +65,48 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
     return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
 
 
+def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``"name=-DA=1 -DB=2;other=..."`` -> [(name, NVRTC defines)]; empty text -> the build default."""
+    variants = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        name, _, flags = item.partition("=")
+        variants.append((name.strip(), tuple(flags.split())))
+    return variants or [("default", ())]
+
+
+def with_kernel_defines(be, defines: tuple[str, ...]):
+    """Point ``be`` at a kernel library compiled with extra ``-D`` defines (A/B of kernel variants
+    in one process). ``-DFHE_LV=v`` also sets the chunk kernels' block size on the host side."""
+    from fhelium_cupy.runtime.kernels import KernelLibrary, KernelOptions
+
+    if defines:
+        be._library = KernelLibrary.for_device(be._device.id, options=KernelOptions(extra=defines))
+        for flag in defines:
+            if flag.startswith("-DFHE_LV="):
+                be._ntt_values_log = int(flag.split("=", 2)[2])
+    return be
+
+
+def ntt_outputs(cp, be, ctx) -> list:
+    """Forward and inverse NTT of one fixed random ciphertext (the exactness check of a variant)."""
+    n, L = ctx.ring_degree, ctx.q_count
+    rows = tuple(range(L))
+    rng = np.random.default_rng(7)
+    ct = be.asarray(np.stack([rng.integers(0, ctx.moduli[r], (2, n), dtype=np.uint64) for r in rows], axis=-2))
+    return [cp.asnumpy(be.ntt_forward(ct, rows)), cp.asnumpy(be.ntt_inverse(ct, rows))]
+
+
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
-            fill: int = 1056) -> list[dict]:
+            fill: int = 1056, variant: tuple[str, tuple[str, ...]] = ("default", ()),
+            reference: list | None = None) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
 
-    be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill)
+    be = with_kernel_defines(CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile,
+                                         ntt_fill_blocks=fill), variant[1])
+    outputs = ntt_outputs(cp, be, ctx)
+    if reference is not None and not reference:
+        reference.extend(outputs)
+    exact = reference is None or all(np.array_equal(a, b) for a, b in zip(outputs, reference))
     n, L, K = ctx.ring_degree, ctx.q_count, ctx.p_count
     rows = tuple(range(L))
     D = len(active_digits(ctx, rows))
@@ -110,7 +147,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         if part == "column":
             return lambda: be._launch("ntt_forward_column_stages", (-(-chunk // col_block), L, 2), col_block,
                                       (ct, out, rowmap, be._consts, tw, *base))
-        return lambda: be._launch("ntt_forward_chunk_stages", (n // chunk, L, 2), chunk >> 3,
+        return lambda: be._launch("ntt_forward_chunk_stages", (n // chunk, L, 2), chunk >> be._ntt_values_log,
                                   (ct, out, rowmap, be._consts, tw, *base), shared_mem=(chunk + chunk // 16) * 8)
 
     ops = {
@@ -144,12 +181,15 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         r = bench_op(cp, be, fn, reps)
         floor_us = limbs_moved * limb / BANDWIDTH * 1e6
         results.append({
-            "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill, "launches": r["launches"],
+            "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill,
+            "variant": variant[0], "defines": list(variant[1]), "ntt_matches_first_variant": exact,
+            "launches": r["launches"],
             "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
             "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
             "graph_over_floor": round(r["graph_us"] / floor_us, 2),
         })
-        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} {name:<46} launches {r['launches']:>3}  eager "
+        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} v={variant[0]}{'' if exact else ' MISMATCH'} "
+              f"{name:<46} launches {r['launches']:>3}  eager "
               f"{r['eager_us']:9.1f} us  graph {r['graph_us']:9.1f} us  floor {floor_us:8.1f} us  "
               f"x{r['graph_us'] / floor_us:5.2f}", flush=True)
     return results
@@ -164,30 +204,37 @@ def main() -> int:
     parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
     parser.add_argument("--tiles", default="0", help="comma list of base-conversion target tiles (0 = all)")
     parser.add_argument("--fill", default="1056", help="comma list of NTT fill-block thresholds (CupyBackend)")
+    parser.add_argument("--ntt-variants", default="",
+                        help='kernel builds to compare, "name=-DFLAG=V ...;name2=..." (ntt.cu macros; '
+                             "every variant's NTT output is checked bit-exact against the first)")
     args = parser.parse_args()
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()
     sets = make_sets()
     results = []
+    variants = parse_variants(args.ntt_variants)
     for key in args.sets.split(","):
         label, ctx = sets[key]
         print(f"# {label}", flush=True)
-        for mib in (int(v) for v in args.l2_group_mib.split(",")):
-            for tile in (int(v) for v in args.tiles.split(",")):
-                for fill in (int(v) for v in args.fill.split(",")):
-                    results += run_set(cp, key, ctx, args.reps, mib << 20, tuple(o for o in args.ops.split(",") if o),
-                                       tile, fill)
+        reference: list = []
+        for variant in variants:
+            for mib in (int(v) for v in args.l2_group_mib.split(",")):
+                for tile in (int(v) for v in args.tiles.split(",")):
+                    for fill in (int(v) for v in args.fill.split(",")):
+                        results += run_set(cp, key, ctx, args.reps, mib << 20,
+                                           tuple(o for o in args.ops.split(",") if o), tile, fill, variant, reference)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
             "sets": {k: v[0] for k, v in sets.items()}, "reps": args.reps}
     (out_dir / "kernels_gpu.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     lines = [f"# CupyBackend kernels on {meta['device']} (median of {args.reps}, CUDA events)", "",
-             "| set | L2 group MiB | base-convert tile | NTT fill | op | launches | eager us | graph us | "
-             "floor us (4.3 TB/s) | graph/floor |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| set | kernel variant | L2 group MiB | base-convert tile | NTT fill | op | launches | eager us | graph us | "
+             "floor us (4.3 TB/s) | graph/floor |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['set']} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['fill']} | {r['op']} | "
+        variant = r["variant"] + ("" if r["ntt_matches_first_variant"] else " (NTT MISMATCH)")
+        lines.append(f"| {r['set']} | {variant} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['fill']} | {r['op']} | "
                      f"{r['launches']} | {r['eager_us']} | "
                      f"{r['graph_us']} | {r['floor_us']} | {r['graph_over_floor']} |")
     (out_dir / "kernels_gpu.md").write_text("\n".join(lines) + "\n")

@@ -9,6 +9,38 @@
 
 using namespace fhe;
 
+// log2 of the coefficients each thread of a chunk kernel holds (the backend's block size is
+// C >> FHE_LV; it never picks a chunk smaller than 2^FHE_LV).
+#ifndef FHE_LV
+#define FHE_LV 3
+#endif
+
+// Qualifier of the read-only table pointers (rowmap, consts, twiddles) of the NTT kernels.
+#ifndef FHE_RO
+#define FHE_RO
+#endif
+
+// Occupancy floors: minimum resident blocks per SM handed to ptxas through __launch_bounds__
+// (the chunk kernels run up to 512 threads per block, the column kernels 128 or 64); 0 = no
+// bound, ptxas's own choice (it then assumes 1024-thread blocks: at most 64 registers).
+// The defaults are the measured best on the H200 (bench/kernels_gpu.py --ntt-variants).
+#ifndef FHE_NTT_CHUNK_MIN_BLOCKS
+#define FHE_NTT_CHUNK_MIN_BLOCKS 0
+#endif
+#ifndef FHE_NTT_COLUMN_MIN_BLOCKS
+#define FHE_NTT_COLUMN_MIN_BLOCKS 0
+#endif
+#if FHE_NTT_CHUNK_MIN_BLOCKS > 0
+#define FHE_NTT_CHUNK_BOUNDS __launch_bounds__(4096 >> FHE_LV, FHE_NTT_CHUNK_MIN_BLOCKS)
+#else
+#define FHE_NTT_CHUNK_BOUNDS
+#endif
+#if FHE_NTT_COLUMN_MIN_BLOCKS > 0
+#define FHE_NTT_COLUMN_BOUNDS __launch_bounds__(128, FHE_NTT_COLUMN_MIN_BLOCKS)
+#else
+#define FHE_NTT_COLUMN_BOUNDS
+#endif
+
 template <int K>
 __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
@@ -24,8 +56,8 @@ __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u6
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
 // Axis [batch, limb, coeff]. In: [0, 4q) (canonical accepted). Out: harvey [0, 4q).
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
-extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, const int* rowmap,
-                                                     const u64* consts, const u64* tw2,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                      int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                      i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -56,7 +88,6 @@ extern "C" __global__ void ntt_forward_column_stages(const u64* in, u64* out, co
 // of bank conflicts. Forward: a short round (log_chunk % FHE_LV stages) first, read straight
 // from global memory, then full rounds; the last full round has ltmin = 0 and writes each
 // thread's contiguous coefficients with 16-byte stores. Inverse: the mirror image.
-#define FHE_LV 3
 #define FHE_VPT (1 << FHE_LV)
 
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
@@ -163,7 +194,7 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 template <int LC>
 __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
-  constexpr int T = 1 << (LC - FHE_LV);
+  constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
   u64 v[FHE_VPT];
   global_load<RS0>(v, src, tid, T, LC - RS0);
@@ -208,8 +239,8 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
 // Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
-extern "C" __global__ void ntt_forward_chunk_stages(const u64* in, u64* out, const int* rowmap,
-                                                    const u64* consts, const u64* tw2,
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
@@ -236,7 +267,7 @@ template <int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
                                               u64 ninv_sh) {
-  constexpr int T = 1 << (LC - FHE_LV);
+  constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int REST = LC % FHE_LV;
   constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
   constexpr int RSL = REST ? REST : FHE_LV;  // stages of the last round
@@ -283,8 +314,8 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
 // Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
-extern "C" __global__ void ntt_inverse_chunk_stages(const u64* in, u64* out, const int* rowmap,
-                                                    const u64* consts, const u64* itw2,
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                    const u64* FHE_RO consts, const u64* FHE_RO itw2,
                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
@@ -321,8 +352,8 @@ __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u6
 // ntt_inverse_column_stages: the last K = log_n - log_chunk inverse stages (strides >= C),
 // then the factor N^-1. Axis [batch, limb, coeff]. In: lazy [0, 2q). Out: canonical.
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
-extern "C" __global__ void ntt_inverse_column_stages(const u64* in, u64* out, const int* rowmap,
-                                                     const u64* consts, const u64* itw2,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                     const u64* FHE_RO consts, const u64* FHE_RO itw2,
                                                      int num_moduli, int log_n, int log_chunk, i64 in_bs,
                                                      i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;

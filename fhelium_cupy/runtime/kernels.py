@@ -33,7 +33,7 @@ __all__ = [
 #: The compiled translation units; headers (``*.cuh``) are included from them.
 KERNEL_SOURCES: tuple[str, ...] = ("rns.cu", "ntt.cu", "automorphism.cu", "keyswitch.cu")
 
-_KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+_KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:[A-Z][A-Z0-9_]*_BOUNDS\s+)?(\w+)\s*\(')
 
 
 def kernel_source_dir() -> Path:

@@ -16,7 +16,7 @@ import pytest
 from fhelium_cupy.runtime import kernels
 from tests.kernels import gpu_cases
 
-_SIG = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
+_SIG = re.compile(r'extern "C" __global__ void (?:[A-Z][A-Z0-9_]*_BOUNDS )?(\w+)\((.*?)\)\s*\{', re.S)
 
 
 def _signatures() -> dict[str, list[str]]:

@@ -123,6 +123,7 @@ class CupyBackend:
         if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < _COEFFS_PER_THREAD_LOG:
             raise ValueError(f"ring_degree {n} is outside the NTT kernels' range [8, 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}]")
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
+        self._ntt_values_log = _COEFFS_PER_THREAD_LOG  # must equal the library's FHE_LV (ntt.cu)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
@@ -374,7 +375,7 @@ class CupyBackend:
         for b0, b1, l0, l1 in self._groups(batch, limbs):
             log_chunk = self._chunk_log((b1 - b0) * (l1 - l0))
             chunk = 1 << log_chunk
-            chunk_block = chunk >> _COEFFS_PER_THREAD_LOG
+            chunk_block = chunk >> self._ntt_values_log
             chunk_smem = (chunk + chunk // 16) * 8
             col_block = self._column_block(chunk, (b1 - b0) * (l1 - l0))
             col_grid_x = -(-chunk // col_block)
