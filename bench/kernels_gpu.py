@@ -83,7 +83,7 @@ def with_kernel_defines(be, defines: tuple[str, ...]):
         be._library = KernelLibrary.for_device(be._device.id, options=KernelOptions(extra=defines))
         for flag in defines:
             if flag.startswith("-DFHE_LV="):
-                be._ntt_values_log = int(flag.split("=", 2)[2])
+                be._ntt_values_log = int(flag.split("=", 1)[1])
     return be
 
 
