@@ -76,7 +76,8 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
 
 def with_kernel_defines(be, defines: tuple[str, ...]):
     """Point ``be`` at a kernel library compiled with extra ``-D`` defines (A/B of kernel variants
-    in one process). ``-DFHE_LV=v`` also sets the chunk kernels' block size on the host side."""
+    in one process). ``-DFHE_LV=v`` and ``-DFHE_NTT_BATCH_FAST=v`` also set the chunk kernels'
+    block size and grid order on the host side."""
     from fhelium_cupy.runtime.kernels import KernelLibrary, KernelOptions
 
     if defines:
@@ -84,6 +85,8 @@ def with_kernel_defines(be, defines: tuple[str, ...]):
         for flag in defines:
             if flag.startswith("-DFHE_LV="):
                 be._ntt_values_log = int(flag.split("=", 1)[1])
+            if flag.startswith("-DFHE_NTT_BATCH_FAST="):
+                be._ntt_batch_fast = flag.split("=", 1)[1] != "0"
     return be
 
 
@@ -147,7 +150,8 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         if part == "column":
             return lambda: be._launch("ntt_forward_column_stages", (-(-chunk // col_block), L, 2), col_block,
                                       (ct, out, rowmap, be._consts, tw, *base))
-        return lambda: be._launch("ntt_forward_chunk_stages", (n // chunk, L, 2), chunk >> be._ntt_values_log,
+        grid = (2, n // chunk, L) if be._ntt_batch_fast else (n // chunk, L, 2)
+        return lambda: be._launch("ntt_forward_chunk_stages", grid, chunk >> be._ntt_values_log,
                                   (ct, out, rowmap, be._consts, tw, *base), shared_mem=(chunk + chunk // 16) * 8)
 
     ops = {

@@ -15,17 +15,28 @@ using namespace fhe;
 #define FHE_LV 3
 #endif
 
-// Qualifier of the read-only table pointers (rowmap, consts, twiddles) of the NTT kernels.
+// Qualifier of the read-only table pointers (rowmap, consts, twiddles) of the NTT kernels:
+// __restrict__ lets the twiddle loads take the read-only path (LDG.CONSTANT) and be scheduled
+// freely; measured on the H200 (2026-11-29 s3): N=2^16 ciphertext NTT 95.8 -> 88.0 us.
 #ifndef FHE_RO
-#define FHE_RO
+#define FHE_RO __restrict__
+#endif
+
+// Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
+// the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back.
+#ifndef FHE_NTT_BATCH_FAST
+#define FHE_NTT_BATCH_FAST 0
 #endif
 
 // Occupancy floors: minimum resident blocks per SM handed to ptxas through __launch_bounds__
 // (the chunk kernels run up to 512 threads per block, the column kernels 128 or 64); 0 = no
 // bound, ptxas's own choice (it then assumes 1024-thread blocks: at most 64 registers).
-// The defaults are the measured best on the H200 (bench/kernels_gpu.py --ntt-variants).
+// The defaults are the measured best on the H200 (bench/kernels_gpu.py --ntt-variants,
+// 2026-11-29 s3): chunk 3 (40 registers, a few spilled words; 3 blocks of 512 threads instead
+// of 2): N=2^16 ciphertext NTT 88.0 -> 84.7 us, inverse 100.1 -> 92.0 us; column 0 (6 and 8
+// were no faster or slower).
 #ifndef FHE_NTT_CHUNK_MIN_BLOCKS
-#define FHE_NTT_CHUNK_MIN_BLOCKS 0
+#define FHE_NTT_CHUNK_MIN_BLOCKS 3
 #endif
 #ifndef FHE_NTT_COLUMN_MIN_BLOCKS
 #define FHE_NTT_COLUMN_MIN_BLOCKS 0
@@ -91,6 +102,18 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
 #define FHE_VPT (1 << FHE_LV)
 
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
+
+// (chunk, limb, batch entry) of this block of a chunk kernel (FHE_NTT_BATCH_FAST grid order).
+struct ChunkCoords {
+  int chunk, limb, entry;
+};
+__device__ __forceinline__ ChunkCoords chunk_coords() {
+#if FHE_NTT_BATCH_FAST
+  return {(int)blockIdx.y, (int)blockIdx.z, (int)blockIdx.x};
+#else
+  return {(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z};
+#endif
+}
 
 // Chunk position of register (g, k) of thread `tid` in a round of RS stages, smallest
 // stride 2^ltmin, T threads: group G = tid + g * T.
@@ -237,7 +260,8 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
-// Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
+// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
+// (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
@@ -246,13 +270,14 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
-  const int id = rowmap[blockIdx.y];
+  const ChunkCoords at = chunk_coords();
+  const int id = rowmap[at.limb];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
-  const int base = blockIdx.x << log_chunk;
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
+  const int base = at.chunk << log_chunk;
+  const u64* src = in + at.entry * in_bs + (i64)at.limb * N + base;
+  u64* dst = out + at.entry * out_bs + (i64)at.limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
 #define FHE_FWD(LC) forward_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
   FHE_CHUNK_DISPATCH(FHE_FWD)
@@ -312,7 +337,8 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
 // transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
 // [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
-// Launch: grid (N / C, limbs, batch), block C / 8 (3 <= log_chunk <= 12),
+// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
+// (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                     const u64* FHE_RO consts, const u64* FHE_RO itw2,
@@ -321,13 +347,14 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
-  const int id = rowmap[blockIdx.y];
+  const ChunkCoords at = chunk_coords();
+  const int id = rowmap[at.limb];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
-  const int base = blockIdx.x << log_chunk;
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N + base;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N + base;
+  const int base = at.chunk << log_chunk;
+  const u64* src = in + at.entry * in_bs + (i64)at.limb * N + base;
+  u64* dst = out + at.entry * out_bs + (i64)at.limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;

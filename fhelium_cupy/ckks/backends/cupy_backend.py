@@ -124,6 +124,7 @@ class CupyBackend:
             raise ValueError(f"ring_degree {n} is outside the NTT kernels' range [8, 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}]")
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
         self._ntt_values_log = _COEFFS_PER_THREAD_LOG  # must equal the library's FHE_LV (ntt.cu)
+        self._ntt_batch_fast = False  # must equal the library's FHE_NTT_BATCH_FAST (ntt.cu)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
@@ -386,19 +387,20 @@ class CupyBackend:
             g = (b1 - b0, l1 - l0)
             strides = (np.int64(src_bs), np.int64(dst_bs))
             same = (np.int64(dst_bs), np.int64(dst_bs))
+            chunk_grid = (g[0], self.n // chunk, g[1]) if self._ntt_batch_fast else (self.n // chunk, g[1], g[0])
             if log_chunk == self.log_n:
                 name = "ntt_inverse_chunk_stages" if inverse else "ntt_forward_chunk_stages"
-                self._launch(name, (1, g[1], g[0]), chunk_block, (s, d, rm, self._consts, w, *base, *strides),
+                self._launch(name, chunk_grid, chunk_block, (s, d, rm, self._consts, w, *base, *strides),
                              shared_mem=chunk_smem)
             elif inverse:
-                self._launch("ntt_inverse_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
+                self._launch("ntt_inverse_chunk_stages", chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
                 self._launch("ntt_inverse_column_stages", (col_grid_x, g[1], g[0]), col_block,
                              (d, d, rm, self._consts, w, *base, *same))
             else:
                 self._launch("ntt_forward_column_stages", (col_grid_x, g[1], g[0]), col_block,
                              (s, d, rm, self._consts, w, *base, *strides))
-                self._launch("ntt_forward_chunk_stages", (self.n // chunk, g[1], g[0]), chunk_block,
+                self._launch("ntt_forward_chunk_stages", chunk_grid, chunk_block,
                              (d, d, rm, self._consts, w, *base, *same), shared_mem=chunk_smem)
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
