@@ -32,6 +32,11 @@ using namespace fhe;
 // block's constants in shared memory (broadcast reads).
 __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S * T + 2 * T + 4 * S + 1; }
 
+// 1: guard every term of the unrolled accumulation with j < S_g (the previous build, for A/B).
+#ifndef FHE_BC_GUARD_TERMS
+#define FHE_BC_GUARD_TERMS 0
+#endif
+
 template <int SMAX>
 __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, const u64* table, int S, int T,
                                                       int tile, int n, int batch, i64 in_bs, i64 out_bs) {
@@ -75,9 +80,16 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
         v = cin[(i64)self[t] * n];
       } else {
         u64 lo = 0, hi = 0;
+        // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0
+        // whatever they read (zero W rows of a short group, or, when SMAX > S (at most 3 more;
+        // the host picks the smallest SMAX >= S), the next words of the same shared table).
 #pragma unroll
-        for (int j = 0; j < SMAX; ++j)
-          if (j < count) mad_wide(lo, hi, y[j], W[j * T + t]);
+        for (int j = 0; j < SMAX; ++j) {
+#if FHE_BC_GUARD_TERMS
+          if (j < count)
+#endif
+            mad_wide(lo, hi, y[j], W[j * T + t]);
+        }
         mad_wide(lo, hi, cnt, negc[t]);
         v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
       }
@@ -130,13 +142,25 @@ extern "C" __global__ void keyswitch_base_convert_s4(const u64* c, u64* out, con
                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {
   base_convert_centered<4>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
+extern "C" __global__ void keyswitch_base_convert_s5(const u64* c, u64* out, const u64* table, int S, int T,
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<5>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+}
 extern "C" __global__ void keyswitch_base_convert_s6(const u64* c, u64* out, const u64* table, int S, int T,
                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {
   base_convert_centered<6>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
+extern "C" __global__ void keyswitch_base_convert_s7(const u64* c, u64* out, const u64* table, int S, int T,
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<7>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+}
 extern "C" __global__ void keyswitch_base_convert_s8(const u64* c, u64* out, const u64* table, int S, int T,
                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {
   base_convert_centered<8>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+}
+extern "C" __global__ void keyswitch_base_convert_s9(const u64* c, u64* out, const u64* table, int S, int T,
+                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+  base_convert_centered<9>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s10(const u64* c, u64* out, const u64* table, int S, int T,
                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {

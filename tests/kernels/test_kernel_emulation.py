@@ -264,8 +264,12 @@ def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None)
                         continue
                     q, qinv, bar = tq[t], tq[T + t], tq[2 * T + t]
                     acc = 0
-                    for j in range(count):
-                        acc += y[j] * w_tab[j * T + t]
+                    # s{smax}: all smax terms, unguarded; y[j] = 0 past the group's count, so the
+                    # shared-memory words read there (zero W rows or the next table words) add 0
+                    smem = sm + tq
+                    assert smax * T <= len(smem), "s{smax} would read past the shared table"
+                    for j in range(smax or count):
+                        acc += (y[j] if j < count else 0) * (smem[j * T + t] if smax else w_tab[j * T + t])
                         assert acc < 1 << 128
                         if smax == 0 and (j & 15) == 15:
                             hi = acc >> 64
@@ -279,7 +283,7 @@ def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None)
     return out
 
 
-@pytest.mark.parametrize("smax", [4, 16, 0])
+@pytest.mark.parametrize("smax", [2, 4, 0])  # the host's exact pick, SMAX > S (unguarded zero terms), any size
 def test_modup_kernel_emulation_matches_contract(ctx, smax):
     rows = (0, 1, 2)  # digit (0, 1) complete, digit (2, 3) partial
     n = ctx.ring_degree
@@ -534,3 +538,15 @@ def test_chunk_round_addresses_split_into_thread_base_and_constant_offset(log_ch
     assert (rs_last, p_last) == ((rest, full_end) if rest else (LV, full_end - LV))
     p_first, rs_first = _rounds(log_chunk, True)[0]  # forward: RS0 = rest or LV, ltmin LC - RS0
     assert (p_first, rs_first) == (0, rest or LV)
+
+
+def test_base_convert_unguarded_terms_stay_inside_the_shared_table():
+    """keyswitch_base_convert_s{SMAX} reads W[j * T + t] for every j < SMAX: for every group size
+    the host may meet, its pick keeps those reads inside the block's shared table."""
+    for size in range(1, 17):
+        name = cb._base_convert_kernel(size)
+        smax = int(name.rsplit("_s", 1)[1])
+        assert smax >= size
+        for targets in range(1, 80):
+            shared_words = size * targets + 2 * targets + 4 * size + 1 + 3 * targets
+            assert smax * targets <= shared_words, (size, targets, name)

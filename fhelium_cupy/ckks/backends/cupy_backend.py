@@ -56,7 +56,7 @@ _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
-_BASE_CONVERT_SIZES = (1, 2, 3, 4, 6, 8, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
+_BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
 
 # --- host-side tables (NumPy + Python ints) ------------------------------------------
