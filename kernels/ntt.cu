@@ -22,6 +22,12 @@ using namespace fhe;
 #define FHE_RO __restrict__
 #endif
 
+// 1: the chunk kernels load a round's twiddles before its shared-memory exchange (their
+// latency overlaps the barriers; costs registers), 0: after it.
+#ifndef FHE_NTT_TW_EARLY
+#define FHE_NTT_TW_EARLY 0
+#endif
+
 // Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
 // the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back.
 #ifndef FHE_NTT_BATCH_FAST
@@ -132,9 +138,13 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // simplifies (base is a multiple of C) to ((B0 + (G >> ltmin)) << i) + (k >> (lh + 1)),
 // B0 = 2^(K + p) + (base >> (log_chunk - p)); k >> (lh + 1) = kk >> lh is a compile-time constant.
 // The groups g hold disjoint coefficients, so each group runs its RS stages in turn.
+// A round's twiddles per group g: (2^RS - 1) pairs at w[g * (2^RS - 1) + ...] (the FHE_VPT >> RS
+// groups use at most FHE_VPT - 1 slots). Loading them is split from applying them so the
+// chunk kernels can issue the loads before a round's shared-memory exchange (FHE_NTT_TW_EARLY).
+// Forward: stage i's 2^i pairs at offset 2^i - 1.
 template <int RS>
-__device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int log_chunk,
-                                              int base, const u64x2* tw, u64 nq, u64 two_q) {
+__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
+                                                       int log_chunk, int base, const u64x2* tw) {
   const int ltmin = log_chunk - p - RS;
   const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
@@ -142,13 +152,25 @@ __device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T,
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> ltmin);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
+#pragma unroll
+      for (int e = 0; e < (1 << i); ++e) w[g * ((1 << RS) - 1) + (1 << i) - 1 + e] = tw[(pg << i) + e];
+    }
+  }
+}
+
+template <int RS>
+__device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
+                                                    u64 two_q) {
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+#pragma unroll
+    for (int i = 0; i < RS; ++i) {
       const int lh = RS - 1 - i;  // log2 of the pair distance in k
-      const u64x2* wi = tw + (pg << i);
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
-        const u64x2 w = wi[kk >> lh];
-        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], w.a, w.b, nq, two_q);
+        const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << i) - 1 + (kk >> lh)];
+        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt.a, wt.b, nq, two_q);
       }
     }
   }
@@ -158,21 +180,35 @@ __device__ __forceinline__ void forward_round(u64 (&v)[FHE_VPT], int tid, int T,
 // Twiddle index itw[(N >> (u + 1)) + ((base + x) >> (u + 1))], x = round_index(G, k) with
 // ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
+// Stage i's 2^(RS-1-i) pairs at offset 2^RS - 2^(RS-i).
 template <int RS>
-__device__ __forceinline__ void inverse_round(u64 (&v)[FHE_VPT], int tid, int T, int p, int log_n, int base,
-                                              const u64x2* itw, u64 nq, u64 two_q) {
+__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
+                                                       int base, const u64x2* itw) {
   const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> p);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
-      const u64x2* wi = itw + (pg << (RS - 1 - i));
+#pragma unroll
+      for (int e = 0; e < (1 << (RS - 1 - i)); ++e)
+        w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e] = itw[(pg << (RS - 1 - i)) + e];
+    }
+  }
+}
+
+template <int RS>
+__device__ __forceinline__ void inverse_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
+                                                    u64 two_q) {
+#pragma unroll
+  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+#pragma unroll
+    for (int i = 0; i < RS; ++i) {
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
-        const u64x2 w = wi[kk >> i];
-        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], w.a, w.b, nq, two_q);
+        const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + (kk >> i)];
+        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt.a, wt.b, nq, two_q);
       }
     }
   }
@@ -220,16 +256,20 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
   constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
   u64 v[FHE_VPT];
+  u64x2 t[FHE_VPT];
+  forward_round_twiddles<RS0>(t, tid, T, 0, log_n, LC, base, w);
   global_load<RS0>(v, src, tid, T, LC - RS0);
-  forward_round<RS0>(v, tid, T, 0, log_n, LC, base, w, nq, two_q);
+  forward_round_apply<RS0>(v, t, nq, two_q);
 #pragma unroll
   for (int p = RS0; p < LC; p += FHE_LV) {
+    if (FHE_NTT_TW_EARLY) forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
     if (p == RS0) round_store<RS0>(v, sm, tid, T, LC - RS0);
     else round_store<FHE_LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
     __syncthreads();
-    forward_round<FHE_LV>(v, tid, T, p, log_n, LC, base, w, nq, two_q);
+    if (!FHE_NTT_TW_EARLY) forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
+    forward_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));  // last round: ltmin = 0
 #pragma unroll
@@ -298,6 +338,8 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
   constexpr int RSL = REST ? REST : FHE_LV;  // stages of the last round
   constexpr int LTL = REST ? FULL_END : FULL_END - FHE_LV;  // its ltmin
   u64 v[FHE_VPT];
+  u64x2 t[FHE_VPT];
+  inverse_round_twiddles<FHE_LV>(t, tid, T, 0, log_n, base, w);
   {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
 #pragma unroll
@@ -307,20 +349,24 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
       v[k + 1] = pair.b;
     }
   }
-  inverse_round<FHE_LV>(v, tid, T, 0, log_n, base, w, nq, two_q);
+  inverse_round_apply<FHE_LV>(v, t, nq, two_q);
 #pragma unroll
   for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
+    if (FHE_NTT_TW_EARLY) inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
     round_store<FHE_LV>(v, sm, tid, T, p - FHE_LV);
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, p);
     __syncthreads();
-    inverse_round<FHE_LV>(v, tid, T, p, log_n, base, w, nq, two_q);
+    if (!FHE_NTT_TW_EARLY) inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
+    inverse_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   if constexpr (REST != 0) {
+    if (FHE_NTT_TW_EARLY) inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
     round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
     __syncthreads();
     round_load<REST>(v, sm, tid, T, FULL_END);
-    inverse_round<REST>(v, tid, T, FULL_END, log_n, base, w, nq, two_q);
+    if (!FHE_NTT_TW_EARLY) inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
+    inverse_round_apply<REST>(v, t, nq, two_q);
   }
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
