@@ -2,10 +2,11 @@
 
 Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [--n16 PRESET|none]
 
-* matvec: ``matrix_vector(..., hoisted=False/True)`` eager (CUDA events around the Python
-  call) and captured with ``CudaGraphProgram.capture`` (events around ``program.replay``),
-  median over reps; checks graph == eager bit for bit, hoisted == unhoisted decryption
-  (both within 1e-6 of A x).
+* matvec: ``matrix_vector`` as FHElium's independent rotations (``hoisted=False``),
+  single-hoisted (Q-basis diagonals) and double-hoisted (QP-basis diagonals, the default),
+  eager (CUDA events around the Python call) and captured with ``CudaGraphProgram.capture``
+  (events around ``program.replay``), median over reps; checks graph == eager bit for bit
+  and reports each schedule's max decryption error against A x.
 * n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
   ``numpy.roll`` (precision check of the preset), and its eager/graph time.
 Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or bench/results).
@@ -40,12 +41,14 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
     a = rng.uniform(-1, 1, (n, n))
     x = rng.uniform(-1, 1, n)
     keys = engine.rotation_keys(required_rotation_steps(n))
-    diags = encode_diagonals(engine, a)
+    diags = encode_diagonals(engine, a)  # QP basis: double hoisting when hoisted
+    q_diags = encode_diagonals(engine, a, modulus_basis="Q")
     ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
     want = periodic_message(a @ x, engine.num_slots)
     out: dict = {"preset": "slots8192-scale40-depth7", "n": n}
-    for hoisted in (False, True):
-        fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=hoisted)
+    schedules = (("independent", False, diags), ("hoisted", True, q_diags), ("double_hoisted", True, diags))
+    for key, hoisted, d in schedules:
+        fn = partial(matrix_vector, engine=engine, diagonals=d, rotation_keys=keys, hoisted=hoisted)
         eager_ct = fn(ct)
         err = float(np.max(np.abs(engine.decrypt_message(eager_ct, real=True) - want)))
         before = engine.backend.launch_count
@@ -59,10 +62,9 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
             graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
         finally:
             program.close()
-        key = "hoisted" if hoisted else "independent"
         out[key] = {"launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
                     "max_err": err, "graph_equals_eager": same}
-        print(f"matvec n=8 N=2^14 {key:<11} launches {launches:>4} eager {eager:8.1f} us graph {graph:8.1f} us "
+        print(f"matvec n=8 N=2^14 {key:<14} launches {launches:>4} eager {eager:8.1f} us graph {graph:8.1f} us "
               f"err {err:.2e} graph==eager {same}", flush=True)
     default_fill = engine.backend.ntt_fill_blocks
     for fill in fills:  # the hoisted matvec with other NTT chunk choices (side by side, same run)

@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--replays", type=_non_negative_int, default=4, help="graph replays with new inputs (default 4)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar during key generation")
     demo.add_argument("--method", choices=("hoisted", "diagonal", "bsgs"), default="hoisted",
-                      help="hoisted (default: one shared ModUp), diagonal (FHElium example 18's schedule) or bsgs")
+                      help="hoisted (default: double hoisting, one shared ModUp and ModDown), "
+                           "diagonal (FHElium example 18's schedule) or bsgs")
     demo.set_defaults(handler=_cmd_demo)
 
     bench = sub.add_parser(

@@ -174,7 +174,7 @@ class MatvecWorkload:
 
         ``method``: ``"diagonal"`` (``linalg.matrix_vector(..., hoisted=False)``: FHElium
         example 18's n-1 independent rotations), ``"hoisted"`` (``matrix_vector``'s default:
-        one shared ModUp, batched key switching) or ``"bsgs"`` (``linalg.matrix_vector_bsgs``,
+        double hoisting, one shared ModUp and one ModDown) or ``"bsgs"`` (``linalg.matrix_vector_bsgs``,
         hoisted baby steps + giant steps).
 
         Raises:
@@ -212,7 +212,8 @@ class MatvecWorkload:
         diagonals = (linalg.encode_bsgs_diagonals if bsgs else linalg.encode_diagonals)(engine, matrix)
         evaluator = linalg.matrix_vector_bsgs if bsgs else linalg.matrix_vector
         # "diagonal" is FHElium example 18's schedule (independent rotations); "hoisted" is
-        # linalg.matrix_vector's default (one shared ModUp, batched key switching)
+        # linalg.matrix_vector's default (double hoisting: one ModUp, the diagonal products
+        # summed before one ModDown)
         extra: dict[str, Any] = {} if bsgs else {"hoisted": method == "hoisted"}
         schedule: Callable[[Any], Any] = functools.partial(
             evaluator, engine=engine, diagonals=diagonals, rotation_keys=keys, **extra

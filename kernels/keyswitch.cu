@@ -271,3 +271,55 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
   o[0] = acc0;
   o[digit_stride] = acc1;
 }
+
+// keyswitch_linear_transform_accumulate: the QP-basis accumulator of a double-hoisted linear
+// transform sum_i w_i * rot_i(c) of one NTT-domain ciphertext c = (c0, c1) (rot_0 = identity,
+// rot_{1+e} = the rotation whose key_ptrs[e] and perms[e] are given; c1's ModUp is `digits`):
+//   acc[k, r] = sum_e w[1+e, r] * IP_e[k, r]                                   (every row r)
+//             + P * (w[0, r] * c[k, r] + [k == 0] sum_e w[1+e, r] * c0[r, perms[e, i]])   (Q rows r < L)
+// with IP_e[k, r, i] = sum_d digits[d, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r], i] (the
+// inner product of keyswitch_inner_product_many). w is in Montgomery form (mont_mul gives the
+// plain products), the inner sums are canonical as in keyswitch_inner_product_many, and
+// P * v = mul_mod(v, P mod q_r) (pinv[r]). Adding a multiple of P to the Q rows before the
+// rounding ModDown adds exactly v to its result, so the rotated c0 and the unrotated entry pass
+// through the single ModDown unchanged.
+// Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
+// out [2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R), block 256.
+extern "C" __global__ void keyswitch_linear_transform_accumulate(
+    const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
+    const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
+    int E, int num_digits, int key_rows) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int r = blockIdx.y;
+  const int id = rowmap[r];
+  const Modulus m = load_modulus(consts, num_moduli, id);
+  const i64 plane = (i64)R * n;
+  const i64 row = (i64)r * n;
+  const bool q_row = r < L;
+  u64 s0 = 0, s1 = 0, rotated_c0 = 0;
+  for (int e = 0; e < E; ++e) {
+    const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
+    const int src = perms[(i64)e * n + i];
+    u64 a0 = 0, a1 = 0;
+    for (int d = 0; d < num_digits; ++d) {
+      const u64 x = digits[d * plane + row + src];
+      const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
+      a0 = add_mod(a0, mont_mul(x, key[kbase], m.q, m.qinv), m.q);
+      a1 = add_mod(a1, mont_mul(x, key[kbase + (i64)key_rows * n], m.q, m.qinv), m.q);
+    }
+    const u64 we = w[(i64)(1 + e) * plane + row + i];
+    s0 = add_mod(s0, mont_mul(a0, we, m.q, m.qinv), m.q);
+    s1 = add_mod(s1, mont_mul(a1, we, m.q, m.qinv), m.q);
+    if (q_row) rotated_c0 = add_mod(rotated_c0, mont_mul(c[row + src], we, m.q, m.qinv), m.q);
+  }
+  if (q_row) {
+    const u64 w0 = w[row + i];
+    const u64 t0 = add_mod(mont_mul(c[row + i], w0, m.q, m.qinv), rotated_c0, m.q);
+    const u64 t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
+    s0 = add_mod(s0, mul_mod(t0, pinv[r], m.q, m.qinv, m.r2), m.q);
+    s1 = add_mod(s1, mul_mod(t1, pinv[r], m.q, m.qinv, m.r2), m.q);
+  }
+  out[row + i] = s0;
+  out[plane + row + i] = s1;
+}

@@ -50,19 +50,26 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
     _residency(engine, ct, op)
 
 
-def check_plaintext(engine, pt, op: str, *, domain: str, residue: str) -> None:
+def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: str = "Q") -> None:
     if type(pt) is not Plaintext:
         raise StateMismatchError(f"{op} expects a Plaintext, got {type(pt).__name__}")
     if pt.context_id != engine.context.context_id:
         raise ForeignContextError(
             f"{op}: plaintext belongs to context {pt.context_id}, the engine to {engine.context.context_id}"
         )
-    if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != "Q":
+    if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != basis:
+        hint = ""
+        if residue == "montgomery" and pt.residue_representation != residue:
+            hint = "; use engine.prepare_plaintext_for_multiplication"
+        elif pt.modulus_basis != basis:
+            hint = f"; encode it with modulus_basis={basis!r}"
         raise StateMismatchError(
-            f"{op} needs a plaintext in {domain}/{residue}/Q, got "
-            f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}"
-            + ("; use engine.prepare_plaintext_for_multiplication" if residue == "montgomery" else "")
+            f"{op} needs a plaintext in {domain}/{residue}/{basis}, got "
+            f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}" + hint
         )
+    rows = engine.context.prime_ids(pt.level) if 0 <= pt.level <= engine.context.max_level else None
+    if rows is None or pt.prime_ids != (rows if basis == "Q" else rows + engine.context.p_ids):
+        raise StateMismatchError(f"{op}: plaintext prime_ids {pt.prime_ids} do not match level {pt.level} in basis {basis}")
     _residency(engine, pt, op)
 
 

@@ -102,7 +102,8 @@ class EvaluationMixin:
 
     def _check_any(self, value, op: str, domain: str) -> None:
         if type(value) is Plaintext:
-            check_plaintext(self, value, op, domain=domain, residue=value.residue_representation)
+            check_plaintext(self, value, op, domain=domain, residue=value.residue_representation,
+                            basis=value.modulus_basis)
         else:
             check_ciphertext(self, value, op, domain=domain)
 
@@ -250,6 +251,43 @@ class EvaluationMixin:
         if keys:
             self._hoisted_switch(ct, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
         return ct._with_data(batch, polynomial_domain=domain)
+
+    def linear_transform(self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext) -> Ciphertext:
+        """``sum_i weights[i] * rot_i(ct)`` with double hoisting: one ModUp, one ModDown.
+
+        ``rot_0`` is the identity and ``rot_i`` the rotation by ``keys[i - 1]``. ``ct``: an
+        unbatched coefficient-domain CT2; ``weights``: an NTT/Montgomery plaintext in basis QP
+        (``encode(..., modulus_basis="QP")``) of batch shape ``(1 + len(keys),)`` at ``ct``'s
+        level. Returns an NTT-domain CT2 at the same level, scale ``ct.scale * weights.scale``.
+
+        The plaintext products and the sum happen in the extended basis before the single
+        rounding ModDown (Bossuat et al.'s double hoisting; the backend's
+        ``keyswitch_linear_transform``), so the result carries one rounding error instead of
+        one per rotation: it decrypts like
+        ``multiply_plaintext_and_sum(rotate_hoisted_batch(ct, keys, output_domain="ntt"), w)``
+        with ``w`` the Q part of ``weights``, but is not bit-identical to it. The E rotated
+        inner products are never stored: device memory stays at one ciphertext's ModUp.
+        """
+        op = "linear_transform"
+        self._check_hoisted(ct, keys, "ntt", op)
+        if ct.is_batched:
+            raise StateMismatchError(f"{op} needs an unbatched ciphertext, got batch shape {ct.batch_shape}")
+        check_plaintext(self, weights, op, domain="ntt", residue="montgomery", basis="QP")
+        if weights.level != ct.level or weights.batch_shape != (1 + len(keys),):
+            raise StateMismatchError(
+                f"{op}: weights must be at the ciphertext's level {ct.level} with batch shape {(1 + len(keys),)}, "
+                f"got level {weights.level} and batch shape {weights.batch_shape}"
+            )
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        c_ntt = be.ntt_forward(ct.data, rows)
+        if keys:
+            digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
+            data = be.keyswitch_linear_transform(
+                digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt
+            )
+        else:  # no rotation: the plain product with the Q part of the one weight
+            data = be.mul_montgomery_sum(c_ntt[:, None], xp.ascontiguousarray(weights.data[:, : len(rows)]), rows)
+        return ct._with_data(data, polynomial_domain="ntt", scale=ct.scale * weights.scale)
 
     def _check_hoisted(self, ct: Ciphertext, keys: Sequence[RotationKey], output_domain: str, op: str) -> Domain:
         check_ciphertext(self, ct, op, domain="coefficient", components=(2,))

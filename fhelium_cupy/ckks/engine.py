@@ -146,28 +146,40 @@ class CkksEngine(EvaluationMixin):
 
     # --- encoding --------------------------------------------------------------------
     def encode(
-        self, message: Any, *, level: int = 0, scale: float | None = None, polynomial_domain: str = "ntt"
+        self,
+        message: Any,
+        *,
+        level: int = 0,
+        scale: float | None = None,
+        polynomial_domain: str = "ntt",
+        modulus_basis: str = "Q",
     ) -> Plaintext:
         """Encode up to ``num_slots`` complex/real values (``[*batch, k]``) at ``level`` and ``scale``.
 
         ``polynomial_domain="ntt"`` returns the NTT/Montgomery form ``multiply_plaintext``
         takes; ``"coefficient"`` the coefficient/standard form ``encrypt`` takes.
+        ``modulus_basis="QP"`` adds the special primes' limbs (the same integer polynomial
+        reduced mod P too): the weights ``linear_transform`` takes.
         """
+        if modulus_basis not in ("Q", "QP"):
+            raise ValueError(f"modulus_basis must be 'Q' or 'QP', got {modulus_basis!r}")
+        if polynomial_domain not in ("ntt", "coefficient"):
+            raise ValueError(f"polynomial_domain must be 'ntt' or 'coefficient', got {polynomial_domain!r}")
         scale = self.parameters.scale if scale is None else float(scale)
-        rows = self.context.prime_ids(level)
+        rows = self.context.prime_ids(level) + (self.context.p_ids if modulus_basis == "QP" else ())
         coefficients = slots_to_coefficients(host_message(message), self.context.ring_degree, scale)
         data = self.backend.asarray(integers_to_rns(coefficients, [self.context.moduli[r] for r in rows]))
-        pt = Plaintext(data, level=level, scale=scale, prime_ids=rows, context_id=self.context.context_id)
+        pt = Plaintext(data, level=level, scale=scale, prime_ids=rows, modulus_basis=modulus_basis,
+                       context_id=self.context.context_id)
         if polynomial_domain == "ntt":
             return self.prepare_plaintext_for_multiplication(pt)
-        if polynomial_domain != "coefficient":
-            raise ValueError(f"polynomial_domain must be 'ntt' or 'coefficient', got {polynomial_domain!r}")
         return pt
 
     def prepare_plaintext_for_multiplication(self, plaintext: Plaintext) -> Plaintext:
-        """Coefficient/standard plaintext -> NTT/Montgomery (same level, scale)."""
+        """Coefficient/standard plaintext -> NTT/Montgomery (same level, scale, basis)."""
         check_plaintext(
-            self, plaintext, "prepare_plaintext_for_multiplication", domain="coefficient", residue="standard"
+            self, plaintext, "prepare_plaintext_for_multiplication", domain="coefficient", residue="standard",
+            basis=getattr(plaintext, "modulus_basis", "Q"),
         )
         rows = plaintext.prime_ids
         data = self.backend.to_montgomery(self.backend.ntt_forward(plaintext.data, rows), rows)

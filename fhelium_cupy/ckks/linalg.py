@@ -4,10 +4,11 @@
 ``A`` (``n x n``) is the slot vector ``d_k[j] = A[j mod n, (j - k) mod n]`` and
 ``A x = sum_k d_k * roll(x, k)`` slot-wise (the result is periodic too).
 
-* ``matrix_vector``: ``n - 1`` rotations with NTT-domain output (hoisted by default: one
-  ModUp, all rotations written into one batch next to the source's NTT), one
-  ``multiply_plaintext_and_sum`` with pre-stacked NTT/Montgomery diagonals, inverse NTT,
-  rescale (level + 1).
+* ``matrix_vector``: ``n - 1`` rotations and the diagonal products, then inverse NTT and
+  rescale (level + 1). With the default QP-basis diagonals it is double-hoisted
+  (``engine.linear_transform``: one ModUp, the products and the sum in the extended basis,
+  one ModDown); with Q-basis diagonals single-hoisted (one ModUp, every rotation ModDown'd
+  into one batch next to the source's NTT, one ``multiply_plaintext_and_sum``).
 * ``matrix_vector_bsgs``: with baby step ``b`` and giant count ``g``, ``k = i*b + j``:
   ``A x = sum_i roll(sum_j roll(d_k, -i*b) * roll(x, j), i*b)``; the ``b - 1`` baby
   rotations share one ModUp (hoisting), then ``g - 1`` giant rotations.
@@ -82,14 +83,28 @@ def _diagonal_scale(engine, level: int) -> float:
     return float(engine.context.moduli[engine.context.prime_ids(level)[0]])
 
 
-def encode_diagonals(engine, matrix, *, level: int = 0, scale: float | None = None) -> Plaintext:
-    """Pre-stacked NTT/Montgomery diagonals ``[n, L, N]`` for ``matrix_vector``.
+def encode_diagonals(
+    engine, matrix, *, level: int = 0, scale: float | None = None, modulus_basis: str = "QP"
+) -> Plaintext:
+    """Pre-stacked NTT/Montgomery diagonals ``[n, L (+ K), N]`` for ``matrix_vector``.
 
     ``scale`` defaults to the prime that the final rescale drops, which keeps the output
-    scale equal to the input scale.
+    scale equal to the input scale. ``modulus_basis="QP"`` (default) also keeps the
+    diagonals mod the special primes, which lets ``matrix_vector`` run double-hoisted;
+    ``"Q"`` selects the single-hoisted schedule.
     """
     scale = _diagonal_scale(engine, level) if scale is None else float(scale)
-    return engine.encode(matrix_diagonals(matrix, engine.num_slots), level=level, scale=scale)
+    return engine.encode(
+        matrix_diagonals(matrix, engine.num_slots), level=level, scale=scale, modulus_basis=modulus_basis
+    )
+
+
+def _q_limbs(engine, plaintext: Plaintext) -> Plaintext:
+    """The Q-basis part of a QP-basis plaintext: its first ``L`` limbs (a contiguous copy)."""
+    count = len(engine.context.prime_ids(plaintext.level))
+    return plaintext._with_data(
+        plaintext.data[..., :count, :].copy(), prime_ids=plaintext.prime_ids[:count], modulus_basis="Q"
+    )
 
 
 def encode_bsgs_diagonals(engine, matrix, *, level: int = 0, scale: float | None = None) -> Plaintext:
@@ -144,11 +159,14 @@ def matrix_vector(
         diagonals: ``encode_diagonals(engine, A, level=l)`` (``[n, L, N]``).
         rotation_keys: step -> ``RotationKey`` for steps ``1..n-1`` (mapping, or a sequence
             whose item ``k - 1`` is step ``k``).
-        hoisted: True (default) shares one ModUp among the ``n - 1`` rotations and switches
-            all keys in one batched call (``rotate_hoisted_with_keys``); False runs FHElium
-            example 18's independent ``rotate_with_key`` calls. Both give bit-identical
-            results (the balanced digit decomposition commutes with automorphisms); the
-            hoisted schedule does one ModUp instead of ``n - 1`` and far fewer launches.
+        hoisted: True (default) shares one ModUp among the ``n - 1`` rotations. With QP-basis
+            diagonals (``encode_diagonals``' default) the diagonal products and their sum
+            also happen before one shared ModDown (double hoisting,
+            ``engine.linear_transform``: one rounding instead of ``n - 1``, and no stored
+            rotations). With Q-basis diagonals every rotation is ModDown'd straight into one
+            batch (``rotate_hoisted_batch``) and bit-identical to ``hoisted=False``:
+            FHElium example 18's independent ``rotate_with_key`` calls (which use the Q
+            limbs of QP diagonals).
 
     Returns:
         Coefficient-domain CT2 at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
@@ -156,6 +174,11 @@ def matrix_vector(
     n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
     _check_source(engine, source, diagonals, (n,))
     keys = [_key(rotation_keys, k) for k in range(1, n)]
+    if diagonals.modulus_basis == "QP":
+        if hoisted:
+            total = engine.linear_transform(source, keys, diagonals)
+            return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))
+        diagonals = _q_limbs(engine, diagonals)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
     # every rotation straight into the batch that multiply_plaintext_and_sum consumes.

@@ -128,7 +128,7 @@ def test_rotations_and_conjugation_are_bit_identical(preset, step):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "bsgs"])
+@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "cyclic-double-hoisted", "bsgs"])
 def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method):
     cpu, gpu = engines(preset)
     n = 8
@@ -144,7 +144,7 @@ def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method):
     else:
         hoisted = method.endswith("hoisted")
         keys = cpu.rotation_keys(required_rotation_steps(n))
-        diag = encode_diagonals(cpu, a)
+        diag = encode_diagonals(cpu, a, modulus_basis="QP" if "double" in method else "Q")
         run_cpu = matrix_vector(ct, engine=cpu, diagonals=diag, rotation_keys=keys, hoisted=hoisted)
         gkeys = {s: k.to("cuda") for s, k in keys.items()}
         run_gpu = matrix_vector(

@@ -35,7 +35,7 @@ def test_diagonal_identity_holds_in_cleartext():
 
 @pytest.mark.parametrize("preset", list(TOLERANCE))
 @pytest.mark.parametrize("n", [8, 16])
-@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "bsgs"])
+@pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "cyclic-double-hoisted", "bsgs"])
 def test_matrix_vector_matches_numpy(preset, n, method):
     e = make_engine(preset)
     rng = np.random.default_rng(n)
@@ -43,8 +43,10 @@ def test_matrix_vector_matches_numpy(preset, n, method):
     ct = e.encrypt_message(periodic_message(x, e.num_slots))
     if method.startswith("cyclic"):
         keys = e.rotation_keys(required_rotation_steps(n))
+        basis = "QP" if "double" in method else "Q"
         y = matrix_vector(
-            ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys=keys, hoisted=method.endswith("hoisted")
+            ct, engine=e, diagonals=encode_diagonals(e, a, modulus_basis=basis), rotation_keys=keys,
+            hoisted=method.endswith("hoisted"),
         )
     else:
         keys = e.rotation_keys(required_rotation_steps_bsgs(n))
@@ -74,7 +76,59 @@ def test_hoisted_and_independent_rotation_schedules_are_bit_identical():
     a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
     ct = e.encrypt_message(periodic_message(x, e.num_slots))
     keys = e.rotation_keys(required_rotation_steps(8))
-    diagonals = encode_diagonals(e, a)
+    diagonals = encode_diagonals(e, a, modulus_basis="Q")
     hoisted = matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=keys)
     independent = matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=keys, hoisted=False)
     assert np.array_equal(hoisted.data, independent.data)
+    # QP diagonals: hoisted=False uses their Q limbs (the same schedule, bit for bit)
+    qp = encode_diagonals(e, a)
+    assert qp.modulus_basis == "QP" and qp.data.shape[-2] == diagonals.data.shape[-2] + len(e.context.p_ids)
+    assert np.array_equal(
+        matrix_vector(ct, engine=e, diagonals=qp, rotation_keys=keys, hoisted=False).data, independent.data
+    )
+
+
+def test_double_hoisting_rounds_once_and_decrypts_at_least_as_well():
+    """linear_transform (one ModDown) differs from the single-hoisted sum only by rounding:
+    both decrypt to A x, and with all rotation weights zero it is exactly the plain product."""
+    e = make_engine("test-n4096-scale40")
+    rng = np.random.default_rng(8)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    keys = e.rotation_keys(required_rotation_steps(8))
+    want = periodic_message(a @ x, e.num_slots)
+    errors = {}
+    for basis in ("Q", "QP"):
+        y = matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a, modulus_basis=basis), rotation_keys=keys)
+        assert y.level == 1 and y.scale == ct.scale
+        errors[basis] = np.max(np.abs(e.decrypt_message(y, real=True) - want))
+    assert errors["QP"] < TOLERANCE["test-n4096-scale40"]
+    assert errors["QP"] <= 2 * errors["Q"], errors
+    diag_only = np.zeros((8, 8))
+    diag_only[np.arange(8), np.arange(8)] = rng.uniform(-1, 1, 8)  # only diagonal 0 is non-zero
+    weights = encode_diagonals(e, diag_only)
+    ordered = [keys[k] for k in required_rotation_steps(8)]
+    double = e.linear_transform(ct, ordered, weights)
+    q_only = weights._with_data(weights.data[:, : len(ct.prime_ids)].copy(), prime_ids=ct.prime_ids,
+                                modulus_basis="Q")
+    plain = e.multiply_plaintext(e.coefficient_domain_to_ntt_domain(ct), q_only._with_data(q_only.data[0]))
+    assert np.array_equal(double.data, plain.data)
+
+
+def test_linear_transform_validates_before_any_work():
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(periodic_message(np.ones(4), e.num_slots))
+    keys = [e.rotation_key(k) for k in (1, 2, 3)]
+    qp = encode_diagonals(e, np.eye(4))
+    with pytest.raises(StateMismatchError, match="QP"):
+        e.linear_transform(ct, keys, encode_diagonals(e, np.eye(4), modulus_basis="Q"))
+    with pytest.raises(StateMismatchError, match="batch shape"):
+        e.linear_transform(ct, keys[:2], qp)
+    with pytest.raises(StateMismatchError, match="level"):
+        e.linear_transform(ct, keys, encode_diagonals(e, np.eye(4), level=1))
+    with pytest.raises(StateMismatchError, match="coefficient"):
+        e.linear_transform(e.coefficient_domain_to_ntt_domain(ct), keys, qp)
+    with pytest.raises(StateMismatchError, match="Q"):  # single-basis consumers refuse QP weights
+        e.multiply_plaintext_and_sum(e.rotate_hoisted_batch(ct, keys, output_domain="ntt"), qp)
+    with pytest.raises(ValueError, match="modulus_basis"):
+        e.encode(np.ones(4), modulus_basis="P")

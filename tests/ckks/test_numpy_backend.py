@@ -365,3 +365,65 @@ def test_backend_restores_the_callers_ufunc_buffer_size():
     be.rescale(c, rows, domain="ntt")
     be.modup(c, rows)
     assert np.getbufsize() == before
+
+
+def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_moddown(be):
+    """Double hoisting against the contract's formula: the weighted inner products plus the
+    P-scaled c terms summed over rows + p_rows (Python ints for the P multiples), then the
+    Python-int rounding ModDown; and a P multiple alone passes the ModDown exactly."""
+    rows = tuple(range(1, be.context.q_count))
+    targets = rows + be.p_rows
+    L, moduli = len(rows), be.context.moduli
+    rng = random.Random(14)
+    c = np.stack([be.ntt_forward(random_residues(rng, [moduli[r] for r in rows], N), rows) for _ in range(2)])
+    digits = be.modup(be.ntt_inverse(c[1], rows), rows)
+    keys = [
+        np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
+        for _ in range(2)
+    ]
+    gs = [5, 25]
+    weights = np.stack([random_residues(rng, [moduli[r] for r in targets], N) for _ in range(3)])
+    got = be.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)
+    assert got.shape == (2, L, N)
+    big_p = 1
+    for j in be.p_rows:
+        big_p *= moduli[j]
+    active = [i for i, d in enumerate(be.context.digits) if any(r in rows for r in d)]
+    for k in range(2):
+        acc = np.zeros((len(targets), N), dtype=np.uint64)
+        for key, g, w in zip(keys, gs, weights[1:]):
+            dig = be.automorphism(digits, g, targets, domain="ntt")
+            for d, index in enumerate(active):
+                ip = be.mul_montgomery(dig[d], np.ascontiguousarray(key[index, k][list(targets)]), targets)
+                acc = be.add(acc, be.mul_montgomery(ip, w, targets), targets)
+        direct = be.mul_montgomery(c[k], weights[0, :L], rows)
+        if k == 0:
+            for g, w in zip(gs, weights[1:]):
+                rotated = be.automorphism(c[0], g, rows, domain="ntt")
+                direct = be.add(direct, be.mul_montgomery(rotated, w[:L], rows), rows)
+        for i, r in enumerate(rows):  # + P * direct on the Q rows, in Python ints
+            q = moduli[r]
+            acc[i] = [(int(a) + big_p % q * int(t)) % q for a, t in zip(acc[i], direct[i])]
+        x = to_int_rows(be.ntt_inverse(acc, targets))
+        want = np.array(
+            [
+                oracle_moddown(
+                    [x[i][j] for i in range(L)],
+                    [x[i][j] for i in range(L, len(targets))],
+                    [moduli[r] for r in rows],
+                    [moduli[r] for r in be.p_rows],
+                )
+                for j in range(N)
+            ],
+            dtype=np.uint64,
+        ).T
+        np.testing.assert_array_equal(got[k], be.ntt_forward(np.ascontiguousarray(want), rows))
+    only_direct = weights.copy()
+    only_direct[1:] = 0
+    exact = be.keyswitch_linear_transform(digits, keys, rows, gs, only_direct, c)
+    np.testing.assert_array_equal(exact, be.mul_montgomery(c, weights[0, None, :L], rows))
+    for bad in ([4, 25], [5]):
+        with pytest.raises(ValueError):
+            be.keyswitch_linear_transform(digits, keys, rows, bad, weights, c)
+    with pytest.raises(ValueError, match="weights"):
+        be.keyswitch_linear_transform(digits, keys, rows, gs, weights[:2], c)

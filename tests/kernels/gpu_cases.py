@@ -233,6 +233,22 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
+def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
+    """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
+    NTT-domain ModDown, against the NumPy backend."""
+    rows = lv["ks"]
+    targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+    n = ctx.ring_degree
+    c = ref.ntt_forward(rand(ctx, rows, (2,), rng), rows)
+    digits = ref.modup(ref.ntt_inverse(c[1], rows), rows)
+    keys = [random_key(ctx, rng) for _ in range(3)]
+    gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
+    weights = rand(ctx, targets, (4,), rng)
+    got = gpu.keyswitch_linear_transform(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs,
+                                         gpu.asarray(weights), gpu.asarray(c))
+    return gpu.to_numpy(got), ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c), rows
+
+
 CASES: dict[str, Case] = {
     "add": _elementwise("add"),
     "sub": _elementwise("sub"),
@@ -266,6 +282,7 @@ CASES: dict[str, Case] = {
     "keyswitch_from_digits_galois_ntt": _keyswitch(True, "ntt"),
     "keyswitch_from_digits_many": _keyswitch_many("coefficient"),
     "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
+    "keyswitch_linear_transform": _keyswitch_linear_transform,
 }
 
 

@@ -61,7 +61,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CkksBackend", "Domain", "RingContext", "active_digits", "check_domain", "keyswitch_from_digits_many_by_loop"]
+__all__ = [
+    "CkksBackend",
+    "Domain",
+    "RingContext",
+    "active_digits",
+    "check_domain",
+    "check_linear_transform",
+    "keyswitch_from_digits_many_by_loop",
+]
 
 Domain = Literal["coefficient", "ntt"]
 Array = Any  # numpy.ndarray or cupy.ndarray of uint64
@@ -208,6 +216,33 @@ class CkksBackend(Protocol):
         backend lacks it."""
         ...
 
+    def keyswitch_linear_transform(
+        self,
+        digits_ntt: Array,
+        keys: Sequence[Array],
+        rows: Sequence[int],
+        galois_elements: Sequence[int],
+        weights: Array,
+        c: Array,
+    ) -> Array:
+        """Double hoisting: ``sum_i weights[i] * rot_i(c)`` with one ModUp and one ModDown.
+
+        ``c [2, L, N]``: an NTT-domain ciphertext over ``rows`` whose coefficient-domain c1 was
+        ModUp'd into ``digits_ntt [D, L + K, N]`` (unbatched); ``keys[e]`` and
+        ``galois_elements[e]`` (``E >= 1`` pairs) define rotation ``rot_{1+e}``, ``rot_0`` is the
+        identity; ``weights [1 + E, L + K, N]`` are NTT/Montgomery plaintexts over
+        ``rows + p_rows``. Returns ``[2, L, N]`` (NTT domain over ``rows``):
+        ``moddown_ntt(acc)`` with ``moddown_ntt`` the NTT-domain rounding ModDown of
+        ``keyswitch_from_digits(domain="ntt")`` and, over ``rows + p_rows``,
+        ``acc_k = sum_e mul_montgomery(IP_e[k], weights[1 + e])`` (``IP_e`` = that method's inner
+        product for ``keys[e]``, ``galois_elements[e]``, before ModDown), plus on the Q rows only
+        ``P * (mul_montgomery(c[k], weights[0]) + [k = 0] sum_e mul_montgomery(automorphism(c[0],
+        galois_elements[e], ntt), weights[1 + e])) mod q_i`` (``P`` = product of the P primes).
+        A multiple of ``P`` on the Q rows passes the rounding division by ``P`` exactly, so the
+        result is the weighted sum of the rotations with one rounding in place of one per
+        rotation (not bit-identical to summing ``keyswitch_from_digits`` results)."""
+        ...
+
 
 def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
     """(level-0 digit index, surviving prime ids) of each non-empty digit at ``rows`` (see
@@ -219,6 +254,36 @@ def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, 
         if kept:
             active.append((index, kept))
     return active
+
+
+def check_linear_transform(
+    backend: Any,
+    digits_ntt: Array,
+    keys: Sequence[Array],
+    rows: tuple[int, ...],
+    galois_elements: Sequence[int],
+    weights: Array,
+    c: Array,
+) -> tuple[list[Array], list[int]]:
+    """Validate the arguments of ``keyswitch_linear_transform`` (shapes, dtypes, odd Galois
+    elements) before any work; returns the keys and Galois elements as lists."""
+    op = "keyswitch_linear_transform"
+    keys, gs = list(keys), list(galois_elements)
+    if not keys or len(keys) != len(gs):
+        raise ValueError(f"{op}: needs E >= 1 keys and as many galois elements, got {len(keys)} and {len(gs)}")
+    for g in gs:
+        if isinstance(g, bool) or not isinstance(g, int) or g % 2 == 0:
+            raise ValueError(f"{op}: galois elements must be odd ints, got {g!r}")
+    context = backend.context
+    n, L = context.ring_degree, len(rows)
+    R = L + context.p_count
+    D = len(active_digits(context, rows))
+    expected = {"digits_ntt": (digits_ntt, (D, R, n)), "weights": (weights, (1 + len(keys), R, n)), "c": (c, (2, L, n))}
+    for name, (array, shape) in expected.items():
+        if getattr(array, "dtype", None) != "uint64" or tuple(array.shape) != shape:
+            raise ValueError(f"{op}: {name} must be uint64 {shape}, got {getattr(array, 'dtype', None)} "
+                             f"{tuple(getattr(array, 'shape', ()))}")
+    return keys, [int(g) for g in gs]
 
 
 def keyswitch_from_digits_many_by_loop(

@@ -32,7 +32,7 @@ from ._cupy_tables import (
     shoup_companion,
     twiddle_tables,
 )
-from .base import Domain, RingContext, check_domain, keyswitch_from_digits_many_by_loop
+from .base import Domain, RingContext, check_domain, check_linear_transform, keyswitch_from_digits_many_by_loop
 
 __all__ = [
     "CupyBackend",
@@ -662,6 +662,28 @@ class CupyBackend:
                          (c0, out, maps, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
                           np.int32(batch), np.int64(plane),
                           np.int64(2 * batch * plane if out_strides is None else out_strides[0]), np.int64(plane)))
+        return out
+
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c):
+        """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): one
+        ``keyswitch_linear_transform_accumulate`` launch (inner products, plaintext weights and
+        the ``P``-scaled ``c`` terms, never materializing the E inner products), then one
+        NTT-domain ModDown of the 2-component accumulator."""
+        rows, _ = self._rows(rows)
+        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c)
+        rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, keys, rows, "keyswitch_linear_transform")
+        L, n = len(rows), self.n
+        R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
+        weights = self._check(weights, t["out_rows"], "keyswitch_linear_transform")
+        c = self._check(c, rows, "keyswitch_linear_transform")
+        key_table, perms = self._many_tables(keys, gs)
+        acc = self.xp.empty((2, R, n), dtype=np.uint64)
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 1), _BLOCK,
+                     (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
+                      t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
+                      np.int32(D), np.int32(key_rows)))
+        out = self.xp.empty((2, L, n), dtype=np.uint64)
+        self._moddown_launch(acc, out, t, L, 2, "ntt")
         return out
 
     def _many_out(self, out: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ integers and cached per tuple of prime ids.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -40,7 +41,14 @@ from ..ntt import (
     ntt_tables,
     stack_ntt_tables,
 )
-from .base import Domain, RingContext, active_digits, check_domain, keyswitch_from_digits_many_by_loop
+from .base import (
+    Domain,
+    RingContext,
+    active_digits,
+    check_domain,
+    check_linear_transform,
+    keyswitch_from_digits_many_by_loop,
+)
 
 __all__ = ["NumpyBackend"]
 
@@ -314,9 +322,9 @@ class NumpyBackend:
         return self.ntt_forward(out, targets)
 
     @_unbuffered
-    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
-        check_domain(domain, "keyswitch_from_digits")
-        rows = tuple(int(r) for r in rows)
+    def _inner_product(self, digits_ntt, key, rows: tuple[int, ...], galois_element) -> np.ndarray:
+        """The key inner product ``[2, ..., L + K, N]`` over ``rows + p_rows`` (NTT domain, before
+        ModDown), digits first permuted by the NTT-domain automorphism of ``galois_element``."""
         targets = rows + self.p_rows
         active = active_digits(self.context, rows)
         if digits_ntt.shape[0] != len(active):
@@ -342,9 +350,33 @@ class NumpyBackend:
             acc[k] = total
         if t.small:
             acc = mul_shoup_float(acc, t.r_inv.w, t.r_inv_f, t.q)
+        return acc
+
+    def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
+        check_domain(domain, "keyswitch_from_digits")
+        rows = tuple(int(r) for r in rows)
+        acc = self._inner_product(digits_ntt, key, rows, galois_element)
         if domain == "ntt":
             return self._moddown_ntt(acc, rows)
-        return self.moddown(self.ntt_inverse(acc, targets), rows)
+        return self.moddown(self.ntt_inverse(acc, rows + self.p_rows), rows)
+
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c):
+        """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): the weighted inner
+        products and the ``P``-scaled ``c`` terms summed over ``rows + p_rows``, one ModDown."""
+        rows = tuple(int(r) for r in rows)
+        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c)
+        targets, L = rows + self.p_rows, len(rows)
+        acc = None
+        for key, g, w in zip(keys, gs, weights[1:]):
+            term = self.mul_montgomery(self._inner_product(digits_ntt, key, rows, g), w[None], targets)
+            acc = term if acc is None else self.add(acc, term, targets, out=acc)
+        direct = self.mul_montgomery(c, weights[0, None, :L], rows)
+        for g, w in zip(gs, weights[1:]):
+            rotated = self.mul_montgomery(self.automorphism(c[0], g, rows, domain="ntt"), w[:L], rows)
+            self.add(direct[0], rotated, rows, out=direct[0])
+        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
+        self.add(acc[:, :L], self.mul_scalar(direct, [big_p] * L, rows), rows, out=acc[:, :L])
+        return self._moddown_ntt(acc, rows)
 
     def keyswitch_from_digits_many(
         self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
