@@ -678,7 +678,7 @@ class CupyBackend:
         c = self._check(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
         acc = self.xp.empty((2, R, n), dtype=np.uint64)
-        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 1), _BLOCK,
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 2), _BLOCK,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
                       np.int32(D), np.int32(key_rows)))
