@@ -77,7 +77,7 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
 def with_kernel_defines(be, defines: tuple[str, ...]):
     """Point ``be`` at a kernel library compiled with extra ``-D`` defines (A/B of kernel variants
     in one process). ``-DFHE_LV=v`` and ``-DFHE_NTT_BATCH_FAST=v`` also set the chunk kernels'
-    block size and grid order on the host side."""
+    block size and grid order, ``-DFHE_LT_GROUPS=g`` the linear-transform grid, on the host side."""
     from fhelium_cupy.runtime.kernels import KernelLibrary, KernelOptions
 
     if defines:
@@ -87,6 +87,8 @@ def with_kernel_defines(be, defines: tuple[str, ...]):
                 be._ntt_values_log = int(flag.split("=", 1)[1])
             if flag.startswith("-DFHE_NTT_BATCH_FAST="):
                 be._ntt_batch_fast = flag.split("=", 1)[1] != "0"
+            if flag.startswith("-DFHE_LT_GROUPS="):
+                be._lt_groups = int(flag.split("=", 1)[1])
     return be
 
 
@@ -125,6 +127,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
     qp = tuple(range(L + K))
     key = rand((len(ctx.digits), 2), qp)
     digits = be.modup(ct[1], rows)
+    weights = rand((8,), qp)
     g = 5
 
     def rotation():
@@ -173,6 +176,10 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "keyswitch_from_digits_many (7 keys)": (
             lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)]),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
+        "keyswitch_linear_transform (7 keys, double hoisting)": (
+            lambda: be.keyswitch_linear_transform(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)],
+                                                  weights, ct),
+            7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * L),
         "keyswitch_from_digits_many ntt-domain (7 keys)": (
             lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)],
                                                   domain="ntt"),

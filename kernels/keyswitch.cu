@@ -283,40 +283,59 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // P * v = mul_mod(v, P mod q_r) (pinv[r]). Adding a multiple of P to the Q rows before the
 // rounding ModDown adds exactly v to its result, so the rotated c0 and the unrotated entry pass
 // through the single ModDown unchanged.
+// FHE_LT_GROUPS (G) consecutive lanes share one coefficient: lane part p takes the rotations
+// e = p, p + G, ... and the G partial sums are added with warp shuffles (sums mod q: the result
+// does not depend on G). One lane handling both components reads each gathered digit once.
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
-// out [2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R, 2), block 256
-// (z = component k; rotated_c0 stays 0 for k = 1).
+// out [2, R, coeff]. In canonical, out canonical.
+// Launch: grid (ceil(N * G / 256), R), block 256 (a multiple of G; every lane reaches the shuffles).
+#ifndef FHE_LT_GROUPS
+#define FHE_LT_GROUPS 2
+#endif
 extern "C" __global__ void keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
     const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
     int E, int num_digits, int key_rows) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const int lane = blockIdx.x * blockDim.x + threadIdx.x;
+  const int part = lane % FHE_LT_GROUPS;
+  const bool live = lane / FHE_LT_GROUPS < n;
+  const int i = live ? lane / FHE_LT_GROUPS : 0;  // idle lanes compute coefficient 0, store nothing
   const int r = blockIdx.y;
-  const int k = blockIdx.z;  // component: one thread per (component, row, coefficient)
   const int id = rowmap[r];
   const Modulus m = load_modulus(consts, num_moduli, id);
   const i64 plane = (i64)R * n;
   const i64 row = (i64)r * n;
-  const bool rotate_c0 = k == 0 && r < L;
-  const i64 key_comp = (i64)k * key_rows * n;
-  u64 s = 0, rotated_c0 = 0;
-  for (int e = 0; e < E; ++e) {
-    const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]) + key_comp;
+  const bool q_row = r < L;
+  u64 s0 = 0, s1 = 0, rotated_c0 = 0;
+  for (int e = part; e < E; e += FHE_LT_GROUPS) {
+    const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
-    u64 a = 0;
-#pragma unroll 4
+    u64 a0 = 0, a1 = 0;
     for (int d = 0; d < num_digits; ++d) {
       const u64 x = digits[d * plane + row + src];
-      a = add_mod(a, mont_mul(x, key[((i64)keydig[d] * 2 * key_rows + id) * n + i], m.q, m.qinv), m.q);
+      const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
+      a0 = add_mod(a0, mont_mul(x, key[kbase], m.q, m.qinv), m.q);
+      a1 = add_mod(a1, mont_mul(x, key[kbase + (i64)key_rows * n], m.q, m.qinv), m.q);
     }
     const u64 we = w[(i64)(1 + e) * plane + row + i];
-    s = add_mod(s, mont_mul(a, we, m.q, m.qinv), m.q);
-    if (rotate_c0) rotated_c0 = add_mod(rotated_c0, mont_mul(c[row + src], we, m.q, m.qinv), m.q);
+    s0 = add_mod(s0, mont_mul(a0, we, m.q, m.qinv), m.q);
+    s1 = add_mod(s1, mont_mul(a1, we, m.q, m.qinv), m.q);
+    if (q_row) rotated_c0 = add_mod(rotated_c0, mont_mul(c[row + src], we, m.q, m.qinv), m.q);
   }
-  if (r < L) {
-    const u64 t = add_mod(mont_mul(c[(i64)k * L * n + row + i], w[row + i], m.q, m.qinv), rotated_c0, m.q);
-    s = add_mod(s, mul_mod(t, pinv[r], m.q, m.qinv, m.r2), m.q);
+#pragma unroll
+  for (int offset = 1; offset < FHE_LT_GROUPS; offset <<= 1) {
+    s0 = add_mod(s0, __shfl_xor_sync(0xffffffffu, s0, offset), m.q);
+    s1 = add_mod(s1, __shfl_xor_sync(0xffffffffu, s1, offset), m.q);
+    rotated_c0 = add_mod(rotated_c0, __shfl_xor_sync(0xffffffffu, rotated_c0, offset), m.q);
   }
-  out[k * plane + row + i] = s;
+  if (part != 0 || !live) return;
+  if (q_row) {
+    const u64 w0 = w[row + i];
+    const u64 t0 = add_mod(mont_mul(c[row + i], w0, m.q, m.qinv), rotated_c0, m.q);
+    const u64 t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
+    s0 = add_mod(s0, mul_mod(t0, pinv[r], m.q, m.qinv, m.r2), m.q);
+    s1 = add_mod(s1, mul_mod(t1, pinv[r], m.q, m.qinv, m.r2), m.q);
+  }
+  out[row + i] = s0;
+  out[plane + row + i] = s1;
 }
