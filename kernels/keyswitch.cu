@@ -286,11 +286,14 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // FHE_LT_GROUPS (G) consecutive lanes share one coefficient: lane part p takes the rotations
 // e = p, p + G, ... and the G partial sums are added with warp shuffles (sums mod q: the result
 // does not depend on G). One lane handling both components reads each gathered digit once.
+// G = 1 measured best on the H200 (2026-11-29 s3, 7 keys: N=2^14 109 us against 113 / 116 / 131
+// for G = 2 / 4 / 8; N=2^16 728 us against 875 / 983 / 1204); one thread per component was
+// slower still (the digit gathers doubled).
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
 // out [2, R, coeff]. In canonical, out canonical.
 // Launch: grid (ceil(N * G / 256), R), block 256 (a multiple of G; every lane reaches the shuffles).
 #ifndef FHE_LT_GROUPS
-#define FHE_LT_GROUPS 2
+#define FHE_LT_GROUPS 1
 #endif
 extern "C" __global__ void keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,

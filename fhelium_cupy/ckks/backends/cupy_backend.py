@@ -125,7 +125,7 @@ class CupyBackend:
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
         self._ntt_values_log = _COEFFS_PER_THREAD_LOG  # must equal the library's FHE_LV (ntt.cu)
         self._ntt_batch_fast = False  # must equal the library's FHE_NTT_BATCH_FAST (ntt.cu)
-        self._lt_groups = 2  # must equal the library's FHE_LT_GROUPS (keyswitch.cu)
+        self._lt_groups = 1  # must equal the library's FHE_LT_GROUPS (keyswitch.cu)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
