@@ -22,12 +22,6 @@ using namespace fhe;
 #define FHE_RO __restrict__
 #endif
 
-// 1: the chunk kernels load a round's twiddles before its shared-memory exchange (their
-// latency overlaps the barriers; costs registers), 0: after it.
-#ifndef FHE_NTT_TW_EARLY
-#define FHE_NTT_TW_EARLY 0
-#endif
-
 // Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
 // the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back.
 #ifndef FHE_NTT_BATCH_FAST
@@ -139,8 +133,9 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // B0 = 2^(K + p) + (base >> (log_chunk - p)); k >> (lh + 1) = kk >> lh is a compile-time constant.
 // The groups g hold disjoint coefficients, so each group runs its RS stages in turn.
 // A round's twiddles per group g: (2^RS - 1) pairs at w[g * (2^RS - 1) + ...] (the FHE_VPT >> RS
-// groups use at most FHE_VPT - 1 slots). Loading them is split from applying them so the
-// chunk kernels can issue the loads before a round's shared-memory exchange (FHE_NTT_TW_EARLY).
+// groups use at most FHE_VPT - 1 slots), loaded in one step and applied in the next. Issuing
+// the loads before the round's shared-memory exchange instead measured no different on the
+// H200 (2026-11-29 s3: ptxas already schedules the read-only loads early).
 // Forward: stage i's 2^i pairs at offset 2^i - 1.
 template <int RS>
 __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
@@ -262,13 +257,12 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
   forward_round_apply<RS0>(v, t, nq, two_q);
 #pragma unroll
   for (int p = RS0; p < LC; p += FHE_LV) {
-    if (FHE_NTT_TW_EARLY) forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
     if (p == RS0) round_store<RS0>(v, sm, tid, T, LC - RS0);
     else round_store<FHE_LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
     __syncthreads();
-    if (!FHE_NTT_TW_EARLY) forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
+    forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
     forward_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));  // last round: ltmin = 0
@@ -352,20 +346,18 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
   inverse_round_apply<FHE_LV>(v, t, nq, two_q);
 #pragma unroll
   for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
-    if (FHE_NTT_TW_EARLY) inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
     round_store<FHE_LV>(v, sm, tid, T, p - FHE_LV);
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, p);
     __syncthreads();
-    if (!FHE_NTT_TW_EARLY) inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
+    inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
     inverse_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   if constexpr (REST != 0) {
-    if (FHE_NTT_TW_EARLY) inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
     round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
     __syncthreads();
     round_load<REST>(v, sm, tid, T, FULL_END);
-    if (!FHE_NTT_TW_EARLY) inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
+    inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
     inverse_round_apply<REST>(v, t, nq, two_q);
   }
 #pragma unroll
