@@ -295,6 +295,16 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 #ifndef FHE_LT_GROUPS
 #define FHE_LT_GROUPS 1
 #endif
+// Unroll factor of the digit loop (independent loads in flight per lane); 0 = ptxas's choice.
+#ifndef FHE_LT_UNROLL
+#define FHE_LT_UNROLL 0
+#endif
+#define FHE_PRAGMA(x) _Pragma(#x)
+#if FHE_LT_UNROLL > 0
+#define FHE_LT_DIGIT_LOOP FHE_PRAGMA(unroll FHE_LT_UNROLL)
+#else
+#define FHE_LT_DIGIT_LOOP
+#endif
 extern "C" __global__ void keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
     const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
@@ -314,6 +324,7 @@ extern "C" __global__ void keyswitch_linear_transform_accumulate(
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
     u64 a0 = 0, a1 = 0;
+    FHE_LT_DIGIT_LOOP
     for (int d = 0; d < num_digits; ++d) {
       const u64 x = digits[d * plane + row + src];
       const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;

@@ -193,16 +193,19 @@ class EvaluationMixin:
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
     def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
+        """One automorphism with key switch, in the hoisted form: ModUp of the unrotated c1, the
+        permutation applied to the digits inside the inner product and to c0 inside the
+        ModDown's last step (no separate automorphism or addition). Bit-identical to rotating
+        first: the balanced digit decomposition commutes with automorphisms (it is
+        coefficient-wise, and centered lifting commutes with negation)."""
         check_ciphertext(self, ct, op, components=(2,))
         check_key(self, ct, key, op, key_type)
         domain = _check_output_domain(output_domain, op)
-        be, rows, g, xp = self.backend, ct.prime_ids, key.galois_element, self.backend.xp
-        rot = be.automorphism(ct.data, g, rows, domain=ct.polynomial_domain)
-        c1 = self._in_domain(xp.ascontiguousarray(rot[1]), rows, ct.polynomial_domain, "coefficient")
-        y = self._switch(c1, key, rows, domain)
-        c0 = self._in_domain(rot[0], rows, ct.polynomial_domain, domain)
-        be.add(c0, y[0], rows, out=y[0])
-        return ct._with_data(y, polynomial_domain=output_domain)
+        rows, xp = ct.prime_ids, self.backend.xp
+        c1 = self._in_domain(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain, "coefficient")
+        c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
+        y = self._hoisted_switch(c1, rows, [key], c0, domain, None)
+        return ct._with_data(y[0], polynomial_domain=output_domain)
 
     def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:
         """Rotate slots by ``key.rotation_step``: decrypts to ``numpy.roll(m, step)``; level/scale kept."""
@@ -228,7 +231,7 @@ class EvaluationMixin:
         if not keys:
             return []
         c0 = self._in_domain(self.backend.xp.ascontiguousarray(ct.data[0]), ct.prime_ids, "coefficient", domain)
-        y = self._hoisted_switch(ct, keys, c0, domain, None)
+        y = self._hoisted_switch(self.backend.xp.ascontiguousarray(ct.data[1]), ct.prime_ids, keys, c0, domain, None)
         return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
 
     def rotate_hoisted_batch(
@@ -249,7 +252,8 @@ class EvaluationMixin:
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
         batch[:, 0] = source
         if keys:
-            self._hoisted_switch(ct, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
+            c1 = xp.ascontiguousarray(ct.data[1])
+            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext) -> Ciphertext:
@@ -296,10 +300,11 @@ class EvaluationMixin:
             check_key(self, ct, key, op, RotationKey)
         return domain
 
-    def _hoisted_switch(self, ct: Ciphertext, keys: Sequence[RotationKey], c0, domain: Domain, out):
-        """One ModUp of ``ct``'s c1, then every key: ``[E, 2, L, N]`` (rotated c0 + y0, y1)."""
-        be, rows = self.backend, ct.prime_ids
-        digits = be.modup(be.xp.ascontiguousarray(ct.data[1]), rows)
+    def _hoisted_switch(self, c1, rows, keys: Sequence[KeySwitchKey], c0, domain: Domain, out):
+        """One ModUp of the coefficient-domain ``c1``, then every key: ``[E, 2, L, N]``
+        (rotated ``c0`` + y0, y1)."""
+        be = self.backend
+        digits = be.modup(c1, rows)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)

@@ -116,6 +116,22 @@ def test_hoisted_rotations_equal_individual_rotations(setup):
         assert _err(e.decrypt_message(r), np.roll(m, key.rotation_step)) < tol
 
 
+def test_rotation_equals_the_explicit_automorphism_then_key_switch(setup):
+    """rotate_with_key / conjugate run in the hoisted form (ModUp of the unrotated c1, the
+    permutation applied inside the key switch); bit for bit the textbook order: automorphism of
+    both components, ModUp of the rotated c1, key switch, add the rotated c0."""
+    e, _ = setup
+    be = e.backend
+    ct = e.encrypt_message(random_message(e, 17))
+    rows = ct.prime_ids
+    for key in (e.rotation_key(3), e.rotation_key(-7), e.conjugation_key()):
+        rot = be.automorphism(ct.data, key.galois_element, rows, domain="coefficient")
+        y = be.keyswitch_from_digits(be.modup(np.ascontiguousarray(rot[1]), rows), key.data, rows)
+        want = np.stack([be.add(rot[0], y[0], rows), y[1]])
+        got = e.conjugate(ct, key) if key.galois_element == 2 * e.context.ring_degree - 1 else e.rotate_with_key(ct, key)
+        np.testing.assert_array_equal(np.asarray(got.data), want)
+
+
 def test_ntt_domain_key_switch_outputs_are_exactly_the_ntt_of_the_coefficient_outputs(setup):
     """Every key-switching op with output_domain="ntt" (Q rows never leave the NTT domain)
     equals the forward NTT of its coefficient-domain output bit for bit, from either input domain."""
