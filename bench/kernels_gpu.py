@@ -77,7 +77,7 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
 def with_kernel_defines(be, defines: tuple[str, ...]):
     """Point ``be`` at a kernel library compiled with extra ``-D`` defines (A/B of kernel variants
     in one process). ``-DFHE_LV=v`` and ``-DFHE_NTT_BATCH_FAST=v`` also set the chunk kernels'
-    block size and grid order, ``-DFHE_LT_GROUPS=g`` the linear-transform grid, on the host side."""
+    block size and grid order on the host side."""
     from fhelium_cupy.runtime.kernels import KernelLibrary, KernelOptions
 
     if defines:
@@ -87,8 +87,6 @@ def with_kernel_defines(be, defines: tuple[str, ...]):
                 be._ntt_values_log = int(flag.split("=", 1)[1])
             if flag.startswith("-DFHE_NTT_BATCH_FAST="):
                 be._ntt_batch_fast = flag.split("=", 1)[1] != "0"
-            if flag.startswith("-DFHE_LT_GROUPS="):
-                be._lt_groups = int(flag.split("=", 1)[1])
     return be
 
 

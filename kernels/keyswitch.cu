@@ -283,36 +283,20 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // P * v = mul_mod(v, P mod q_r) (pinv[r]). Adding a multiple of P to the Q rows before the
 // rounding ModDown adds exactly v to its result, so the rotated c0 and the unrotated entry pass
 // through the single ModDown unchanged.
-// FHE_LT_GROUPS (G) consecutive lanes share one coefficient: lane part p takes the rotations
-// e = p, p + G, ... and the G partial sums are added with warp shuffles (sums mod q: the result
-// does not depend on G). One lane handling both components reads each gathered digit once.
-// G = 1 measured best on the H200 (2026-11-29 s3, 7 keys: N=2^14 109 us against 113 / 116 / 131
-// for G = 2 / 4 / 8; N=2^16 728 us against 875 / 983 / 1204); one thread per component was
-// slower still (the digit gathers doubled).
+// One lane per coefficient handles every rotation and both components (each gathered digit
+// is read once). Measured on the H200 (2026-11-29 s3): splitting the rotations over 2 / 4 / 8
+// lanes with shuffle sums was slower (7 keys, N=2^14: 113 / 116 / 131 us against 109; N=2^16:
+// 875 / 983 / 1204 us against 728), one lane per component slower still (the digit gathers
+// doubled), and the loop unroll (ptxas picks 4) made no difference; this build keeps 48
+// registers (5 blocks of 256 per SM; the grouped build's 52 allowed only 4).
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
-// out [2, R, coeff]. In canonical, out canonical.
-// Launch: grid (ceil(N * G / 256), R), block 256 (a multiple of G; every lane reaches the shuffles).
-#ifndef FHE_LT_GROUPS
-#define FHE_LT_GROUPS 1
-#endif
-// Unroll factor of the digit loop (independent loads in flight per lane); 0 = ptxas's choice.
-#ifndef FHE_LT_UNROLL
-#define FHE_LT_UNROLL 0
-#endif
-#define FHE_PRAGMA(x) _Pragma(#x)
-#if FHE_LT_UNROLL > 0
-#define FHE_LT_DIGIT_LOOP FHE_PRAGMA(unroll FHE_LT_UNROLL)
-#else
-#define FHE_LT_DIGIT_LOOP
-#endif
+// out [2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R), block 256.
 extern "C" __global__ void keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
     const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
     int E, int num_digits, int key_rows) {
-  const int lane = blockIdx.x * blockDim.x + threadIdx.x;
-  const int part = lane % FHE_LT_GROUPS;
-  const bool live = lane / FHE_LT_GROUPS < n;
-  const int i = live ? lane / FHE_LT_GROUPS : 0;  // idle lanes compute coefficient 0, store nothing
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
   const int r = blockIdx.y;
   const int id = rowmap[r];
   const Modulus m = load_modulus(consts, num_moduli, id);
@@ -320,11 +304,10 @@ extern "C" __global__ void keyswitch_linear_transform_accumulate(
   const i64 row = (i64)r * n;
   const bool q_row = r < L;
   u64 s0 = 0, s1 = 0, rotated_c0 = 0;
-  for (int e = part; e < E; e += FHE_LT_GROUPS) {
+  for (int e = 0; e < E; ++e) {
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
     u64 a0 = 0, a1 = 0;
-    FHE_LT_DIGIT_LOOP
     for (int d = 0; d < num_digits; ++d) {
       const u64 x = digits[d * plane + row + src];
       const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
@@ -336,13 +319,6 @@ extern "C" __global__ void keyswitch_linear_transform_accumulate(
     s1 = add_mod(s1, mont_mul(a1, we, m.q, m.qinv), m.q);
     if (q_row) rotated_c0 = add_mod(rotated_c0, mont_mul(c[row + src], we, m.q, m.qinv), m.q);
   }
-#pragma unroll
-  for (int offset = 1; offset < FHE_LT_GROUPS; offset <<= 1) {
-    s0 = add_mod(s0, __shfl_xor_sync(0xffffffffu, s0, offset), m.q);
-    s1 = add_mod(s1, __shfl_xor_sync(0xffffffffu, s1, offset), m.q);
-    rotated_c0 = add_mod(rotated_c0, __shfl_xor_sync(0xffffffffu, rotated_c0, offset), m.q);
-  }
-  if (part != 0 || !live) return;
   if (q_row) {
     const u64 w0 = w[row + i];
     const u64 t0 = add_mod(mont_mul(c[row + i], w0, m.q, m.qinv), rotated_c0, m.q);

@@ -125,7 +125,6 @@ class CupyBackend:
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
         self._ntt_values_log = _COEFFS_PER_THREAD_LOG  # must equal the library's FHE_LV (ntt.cu)
         self._ntt_batch_fast = False  # must equal the library's FHE_NTT_BATCH_FAST (ntt.cu)
-        self._lt_groups = 1  # must equal the library's FHE_LT_GROUPS (keyswitch.cu)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
@@ -679,7 +678,7 @@ class CupyBackend:
         c = self._check(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
         acc = self.xp.empty((2, R, n), dtype=np.uint64)
-        self._launch("keyswitch_linear_transform_accumulate", (-(-n * self._lt_groups // _BLOCK), R, 1), _BLOCK,
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 1), _BLOCK,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
                       np.int32(D), np.int32(key_rows)))
