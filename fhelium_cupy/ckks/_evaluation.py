@@ -300,7 +300,7 @@ class EvaluationMixin:
             check_key(self, ct, key, op, RotationKey)
         return domain
 
-    def _hoisted_switch(self, c1, rows, keys: Sequence[KeySwitchKey], c0, domain: Domain, out):
+    def _hoisted_switch(self, c1, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out):
         """One ModUp of the coefficient-domain ``c1``, then every key: ``[E, 2, L, N]``
         (rotated ``c0`` + y0, y1)."""
         be = self.backend

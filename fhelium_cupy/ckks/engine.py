@@ -28,7 +28,7 @@ from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, 
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, RelinearizationKey, RotationKey, SecretKey
 from .params import Parameters, ParametersLiteral
-from .values import Ciphertext, Plaintext
+from .values import Ciphertext, ModulusBasis, Plaintext
 
 __all__ = ["CkksEngine", "host_message"]
 
@@ -152,7 +152,7 @@ class CkksEngine(EvaluationMixin):
         level: int = 0,
         scale: float | None = None,
         polynomial_domain: str = "ntt",
-        modulus_basis: str = "Q",
+        modulus_basis: ModulusBasis = "Q",
     ) -> Plaintext:
         """Encode up to ``num_slots`` complex/real values (``[*batch, k]``) at ``level`` and ``scale``.
 
