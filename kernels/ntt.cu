@@ -23,7 +23,9 @@ using namespace fhe;
 #endif
 
 // Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
-// the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back.
+// the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back;
+// measured within the noise of 0 on the H200 (0-5%), kept as a variant (the host must match:
+// CupyBackend._ntt_batch_fast).
 #ifndef FHE_NTT_BATCH_FAST
 #define FHE_NTT_BATCH_FAST 0
 #endif
@@ -33,8 +35,8 @@ using namespace fhe;
 // bound, ptxas's own choice (it then assumes 1024-thread blocks: at most 64 registers).
 // The defaults are the measured best on the H200 (bench/kernels_gpu.py --ntt-variants,
 // 2026-11-29 s3): chunk 3 (40 registers, a few spilled words; 3 blocks of 512 threads instead
-// of 2): N=2^16 ciphertext NTT 88.0 -> 84.7 us, inverse 100.1 -> 92.0 us; column 0 (6 and 8
-// were no faster or slower).
+// of 2): N=2^16 ciphertext NTT 88.0 -> 84.7 us, inverse 100.1 -> 92.0 us; column 0 (6 was no
+// faster, 8 slower: it spills).
 #ifndef FHE_NTT_CHUNK_MIN_BLOCKS
 #define FHE_NTT_CHUNK_MIN_BLOCKS 3
 #endif
