@@ -113,3 +113,25 @@ def test_base_conversion_too_large_for_shared_memory_is_a_clear_error(fake_backe
     assert backend.launch_count == before
     backend.modup(c[:40], rows[:40])  # 40 primes: fits
     assert backend.launch_count > before
+
+
+def test_batched_key_switch_does_not_keep_dropped_keys_alive(fake_backend_factory):
+    """The key-address table is cached by address; the backend holds no reference to the keys,
+    so a key dropped by its owner is freed (device memory of rotation keys is large)."""
+    import gc
+    import weakref
+
+    ctx = gpu_cases.context("n4096")
+    backend = fake_backend_factory(ctx)
+    rows = tuple(range(ctx.q_count - 1))
+    rng = np.random.default_rng(5)
+    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
+    key = gpu_cases.random_key(ctx, rng)
+    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")
+    before = backend.launch_count
+    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")  # cached tables reused
+    assert backend.launch_count > before
+    watch = weakref.ref(key)
+    del key
+    gc.collect()
+    assert watch() is None

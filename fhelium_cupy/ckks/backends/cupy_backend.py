@@ -594,12 +594,17 @@ class CupyBackend:
 
     def _many_tables(self, keys: Sequence[Any], galois_elements: Sequence[int | None]) -> tuple[Any, Any]:
         """Device tables of one (keys, Galois elements) tuple: key addresses [E] and
-        permutations [E, N] (int32), cached; the cache holds the keys so addresses stay valid."""
+        permutations [E, N] (int32), cached by the addresses and elements themselves.
+
+        The cache does not hold the keys: an address table is right for whatever key lives at
+        those addresses when a launch reads it (eager calls pass live keys; a captured graph's
+        keys are kept alive by its program's bound arguments), so a dropped key frees its
+        device memory."""
         addrs = tuple(data_pointer(k) for k in keys)
         gs = tuple(None if g is None else int(g) % (2 * self.n) for g in galois_elements)
 
-        def build_keys() -> tuple[Any, tuple[Any, ...]]:
-            return self._upload(np.array(addrs, dtype=np.uint64)), tuple(keys)
+        def build_keys() -> Any:
+            return self._upload(np.array(addrs, dtype=np.uint64))
 
         def build_perms() -> Any:
             ident = np.arange(self.n, dtype=np.int32)
@@ -608,8 +613,7 @@ class CupyBackend:
 
         if len(self._cache) > 65536:
             self._cache = {k: v for k, v in self._cache.items() if k[0] not in ("scalar", "keyptrs")}
-        key_table, _ = self._cached(("keyptrs", addrs), build_keys)
-        return key_table, self._cached(("perms", gs), build_perms)
+        return self._cached(("keyptrs", addrs), build_keys), self._cached(("perms", gs), build_perms)
 
     def keyswitch_from_digits_many(
         self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
