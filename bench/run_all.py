@@ -215,8 +215,8 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "Graph.launch µs": _fmt((_med(r.get("graph", {}).get("host_graph_launch")) or 0) * 1e3 or None, "", 1),
                 "max abs err": f"{r['max_abs_error']:.2e}",
                 "launches": _fmt(r.get("launches_per_call")),
-                "hoisted eager / graph ms": (f"{_fmt(_med(h.get('eager', {}).get('latency')))} / "
-                                             f"{_fmt(_med((h.get('graph') or {}).get('latency')))}") if h else "-",
+                "double-hoisted eager / graph ms": (f"{_fmt(_med(h.get('eager', {}).get('latency')))} / "
+                                                    f"{_fmt(_med((h.get('graph') or {}).get('latency')))}") if h else "-",
                 "bsgs eager / graph ms": (f"{_fmt(_med(b.get('eager', {}).get('latency')))} / "
                                           f"{_fmt(_med((b.get('graph') or {}).get('latency')))}") if b else "-",
             })
