@@ -175,6 +175,23 @@ extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, u64* out, co
   base_convert_centered<16>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 
+// One coefficient of the key inner product in the NTT domain: (acc0, acc1) = sum_d
+// dig[d * digit_stride] * key[keydig[d], k, id, i] (k = 0, 1; Montgomery products, the key
+// is in Montgomery form; canonical sums). dig points at the (already permuted) digit 0 value;
+// key is [dnum, 2, key_rows, coeff] with key_rows prime rows.
+__device__ __forceinline__ void key_inner_product(const u64* dig, i64 digit_stride, const u64* key,
+                                                  const int* keydig, int num_digits, int key_rows, int id, int n,
+                                                  int i, const Modulus& m, u64& acc0, u64& acc1) {
+  acc0 = 0;
+  acc1 = 0;
+  for (int d = 0; d < num_digits; ++d) {
+    const u64 x = dig[d * digit_stride];
+    const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
+    acc0 = add_mod(acc0, mont_mul(x, key[kbase], m.q, m.qinv), m.q);
+    acc1 = add_mod(acc1, mont_mul(x, key[kbase + (i64)key_rows * n], m.q, m.qinv), m.q);
+  }
+}
+
 // keyswitch_inner_product: acc_k[b, r] = sum_d digit_d[b, r, perm(i)] * key[keydig[d], k, rowmap[r]]
 // (Montgomery product: the key is in Montgomery form), k = 0, 1, NTT domain.
 // Axis order: digits [D, batch, R, coeff]; key [dnum, 2, key_rows, coeff] (key row = prime id);
@@ -192,14 +209,9 @@ extern "C" __global__ void keyswitch_inner_product(const u64* digits, const u64*
   const Modulus mr = load_modulus(consts, num_moduli, id);
   const int src = perm ? perm[k] : k;
   const i64 digit_stride = (i64)batch * R * n;
-  const u64* dig = digits + ((i64)b * R + r) * n + src;
-  u64 acc0 = 0, acc1 = 0;
-  for (int d = 0; d < num_digits; ++d) {
-    const u64 x = dig[d * digit_stride];
-    const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + k;
-    acc0 = add_mod(acc0, mont_mul(x, key[kbase], mr.q, mr.qinv), mr.q);
-    acc1 = add_mod(acc1, mont_mul(x, key[kbase + (i64)key_rows * n], mr.q, mr.qinv), mr.q);
-  }
+  u64 acc0, acc1;
+  key_inner_product(digits + ((i64)b * R + r) * n + src, digit_stride, key, keydig, num_digits, key_rows, id, n, k,
+                    mr, acc0, acc1);
   const i64 o = ((i64)b * R + r) * n + k;
   out[o] = acc0;
   out[digit_stride + o] = acc1;
@@ -259,14 +271,9 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
   const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
   const int src = perms[(i64)e * n + k];
   const i64 digit_stride = (i64)batch * R * n;
-  const u64* dig = digits + ((i64)b * R + r) * n + src;
-  u64 acc0 = 0, acc1 = 0;
-  for (int d = 0; d < num_digits; ++d) {
-    const u64 x = dig[d * digit_stride];
-    const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + k;
-    acc0 = add_mod(acc0, mont_mul(x, key[kbase], mr.q, mr.qinv), mr.q);
-    acc1 = add_mod(acc1, mont_mul(x, key[kbase + (i64)key_rows * n], mr.q, mr.qinv), mr.q);
-  }
+  u64 acc0, acc1;
+  key_inner_product(digits + ((i64)b * R + r) * n + src, digit_stride, key, keydig, num_digits, key_rows, id, n, k,
+                    mr, acc0, acc1);
   u64* o = out + (i64)e * 2 * digit_stride + ((i64)b * R + r) * n + k;
   o[0] = acc0;
   o[digit_stride] = acc1;
@@ -307,13 +314,8 @@ extern "C" __global__ void keyswitch_linear_transform_accumulate(
   for (int e = 0; e < E; ++e) {
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
-    u64 a0 = 0, a1 = 0;
-    for (int d = 0; d < num_digits; ++d) {
-      const u64 x = digits[d * plane + row + src];
-      const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
-      a0 = add_mod(a0, mont_mul(x, key[kbase], m.q, m.qinv), m.q);
-      a1 = add_mod(a1, mont_mul(x, key[kbase + (i64)key_rows * n], m.q, m.qinv), m.q);
-    }
+    u64 a0, a1;
+    key_inner_product(digits + row + src, plane, key, keydig, num_digits, key_rows, id, n, i, m, a0, a1);
     const u64 we = w[(i64)(1 + e) * plane + row + i];
     s0 = add_mod(s0, mont_mul(a0, we, m.q, m.qinv), m.q);
     s1 = add_mod(s1, mont_mul(a1, we, m.q, m.qinv), m.q);
