@@ -74,22 +74,6 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
     return variants or [("default", ())]
 
 
-def with_kernel_defines(be, defines: tuple[str, ...]):
-    """Point ``be`` at a kernel library compiled with extra ``-D`` defines (A/B of kernel variants
-    in one process). ``-DFHE_LV=v`` and ``-DFHE_NTT_BATCH_FAST=v`` also set the chunk kernels'
-    block size and grid order on the host side."""
-    from fhelium_cupy.runtime.kernels import KernelLibrary, KernelOptions
-
-    if defines:
-        be._library = KernelLibrary.for_device(be._device.id, options=KernelOptions(extra=defines))
-        for flag in defines:
-            if flag.startswith("-DFHE_LV="):
-                be._ntt_values_log = int(flag.split("=", 1)[1])
-            if flag.startswith("-DFHE_NTT_BATCH_FAST="):
-                be._ntt_batch_fast = flag.split("=", 1)[1] != "0"
-    return be
-
-
 def ntt_outputs(cp, be, ctx) -> list:
     """Forward and inverse NTT of one fixed random ciphertext (the exactness check of a variant)."""
     n, L = ctx.ring_degree, ctx.q_count
@@ -104,8 +88,10 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
             reference: list | None = None) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
 
-    be = with_kernel_defines(CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile,
-                                         ntt_fill_blocks=fill), variant[1])
+    from fhelium_cupy.runtime.kernels import KernelOptions
+
+    be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill,
+                     kernel_options=KernelOptions(extra=variant[1]))
     outputs = ntt_outputs(cp, be, ctx)
     if reference is not None and not reference:
         reference.extend(outputs)

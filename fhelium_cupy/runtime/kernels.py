@@ -84,6 +84,16 @@ class KernelOptions:
     def nvrtc_options(self, kernel_dir: Path) -> tuple[str, ...]:
         return (f"--std={self.std}", f"-I{kernel_dir}", *self.extra)
 
+    def define(self, name: str, default: str) -> str:
+        """The value of ``-Dname=value`` in ``extra`` (the last one wins), else ``default``:
+        what a host launcher needs to know of a build-time kernel variant."""
+        value = default
+        for option in self.extra:
+            key, sep, rest = option.partition("=")
+            if sep and key == f"-D{name}":
+                value = rest
+        return value
+
 
 def _headers_digest(kernel_dir: Path) -> str:
     """Content hash of every header: CuPy's compile cache key does not cover ``-I`` headers."""

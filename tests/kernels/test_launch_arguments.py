@@ -66,14 +66,18 @@ class _Device:
 @pytest.fixture
 def fake_backend_factory(monkeypatch):
     sigs = _signatures()
-    library = types.SimpleNamespace(function=lambda name: _Checker(name, sigs[name]))
+    def library_for(device=None, options=None):
+        return types.SimpleNamespace(function=lambda name: _Checker(name, sigs[name]),
+                                     options=options or kernels.KernelOptions())
+
     fake_cupy = types.SimpleNamespace(
         asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
         broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
         zeros=np.zeros, swapaxes=np.swapaxes,
     )
     monkeypatch.setattr(kernels, "require_cuda", lambda: fake_cupy)
-    monkeypatch.setattr(kernels.KernelLibrary, "for_device", classmethod(lambda cls, device=None, options=None: library))
+    monkeypatch.setattr(kernels.KernelLibrary, "for_device",
+                        classmethod(lambda cls, device=None, options=None: library_for(device, options)))
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
 
     return CupyBackend
@@ -135,3 +139,21 @@ def test_batched_key_switch_does_not_keep_dropped_keys_alive(fake_backend_factor
     del key
     gc.collect()
     assert watch() is None
+
+
+def test_chunk_launch_geometry_follows_the_kernel_build_defines(fake_backend_factory):
+    """FHE_LV and FHE_NTT_BATCH_FAST change the chunk kernels' block and grid: the backend reads
+    them from its library's options (one source of truth), and still launches every primitive
+    with matching arguments."""
+    ctx = gpu_cases.context("n16384")
+    default = fake_backend_factory(ctx)
+    assert (default._ntt_values_log, default._ntt_batch_fast) == (3, False)
+    variant = fake_backend_factory(
+        ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_LV=4", "-DFHE_NTT_BATCH_FAST=1"))
+    )
+    assert (variant._ntt_values_log, variant._ntt_batch_fast) == (4, True)
+    assert kernels.KernelOptions(extra=("-DFHE_LV=2", "-DFHE_LV=5")).define("FHE_LV", "3") == "5"
+    assert kernels.KernelOptions().define("FHE_LV", "3") == "3"
+    ref = gpu_cases.reference(ctx)
+    gpu_cases.run_case("ntt_forward", variant, ref, "n16384")
+    assert variant.launch_count > 0

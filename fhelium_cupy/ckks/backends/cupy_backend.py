@@ -88,6 +88,10 @@ class CupyBackend:
             Default 1056 (eight per SM of an H100/H200), measured on the H200 against 264 and
             528 side by side: N=2^14 ModUp 33.5 us (264: 40.1), hoisted 8-diagonal matvec
             239.7 us (264: 252.6), N=2^16 unchanged (bench/kernels_gpu.py --fill).
+        kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
+            the standard build). Its ``-D`` defines select build-time variants of
+            ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
+            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -107,6 +111,7 @@ class CupyBackend:
         l2_group_bytes: int = 0,
         base_convert_tile: int = 0,
         ntt_fill_blocks: int = _FILL_BLOCKS,
+        kernel_options: Any = None,
     ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
 
@@ -114,17 +119,22 @@ class CupyBackend:
         self.xp = cp
         self.context = context
         self._device = self._parse_device(cp, device)
-        self._library = KernelLibrary.for_device(self._device.id)
+        self._library = KernelLibrary.for_device(self._device.id, options=kernel_options)
+        # launch geometry of the chunk kernels' build-time variants (kernels/ntt.cu)
+        options = self._library.options
+        self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
+        self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
         self.n = n
         self.log_n = n.bit_length() - 1
-        if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < _COEFFS_PER_THREAD_LOG:
-            raise ValueError(f"ring_degree {n} is outside the NTT kernels' range [8, 2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}]")
+        if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < self._ntt_values_log:
+            raise ValueError(
+                f"ring_degree {n} is outside the NTT kernels' range [2^{self._ntt_values_log}, "
+                f"2^{_CHUNK_LOG + _MAX_COLUMN_STAGES}]"
+            )
         self.log_chunk = min(self.log_n, _CHUNK_LOG)
-        self._ntt_values_log = _COEFFS_PER_THREAD_LOG  # must equal the library's FHE_LV (ntt.cu)
-        self._ntt_batch_fast = False  # must equal the library's FHE_NTT_BATCH_FAST (ntt.cu)
         self.num_moduli = len(context.moduli)
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
