@@ -87,7 +87,6 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
             fill: int = 1056, variant: tuple[str, tuple[str, ...]] = ("default", ()),
             reference: list | None = None) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
-
     from fhelium_cupy.runtime.kernels import KernelOptions
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill,
