@@ -50,13 +50,16 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
     _residency(engine, ct, op)
 
 
-def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: str = "Q") -> None:
+def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: str | None = "Q") -> None:
+    """Type, context, domain, residue form and basis (``None``: either, Q or QP), prime ids of
+    the level in that basis, residency."""
     if type(pt) is not Plaintext:
         raise StateMismatchError(f"{op} expects a Plaintext, got {type(pt).__name__}")
     if pt.context_id != engine.context.context_id:
         raise ForeignContextError(
             f"{op}: plaintext belongs to context {pt.context_id}, the engine to {engine.context.context_id}"
         )
+    basis = pt.modulus_basis if basis is None else basis
     if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != basis:
         hint = ""
         if residue == "montgomery" and pt.residue_representation != residue:

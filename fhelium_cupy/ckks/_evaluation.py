@@ -102,8 +102,7 @@ class EvaluationMixin:
 
     def _check_any(self, value, op: str, domain: str) -> None:
         if type(value) is Plaintext:
-            check_plaintext(self, value, op, domain=domain, residue=value.residue_representation,
-                            basis=value.modulus_basis)
+            check_plaintext(self, value, op, domain=domain, residue=value.residue_representation, basis=None)
         else:
             check_ciphertext(self, value, op, domain=domain)
 
@@ -290,8 +289,19 @@ class EvaluationMixin:
                 digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt
             )
         else:  # no rotation: the plain product with the Q part of the one weight
-            data = be.mul_montgomery_sum(c_ntt[:, None], xp.ascontiguousarray(weights.data[:, : len(rows)]), rows)
+            data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
         return ct._with_data(data, polynomial_domain="ntt", scale=ct.scale * weights.scale)
+
+    def drop_special_primes(self, plaintext: Plaintext) -> Plaintext:
+        """The basis-Q plaintext of a basis-QP one: its Q limbs (a contiguous copy), same state
+        otherwise; what the single-basis operations (``multiply_plaintext`` and friends) take."""
+        if type(plaintext) is not Plaintext:
+            raise StateMismatchError(f"drop_special_primes expects a Plaintext, got {type(plaintext).__name__}")
+        check_plaintext(self, plaintext, "drop_special_primes", domain=plaintext.polynomial_domain,
+                        residue=plaintext.residue_representation, basis="QP")
+        count = len(plaintext.prime_ids) - self.context.p_count
+        data = self.backend.xp.ascontiguousarray(plaintext.data[..., :count, :])
+        return plaintext._with_data(data, prime_ids=plaintext.prime_ids[:count], modulus_basis="Q")
 
     def _check_hoisted(self, ct: Ciphertext, keys: Sequence[RotationKey], output_domain: str, op: str) -> Domain:
         check_ciphertext(self, ct, op, domain="coefficient", components=(2,))

@@ -179,7 +179,7 @@ class CkksEngine(EvaluationMixin):
         """Coefficient/standard plaintext -> NTT/Montgomery (same level, scale, basis)."""
         check_plaintext(
             self, plaintext, "prepare_plaintext_for_multiplication", domain="coefficient", residue="standard",
-            basis=getattr(plaintext, "modulus_basis", "Q"),
+            basis=None,
         )
         rows = plaintext.prime_ids
         data = self.backend.to_montgomery(self.backend.ntt_forward(plaintext.data, rows), rows)

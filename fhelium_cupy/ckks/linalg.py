@@ -99,14 +99,6 @@ def encode_diagonals(
     )
 
 
-def _q_limbs(engine, plaintext: Plaintext) -> Plaintext:
-    """The Q-basis part of a QP-basis plaintext: its first ``L`` limbs (a contiguous copy)."""
-    count = len(engine.context.prime_ids(plaintext.level))
-    return plaintext._with_data(
-        plaintext.data[..., :count, :].copy(), prime_ids=plaintext.prime_ids[:count], modulus_basis="Q"
-    )
-
-
 def encode_bsgs_diagonals(engine, matrix, *, level: int = 0, scale: float | None = None) -> Plaintext:
     """Pre-rotated diagonals ``[g, b, L, N]``: entry ``(i, j)`` is ``roll(d_{i b + j}, -i b)`` (zero past n)."""
     scale = _diagonal_scale(engine, level) if scale is None else float(scale)
@@ -178,7 +170,7 @@ def matrix_vector(
         if hoisted:
             total = engine.linear_transform(source, keys, diagonals)
             return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))
-        diagonals = _q_limbs(engine, diagonals)
+        diagonals = engine.drop_special_primes(diagonals)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
     # every rotation straight into the batch that multiply_plaintext_and_sum consumes.

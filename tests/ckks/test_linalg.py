@@ -132,3 +132,9 @@ def test_linear_transform_validates_before_any_work():
         e.multiply_plaintext_and_sum(e.rotate_hoisted_batch(ct, keys, output_domain="ntt"), qp)
     with pytest.raises(ValueError, match="modulus_basis"):
         e.encode(np.ones(4), modulus_basis="P")
+    q_part = e.drop_special_primes(qp)  # the Q limbs, same state otherwise
+    q_only = encode_diagonals(e, np.eye(4), modulus_basis="Q")
+    assert q_part.modulus_basis == "Q" and q_part.prime_ids == q_only.prime_ids
+    assert np.array_equal(q_part.data, q_only.data) and q_part.data.flags.c_contiguous
+    with pytest.raises(StateMismatchError, match="QP"):
+        e.drop_special_primes(q_only)

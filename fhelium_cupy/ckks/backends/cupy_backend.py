@@ -683,8 +683,8 @@ class CupyBackend:
         ``keyswitch_linear_transform_accumulate`` launch (inner products, plaintext weights and
         the ``P``-scaled ``c`` terms, never materializing the E inner products), then one
         NTT-domain ModDown of the 2-component accumulator."""
-        rows, _ = self._rows(rows)
-        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c)
+        keys, gs = check_linear_transform(self, digits_ntt, keys, tuple(int(r) for r in rows), galois_elements,
+                                          weights, c)
         rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, keys, rows, "keyswitch_linear_transform")
         L, n = len(rows), self.n
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
