@@ -192,31 +192,6 @@ __device__ __forceinline__ void key_inner_product(const u64* dig, i64 digit_stri
   }
 }
 
-// keyswitch_inner_product: acc_k[b, r] = sum_d digit_d[b, r, perm(i)] * key[keydig[d], k, rowmap[r]]
-// (Montgomery product: the key is in Montgomery form), k = 0, 1, NTT domain.
-// Axis order: digits [D, batch, R, coeff]; key [dnum, 2, key_rows, coeff] (key row = prime id);
-// out [2, batch, R, coeff]. perm == nullptr means identity (no Galois gather).
-// In canonical, out canonical. Launch: grid (ceil(N / 256), R, batch), block 256.
-extern "C" __global__ void keyswitch_inner_product(const u64* digits, const u64* key, u64* out, const int* rowmap,
-                                                   const u64* consts, const int* keydig, const int* perm,
-                                                   int num_moduli, int n, int R, int batch, int num_digits,
-                                                   int key_rows) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= n) return;
-  const int r = blockIdx.y;
-  const int b = blockIdx.z;
-  const int id = rowmap[r];
-  const Modulus mr = load_modulus(consts, num_moduli, id);
-  const int src = perm ? perm[k] : k;
-  const i64 digit_stride = (i64)batch * R * n;
-  u64 acc0, acc1;
-  key_inner_product(digits + ((i64)b * R + r) * n + src, digit_stride, key, keydig, num_digits, key_rows, id, n, k,
-                    mr, acc0, acc1);
-  const i64 o = ((i64)b * R + r) * n + k;
-  out[o] = acc0;
-  out[digit_stride + o] = acc1;
-}
-
 // keyswitch_moddown_combine: the last step of the rounding ModDown, for E entries of (y0, y1):
 // out[ent, comp, b, i] = (x[z, i] - e[z, i]) * P^-1 mod q_i (z = (ent * 2 + comp) * batch + b),
 // with x the Q rows of the inner product and e the base conversion of its P rows
@@ -250,8 +225,9 @@ extern "C" __global__ void keyswitch_moddown_combine(const u64* x, const u64* e,
   out[ent * out_es + comp * out_cs + b * L * n + row] = y;
 }
 
-// keyswitch_inner_product_many: keyswitch_inner_product for E (key, Galois permutation)
-// pairs of one set of digits in one launch (batched hoisted rotations):
+// keyswitch_inner_product_many: the key inner product of one set of digits with E (key, Galois
+// permutation) pairs in one launch (one key switch is E = 1), NTT domain, Montgomery products
+// (the keys are in Montgomery form), canonical sums:
 // acc[e, k, b, r] = sum_d digit_d[b, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r]].
 // key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous);
 // perms [E, coeff] (identity rows for no permutation).

@@ -321,7 +321,7 @@ def test_base_convert_kernel_emulation_long_digit_folds_high_word():
 
 
 def _emulate_inner_product(ctx, digits, key, t, consts, perm):
-    """keyswitch_inner_product: acc [2, 1, R, N] (NTT domain) for one batch entry."""
+    """keyswitch_inner_product_many for one key: acc [2, 1, R, N] (NTT domain), one batch entry."""
     out_rows, n, D = t["out_rows"], ctx.ring_degree, len(t["key_digits"])
     acc = np.zeros((2, 1, len(out_rows), n), dtype=np.uint64)
     for r, pid in enumerate(out_rows):

@@ -586,21 +586,14 @@ class CupyBackend:
                       np.int32(K), np.int32(batch), np.int64(out_es), np.int64(out_cs)))
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
+        """One key switch: ``keyswitch_from_digits_many`` with a single (key, Galois element)
+        (one inner-product kernel serves both)."""
         check_domain(domain, "keyswitch_from_digits")
-        rows, t, digits, (key,), key_rows = self._ks_inputs(digits_ntt, (key,), rows, "keyswitch_from_digits")
-        L, n = len(rows), self.n
-        R, D = len(t["out_rows"]), t["num_digits"]
-        perm = np.uint64(0) if galois_element is None else self._galois(galois_element, "ntt")
-        batch_shape = tuple(digits.shape[1:-2])
-        batch = _prod(batch_shape)
-        acc = self.xp.empty((2, batch, R, n), dtype=np.uint64)
-        self._launch("keyswitch_inner_product", (-(-n // _BLOCK), R, batch), _BLOCK,
-                     (digits, key, acc, t["out_map"], self._consts, t["key_digits"], perm,
-                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
-                      np.int32(key_rows)))
-        out = self.xp.empty((2,) + batch_shape + (L, n), dtype=np.uint64)
-        self._moddown_launch(acc, out, t, L, 2 * batch, domain, batch)
-        return out
+        batch = _prod(digits_ntt.shape[1:-2])
+        if 2 * batch > _MAX_GRID_YZ:
+            raise ValueError(f"keyswitch_from_digits: {batch} batch entries exceed the ModDown grid's limit "
+                             f"of {_MAX_GRID_YZ // 2}")
+        return self.keyswitch_from_digits_many(digits_ntt, [key], rows, [galois_element], domain=domain)[0]
 
     def _many_tables(self, keys: Sequence[Any], galois_elements: Sequence[int | None]) -> tuple[Any, Any]:
         """Device tables of one (keys, Galois elements) tuple: key addresses [E] and
