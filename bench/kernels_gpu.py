@@ -109,7 +109,12 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
     out = cp.empty_like(ct)
     qp = tuple(range(L + K))
     key = rand((len(ctx.digits), 2), qp)
+    # seven distinct keys for the 7-key ops: one key seven times would sit in L2 after its first
+    # read (an N=2^14 key is 18 MiB), which a real linear transform's keys do not
+    keys7 = [key] + [rand((len(ctx.digits), 2), qp) for _ in range(6)]
+    galois7 = [pow(5, i + 1, 2 * n) for i in range(7)]
     digits = be.modup(ct[1], rows)
+    ct_ntt = be.ntt_forward(ct, rows)
     weights = rand((8,), qp)
     g = 5
 
@@ -124,6 +129,13 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         y = be.keyswitch_from_digits(be.modup(be.ntt_inverse(rot[1], rows), rows), key, rows, domain="ntt")
         return be.add(rot[0], y[0], rows, out=y[0]), y[1]
 
+    def rotation_hoisted():
+        """The engine's rotate_with_key on an NTT-domain ciphertext: inverse NTT of c1, ModUp
+        with the NTT hint, one-key switch with the permutation and rotated c0 inside."""
+        c1 = be.ntt_inverse(ct_ntt[1], rows)
+        d = be.modup(c1, rows, c_ntt=ct_ntt[1])
+        return be.keyswitch_from_digits_many(d, [key], rows, [g], c0=ct_ntt[0], domain="ntt")
+
     def ntt_part(part: str):
         """One of the two forward-NTT kernels alone (same launch as ntt_forward(ct))."""
         tw, _ = be._tw()
@@ -135,10 +147,11 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         base = (np.int32(be.num_moduli), np.int32(be.log_n), np.int32(lc), np.int64(L * n), np.int64(L * n))
         if part == "column":
             return lambda: be._launch("ntt_forward_column_stages", (-(-chunk // col_block), L, 2), col_block,
-                                      (ct, out, rowmap, be._consts, tw, *base))
+                                      (ct, out, rowmap, be._consts, tw, np.uint64(0), *base))
         grid = (2, n // chunk, L) if be._ntt_batch_fast else (n // chunk, L, 2)
         return lambda: be._launch("ntt_forward_chunk_stages", grid, chunk >> be._ntt_values_log,
-                                  (ct, out, rowmap, be._consts, tw, *base), shared_mem=(chunk + chunk // 16) * 8)
+                                  (ct, out, rowmap, be._consts, tw, np.uint64(0), *base),
+                                  shared_mem=(chunk + chunk // 16) * 8)
 
     ops = {
         "ntt_forward column kernel only": (ntt_part("column"), 2 * 2 * L),
@@ -151,21 +164,22 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "mul_montgomery(ct, pt)": (lambda: be.mul_montgomery(ct, ct_b[0], rows, out=out), 3 * L * 2),
         "automorphism(ct, ntt)": (lambda: be.automorphism(ct, g, rows, domain="ntt"), 4 * L),
         "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
+        "modup(c1) with its NTT (own rows not transformed)": (
+            lambda: be.modup(ct[1], rows, c_ntt=ct_ntt[1]), 2 * L + D * (L + K)),
         "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
         "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
         "rotation ntt->ntt (+intt c1, ntt-domain moddown)": (rotation_ntt, 4 * L + 2 * D * (L + K)),
+        "rotation hoisted ntt->ntt (engine rotate_with_key)": (rotation_hoisted, 4 * L + 2 * D * (L + K)),
         "keyswitch_from_digits ntt-domain": (lambda: be.keyswitch_from_digits(digits, key, rows, domain="ntt"),
                                              3 * D * (L + K) + 2 * L),
         "keyswitch_from_digits_many (7 keys)": (
-            lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)]),
+            lambda: be.keyswitch_from_digits_many(digits, keys7, rows, galois7),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
         "keyswitch_linear_transform (7 keys, double hoisting)": (
-            lambda: be.keyswitch_linear_transform(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)],
-                                                  weights, ct),
+            lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct),
             7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * L),
         "keyswitch_from_digits_many ntt-domain (7 keys)": (
-            lambda: be.keyswitch_from_digits_many(digits, [key] * 7, rows, [pow(5, i + 1, 2 * n) for i in range(7)],
-                                                  domain="ntt"),
+            lambda: be.keyswitch_from_digits_many(digits, keys7, rows, galois7, domain="ntt"),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),
     }
     results = []

@@ -12,7 +12,9 @@ using namespace fhe;
 //   out[t] = sum_j centered(y_j, s_j) * (Q_g / s_j) mod m_t,  y_j = c_j * (Q_g / s_j)^-1 mod s_j
 //          = REDC( sum_j y_j * W[j, t] + cnt * negc[t] )       (cnt = #{j : y_j > s_j / 2})
 // since centered(y_j) * (Q_g / s_j) = y_j * (Q_g / s_j) - Q_g for the negative terms; and
-//   out[t] = c[self[t]] for a target that is itself a source of the group (exact).
+//   out[t] = c[self[t]] for a target that is itself a source of the group (exact), read from
+//   c_self instead when given: a ModUp whose input exists in the NTT domain writes each digit's
+//   own rows already transformed, and the forward NTT skips them (ntt.cu, row-skip table).
 // The sum is accumulated exactly in 128 bits (every product < 2^122, at most 16 terms between
 // reductions of the high word mod m_t, which subtract multiples of 2^64 m_t), then one REDC
 // (x < m_t 2^64) gives the canonical residue: bit-identical to any exact reduction.
@@ -38,8 +40,9 @@ __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S 
 #endif
 
 template <int SMAX>
-__device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, const u64* table, int S, int T,
-                                                      int tile, int n, int batch, i64 in_bs, i64 out_bs) {
+__device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, u64* out, const u64* table,
+                                                      int S, int T, int tile, int n, int batch, i64 in_bs,
+                                                      i64 out_bs) {
   extern __shared__ u64 sm[];
   const int gw = bc_group_words(S, T);
   const int groups = gridDim.z / batch;
@@ -60,6 +63,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
   const int count = (int)srow[S];
   const u64* tq = sm + gw;
   const u64* cin = c + b * in_bs + k;
+  const u64* sin = (c_self ? c_self : c) + b * in_bs + k;
   u64* o = out + (i64)blockIdx.z * out_bs + k;
   const int t0 = blockIdx.y * tile;
   const int t1 = min(T, t0 + tile);
@@ -77,7 +81,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
     for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
-        v = cin[(i64)self[t] * n];
+        v = sin[(i64)self[t] * n];
       } else {
         u64 lo = 0, hi = 0;
         // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0
@@ -99,7 +103,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
     for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
-        v = cin[(i64)self[t] * n];
+        v = sin[(i64)self[t] * n];
       } else {
         u64 lo = 0, hi = 0, cnt = 0;
         for (int j = 0; j < count; ++j) {
@@ -118,78 +122,124 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, u64* out, co
 
 // keyswitch_base_convert_s{SMAX}: the conversion above for groups of at most SMAX sources
 // (s0: any size; the host picks the smallest SMAX >= S; spelled out so that the loader sees
-// every name). Axis order: c [batch, rows_in, coeff] (in_bs per batch entry); out
+// every name). Axis order: c and c_self (null: c) [batch, rows_in, coeff] (in_bs per entry); out
 // [G * batch, T, coeff] (out_bs per entry, z = g * batch + b). In canonical, out canonical.
 // Launch: grid (ceil(N / 256), ceil(T / tile), G * batch), block 256, dynamic shared memory
 // (bc_group_words(S, T) + 3 T) * 8 bytes.
-extern "C" __global__ void keyswitch_base_convert_s0(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<0>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s0(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<0>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s1(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<1>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s1(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<1>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s2(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<2>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s2(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<2>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s3(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<3>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s3(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<3>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s4(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<4>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s4(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<4>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s5(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<5>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s5(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<5>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s6(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<6>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s6(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<6>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s7(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<7>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s7(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<7>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s8(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<8>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s8(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<8>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s9(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<9>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s9(const u64* c, const u64* c_self, u64* out,
+                                                     const u64* table, int S, int T, int tile, int n, int batch,
+                                                     i64 in_bs, i64 out_bs) {
+  base_convert_centered<9>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s10(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<10>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s10(const u64* c, const u64* c_self, u64* out,
+                                                      const u64* table, int S, int T, int tile, int n, int batch,
+                                                      i64 in_bs, i64 out_bs) {
+  base_convert_centered<10>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s12(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<12>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s12(const u64* c, const u64* c_self, u64* out,
+                                                      const u64* table, int S, int T, int tile, int n, int batch,
+                                                      i64 in_bs, i64 out_bs) {
+  base_convert_centered<12>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
-extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, u64* out, const u64* table, int S, int T,
-                                                     int tile, int n, int batch, i64 in_bs, i64 out_bs) {
-  base_convert_centered<16>(c, out, table, S, T, tile, n, batch, in_bs, out_bs);
+extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, const u64* c_self, u64* out,
+                                                      const u64* table, int S, int T, int tile, int n, int batch,
+                                                      i64 in_bs, i64 out_bs) {
+  base_convert_centered<16>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
 }
 
+// Read-only global load of a key word: the key tables arrive as addresses (key_ptrs), which
+// the compiler can only treat as generic pointers (LD); the keys live in global memory, so the
+// non-coherent global path is valid and lets the loads be batched like the digit loads.
+__device__ __forceinline__ u64 load_key_word(const u64* p) { return __ldg(p); }
+
+// Digits of key_inner_product whose loads are issued together before their products.
+#ifndef FHE_KIP_GROUP
+#define FHE_KIP_GROUP 4
+#endif
+
 // One coefficient of the key inner product in the NTT domain: (acc0, acc1) = sum_d
-// dig[d * digit_stride] * key[keydig[d], k, id, i] (k = 0, 1; Montgomery products, the key
-// is in Montgomery form; canonical sums). dig points at the (already permuted) digit 0 value;
-// key is [dnum, 2, key_rows, coeff] with key_rows prime rows.
+// dig[d * digit_stride] * key[keydig[d], k, id, i] * 2^-64 mod q (k = 0, 1: Montgomery products,
+// the key is in Montgomery form; canonical results). dig points at the (already permuted) digit 0
+// value; key is [dnum, 2, key_rows, coeff] with key_rows prime rows.
+// The loads of FHE_KIP_GROUP digits (digit value and both key words) are issued before any of
+// their products, so a lane waits for one memory round trip per group, not one per digit. The
+// products are summed exactly in 128 bits (each < q^2 < 2^122; the high word is folded mod q
+// after every 32 digits, which subtracts multiples of q 2^64) and reduced once (one REDC per
+// component instead of one per digit): the same canonical residue as a sum of mont_mul.
 __device__ __forceinline__ void key_inner_product(const u64* dig, i64 digit_stride, const u64* key,
                                                   const int* keydig, int num_digits, int key_rows, int id, int n,
                                                   int i, const Modulus& m, u64& acc0, u64& acc1) {
-  acc0 = 0;
-  acc1 = 0;
-  for (int d = 0; d < num_digits; ++d) {
-    const u64 x = dig[d * digit_stride];
-    const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
-    acc0 = add_mod(acc0, mont_mul(x, key[kbase], m.q, m.qinv), m.q);
-    acc1 = add_mod(acc1, mont_mul(x, key[kbase + (i64)key_rows * n], m.q, m.qinv), m.q);
+  u64 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+  const i64 comp = (i64)key_rows * n;
+  for (int d0 = 0; d0 < num_digits; d0 += 32) {
+    const int d1 = min(num_digits, d0 + 32);
+    for (int g = d0; g < d1; g += FHE_KIP_GROUP) {
+      u64 x[FHE_KIP_GROUP], k0[FHE_KIP_GROUP], k1[FHE_KIP_GROUP];
+#pragma unroll
+      for (int j = 0; j < FHE_KIP_GROUP; ++j) {  // past d1: digit d1 - 1 again, its product zeroed
+        const int d = min(g + j, d1 - 1);
+        const i64 kbase = ((i64)keydig[d] * 2 * key_rows + id) * n + i;
+        const u64 xd = dig[d * digit_stride];
+        k0[j] = load_key_word(key + kbase);
+        k1[j] = load_key_word(key + kbase + comp);
+        x[j] = g + j < d1 ? xd : 0;
+      }
+#pragma unroll
+      for (int j = 0; j < FHE_KIP_GROUP; ++j) {
+        mad_wide(lo0, hi0, x[j], k0[j]);
+        mad_wide(lo1, hi1, x[j], k1[j]);
+      }
+    }
+    hi0 = reduce_u64(hi0, m.q, m.barrett);
+    hi1 = reduce_u64(hi1, m.q, m.barrett);
   }
+  acc0 = redc_wide(lo0, hi0, m.q, m.qinv);
+  acc1 = redc_wide(lo1, hi1, m.q, m.qinv);
 }
 
 // keyswitch_moddown_combine: the last step of the rounding ModDown, for E entries of (y0, y1):
@@ -286,20 +336,30 @@ extern "C" __global__ void keyswitch_linear_transform_accumulate(
   const i64 plane = (i64)R * n;
   const i64 row = (i64)r * n;
   const bool q_row = r < L;
-  u64 s0 = 0, s1 = 0, rotated_c0 = 0;
+  // sum_e w_e * IP_e and sum_e w_e * c0[perm_e] + w_0 * c0 summed exactly in 128 bits (as in
+  // key_inner_product: high words folded mod q every 32 rotations), one REDC each at the end.
+  u64 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0, loc = 0, hic = 0;
   for (int e = 0; e < E; ++e) {
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
     u64 a0, a1;
     key_inner_product(digits + row + src, plane, key, keydig, num_digits, key_rows, id, n, i, m, a0, a1);
     const u64 we = w[(i64)(1 + e) * plane + row + i];
-    s0 = add_mod(s0, mont_mul(a0, we, m.q, m.qinv), m.q);
-    s1 = add_mod(s1, mont_mul(a1, we, m.q, m.qinv), m.q);
-    if (q_row) rotated_c0 = add_mod(rotated_c0, mont_mul(c[row + src], we, m.q, m.qinv), m.q);
+    mad_wide(lo0, hi0, a0, we);
+    mad_wide(lo1, hi1, a1, we);
+    if (q_row) mad_wide(loc, hic, c[row + src], we);
+    if ((e & 31) == 31) {
+      hi0 = reduce_u64(hi0, m.q, m.barrett);
+      hi1 = reduce_u64(hi1, m.q, m.barrett);
+      hic = reduce_u64(hic, m.q, m.barrett);
+    }
   }
+  u64 s0 = redc_wide(lo0, reduce_u64(hi0, m.q, m.barrett), m.q, m.qinv);
+  u64 s1 = redc_wide(lo1, reduce_u64(hi1, m.q, m.barrett), m.q, m.qinv);
   if (q_row) {
     const u64 w0 = w[row + i];
-    const u64 t0 = add_mod(mont_mul(c[row + i], w0, m.q, m.qinv), rotated_c0, m.q);
+    mad_wide(loc, hic, c[row + i], w0);
+    const u64 t0 = redc_wide(loc, reduce_u64(hic, m.q, m.barrett), m.q, m.qinv);
     const u64 t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
     s0 = add_mod(s0, mul_mod(t0, pinv[r], m.q, m.qinv, m.r2), m.q);
     s1 = add_mod(s1, mul_mod(t1, pinv[r], m.q, m.qinv, m.r2), m.q);

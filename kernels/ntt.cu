@@ -54,6 +54,18 @@ using namespace fhe;
 #define FHE_NTT_COLUMN_BOUNDS
 #endif
 
+// Row-skip table of a forward transform (null: every launched row is transformed in place of
+// its own index): skip[3 z + 0..2] = (start, count, rows) for batch entry z; the grid's row y is
+// data row y, or y + count from y >= start on (rows start .. start + count - 1 are skipped: a
+// ModUp's own-digit rows, written already transformed by the base conversion), and rows >= `rows`
+// (the entry's row count) are past the end. Returns the data row, or -1 for no work.
+__device__ __forceinline__ int skipped_row(const int* FHE_RO skip, int z, int y) {
+  if (skip == nullptr) return y;
+  const int* e = skip + 3 * z;
+  const int row = y >= e[0] ? y + e[1] : y;
+  return row < e[2] ? row : -1;
+}
+
 template <int K>
 __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
@@ -68,18 +80,20 @@ __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u6
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
 // Axis [batch, limb, coeff]. In: [0, 4q) (canonical accepted). Out: harvey [0, 4q).
-// Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
+// Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C; with a
+// row-skip table (skipped_row) grid y counts the transformed rows of the widest entry.
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                     i64 out_bs) {
+                                                     const int* FHE_RO skip, int num_moduli, int log_n,
+                                                     int log_chunk, i64 in_bs, i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= (1 << log_chunk)) return;
+  const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
+  if (j >= (1 << log_chunk) || y < 0) return;
   const int N = 1 << log_n;
-  const int id = rowmap[blockIdx.y];
+  const int id = rowmap[y];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
+  const u64* src = in + blockIdx.z * in_bs + (i64)y * N;
+  u64* dst = out + blockIdx.z * out_bs + (i64)y * N;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
   switch (log_n - log_chunk) {
     case 1: forward_columns_body<1>(src, dst, q, w, log_chunk, j); break;
@@ -297,23 +311,25 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
-// (3 <= log_chunk <= 12),
-// dynamic shared memory (C + C / 16) * 8 bytes.
+// (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip table as in
+// ntt_forward_column_stages.
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                    i64 out_bs) {
+                                                    const int* FHE_RO skip, int num_moduli, int log_n,
+                                                    int log_chunk, i64 in_bs, i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
   const ChunkCoords at = chunk_coords();
-  const int id = rowmap[at.limb];
+  const int limb = skipped_row(skip, at.entry, at.limb);
+  if (limb < 0) return;  // uniform per block: before any barrier
+  const int id = rowmap[limb];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
   const int base = at.chunk << log_chunk;
-  const u64* src = in + at.entry * in_bs + (i64)at.limb * N + base;
-  u64* dst = out + at.entry * out_bs + (i64)at.limb * N + base;
+  const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
+  u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
 #define FHE_FWD(LC) forward_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
   FHE_CHUNK_DISPATCH(FHE_FWD)

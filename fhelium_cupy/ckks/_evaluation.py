@@ -171,10 +171,11 @@ class EvaluationMixin:
             return data
         return self.backend.ntt_forward(data, rows) if target == "ntt" else self.backend.ntt_inverse(data, rows)
 
-    def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: Domain):
+    def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: Domain, c_ntt=None):
         """Key switch one coefficient-domain polynomial -> (y0, y1) ``[2, ..., L, N]`` in
-        ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract)."""
-        digits = self.backend.modup(c_coef, rows)
+        ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract).
+        ``c_ntt``: the same polynomial in the NTT domain, when at hand (``modup``'s hint)."""
+        digits = self.backend.modup(c_coef, rows, c_ntt=c_ntt)
         return self.backend.keyswitch_from_digits(digits, key.data, rows, domain=output_domain)
 
     def relinearize(
@@ -186,8 +187,9 @@ class EvaluationMixin:
         key = self.keys.relinearization_key() if key is None else key
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        c2 = self._in_domain(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain, "coefficient")
-        y = self._switch(c2, key, rows, domain)
+        c2_in = xp.ascontiguousarray(ct.data[2])
+        c2 = self._in_domain(c2_in, rows, ct.polynomial_domain, "coefficient")
+        y = self._switch(c2, key, rows, domain, c2_in if ct.polynomial_domain == "ntt" else None)
         c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
@@ -201,9 +203,11 @@ class EvaluationMixin:
         check_key(self, ct, key, op, key_type)
         domain = _check_output_domain(output_domain, op)
         rows, xp = ct.prime_ids, self.backend.xp
-        c1 = self._in_domain(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain, "coefficient")
+        c1_in = xp.ascontiguousarray(ct.data[1])
+        c1 = self._in_domain(c1_in, rows, ct.polynomial_domain, "coefficient")
         c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
-        y = self._hoisted_switch(c1, rows, [key], c0, domain, None)
+        c1_ntt = c1_in if ct.polynomial_domain == "ntt" else None
+        y = self._hoisted_switch(c1, rows, [key], c0, domain, None, c1_ntt)
         return ct._with_data(y[0], polynomial_domain=output_domain)
 
     def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:
@@ -252,7 +256,8 @@ class EvaluationMixin:
         batch[:, 0] = source
         if keys:
             c1 = xp.ascontiguousarray(ct.data[1])
-            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
+            c1_ntt = source[1] if domain == "ntt" else None
+            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1), c1_ntt)
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext) -> Ciphertext:
@@ -284,7 +289,7 @@ class EvaluationMixin:
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c_ntt = be.ntt_forward(ct.data, rows)
         if keys:
-            digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows)
+            digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
             data = be.keyswitch_linear_transform(
                 digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt
             )
@@ -310,11 +315,12 @@ class EvaluationMixin:
             check_key(self, ct, key, op, RotationKey)
         return domain
 
-    def _hoisted_switch(self, c1, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out):
-        """One ModUp of the coefficient-domain ``c1``, then every key: ``[E, 2, L, N]``
-        (rotated ``c0`` + y0, y1)."""
+    def _hoisted_switch(self, c1, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out,
+                        c1_ntt=None):
+        """One ModUp of the coefficient-domain ``c1`` (``c1_ntt``: its NTT when at hand, the
+        ModUp's hint), then every key: ``[E, 2, L, N]`` (rotated ``c0`` + y0, y1)."""
         be = self.backend
-        digits = be.modup(c1, rows)
+        digits = be.modup(c1, rows, c_ntt=c1_ntt)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)

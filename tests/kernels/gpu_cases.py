@@ -175,6 +175,22 @@ def _modup(key: str) -> Case:
     return run
 
 
+def _modup_ntt_hint(key: str) -> Case:
+    """ModUp of a batched input with its NTT given (``c_ntt``): each digit's own rows are copied
+    from the hint and the forward NTT skips them; the reference takes no hint. ``key="suffix"``
+    is a rescaled level (first primes dropped: digits start mid-way)."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv[key] if key != "suffix" else lv["ks"][1:]
+        c = rand(ctx, rows, (2,), rng)
+        c_ntt = ref.ntt_forward(c, rows)
+        out_rows = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        got = gpu.modup(gpu.asarray(c), rows, c_ntt=gpu.asarray(c_ntt))
+        return gpu.to_numpy(got), ref.modup(c, rows), out_rows
+
+    return run
+
+
 def random_key(ctx: Any, rng: np.random.Generator) -> np.ndarray:
     all_rows = tuple(range(len(ctx.moduli)))
     return np.stack([rand(ctx, all_rows, (2,), rng) for _ in ctx.digits])
@@ -276,6 +292,9 @@ CASES: dict[str, Case] = {
     "rescale_ntt": _rescale("ntt"),
     "modup": _modup("rows"),
     "modup_lower_level": _modup("ks"),
+    "modup_ntt_hint": _modup_ntt_hint("rows"),
+    "modup_ntt_hint_lower_level": _modup_ntt_hint("ks"),
+    "modup_ntt_hint_rescaled_level": _modup_ntt_hint("suffix"),
     "keyswitch_from_digits": _keyswitch(False),
     "keyswitch_from_digits_galois": _keyswitch(True),
     "keyswitch_from_digits_ntt": _keyswitch(False, "ntt"),

@@ -320,21 +320,49 @@ def test_base_convert_kernel_emulation_long_digit_folds_high_word():
             assert int(coeff[0, j, k]) == int(c[0, j, k])
 
 
+def redc_sum(products: list[tuple[int, int]], q: int, qinv: int, bar: int) -> int:
+    """keyswitch.cu key_inner_product's reduction: sum x * k exactly in 128 bits, the high word
+    folded mod q after every 32 terms, one REDC at the end; asserts the 128-bit bound."""
+    acc = 0
+    for t, (x, k) in enumerate(products):
+        assert x < 1 << 64 and k < q
+        acc += x * k
+        assert acc < 1 << 128
+        if (t & 31) == 31 or t == len(products) - 1:
+            hi = acc >> 64
+            acc = (red(hi - mulhi(hi, bar) * q, q) << 64) + (acc & W)
+    hi, lo = acc >> 64, acc & W
+    assert hi < q
+    mh = mulhi((lo * qinv) & W, q)
+    r = hi - mh if hi >= mh else hi - mh + q
+    assert r == sum(mont_mul(x, k, q, qinv) for x, k in products) % q
+    return r
+
+
 def _emulate_inner_product(ctx, digits, key, t, consts, perm):
     """keyswitch_inner_product_many for one key: acc [2, 1, R, N] (NTT domain), one batch entry."""
     out_rows, n, D = t["out_rows"], ctx.ring_degree, len(t["key_digits"])
     acc = np.zeros((2, 1, len(out_rows), n), dtype=np.uint64)
     for r, pid in enumerate(out_rows):
-        q, qinv = ctx.moduli[pid], int(consts[1, pid])
+        q, qinv, bar = ctx.moduli[pid], int(consts[1, pid]), int(consts[3, pid])
         for k in range(n):
-            a0 = a1 = 0
-            for d in range(D):
-                x = int(digits[d, 0, r, perm[k]])
-                kd = int(t["key_digits"][d])
-                a0 = (a0 + mont_mul(x, int(key[kd, 0, pid, k]), q, qinv)) % q
-                a1 = (a1 + mont_mul(x, int(key[kd, 1, pid, k]), q, qinv)) % q
-            acc[0, 0, r, k], acc[1, 0, r, k] = a0, a1
+            xs = [int(digits[d, 0, r, perm[k]]) for d in range(D)]
+            kd = [int(v) for v in t["key_digits"]]
+            for comp in range(2):
+                acc[comp, 0, r, k] = redc_sum([(x, int(key[kd[d], comp, pid, k])) for d, x in enumerate(xs)],
+                                              q, qinv, bar)
     return acc
+
+
+def test_key_inner_product_reduction_at_its_worst_case():
+    """70 digits (two folds) of the largest residues of a 61-bit prime: the 128-bit sum stays
+    below 2^128 and the single REDC equals the sum of per-digit Montgomery products."""
+    q = ro.ntt_primes(61, 1, 8)[0]
+    qinv, bar = pow(q, -1, 1 << 64), (1 << 64) // q
+    assert redc_sum([(q - 1, q - 1)] * 70, q, qinv, bar) == 70 * mont_mul(q - 1, q - 1, q, qinv) % q
+    rng = np.random.default_rng(5)
+    pairs = [(int(rng.integers(0, q)), int(rng.integers(0, q))) for _ in range(40)]
+    redc_sum(pairs, q, qinv, bar)
 
 
 def _emulate_moddown_extension(x_p, ctx, rows, out_rows, md, consts, i, k):
@@ -550,3 +578,48 @@ def test_base_convert_unguarded_terms_stay_inside_the_shared_table():
         for targets in range(1, 80):
             shared_words = size * targets + 2 * targets + 4 * size + 1 + 3 * targets
             assert smax * targets <= shared_words, (size, targets, name)
+
+
+@pytest.mark.parametrize("rows", [(0, 1, 2, 3, 4), (0, 1, 2, 3), (1, 2, 3, 4), (2, 3)])
+def test_modup_own_rows_and_row_skip_table(rows):
+    """modup_tables' own rows are each active digit's positions in the output, and the NTT
+    row-skip table (ntt.cu skipped_row) visits exactly the other rows of every entry."""
+    n = 8
+    ctx = ro.make_context(n, ro.ntt_primes(40, 5, n), ro.ntt_primes(60, 2, n), dnum=2)  # digits (0,1,2), (3,4)
+    t = cb.modup_tables(ctx, rows)
+    R = len(t["out_rows"])
+    active = cb.active_digits(ctx, rows)
+    assert t["own_rows"] == [(rows.index(kept[0]), len(kept)) for _, kept in active]
+    batch = 3
+    table = cb.ntt_row_skip_table(t["own_rows"], batch, R).reshape(-1, 3)
+    launched = R - min(count for _, count in t["own_rows"])
+    for z, (start, count, total) in enumerate(table):
+        d = z // batch
+        visited = []
+        for y in range(launched):  # skipped_row
+            row = y + count if y >= start else y
+            if row < total:
+                visited.append(row)
+        own = [rows.index(r) for r in active[d][1]]
+        assert sorted(visited) == [r for r in range(R) if r not in own]
+
+
+def test_numpy_modup_takes_own_rows_from_the_ntt_hint(ctx):
+    """NumpyBackend.modup(c_ntt=): the own rows come from the hint (the same values when the
+    hint is the NTT of c; a different hint shows in exactly those rows)."""
+    from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
+
+    nb = NumpyBackend(ctx)
+    rows = (0, 1, 2)
+    c = _rand(ctx, rows, lead=(2,), seed=4)
+    c_ntt = nb.ntt_forward(c, rows)
+    plain = nb.modup(c, rows)
+    assert np.array_equal(nb.modup(c, rows, c_ntt=c_ntt), plain)
+    marked = nb.modup(c, rows, c_ntt=np.zeros_like(c_ntt))
+    for d, (_, kept) in enumerate(cb.active_digits(ctx, rows)):
+        own = [rows.index(r) for r in kept]
+        assert not marked[d][..., own, :].any()
+        other = [r for r in range(plain.shape[-2]) if r not in own]
+        assert np.array_equal(marked[d][..., other, :], plain[d][..., other, :])
+    with pytest.raises(ValueError, match="c_ntt"):
+        nb.modup(c, rows, c_ntt=c_ntt[:1])

@@ -94,18 +94,35 @@ def base_conversion_table(
 
 
 def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
-    """ModUp of ``rows``: output prime ids, the key digit of each active digit, and the base
-    conversion of each active digit's primes into ``rows + p_rows``."""
+    """ModUp of ``rows``: output prime ids, the key digit of each active digit, the base
+    conversion of each active digit's primes into ``rows + p_rows``, and ``own_rows``: each
+    active digit's own rows as ``(start, count)`` output positions (None unless every digit's
+    are contiguous; the forward NTT may skip them when the input's NTT is at hand)."""
     rows = tuple(rows)
     out_rows = rows + tuple(range(context.q_count, context.q_count + context.p_count))
     active = active_digits(context, rows)
     table, size = base_conversion_table(context, [kept for _, kept in active], rows, out_rows)
+    own, contiguous = [], True
+    for _, kept in active:
+        positions = [rows.index(r) for r in kept]
+        own.append((positions[0], len(positions)))
+        contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
+        if not contiguous:
+            break
     return {
         "out_rows": out_rows,
         "key_digits": np.array([index for index, _ in active], dtype=np.int32),
         "convert": table,
         "convert_size": size,
+        "own_rows": own if contiguous else None,
     }
+
+
+def ntt_row_skip_table(own_rows: Sequence[tuple[int, int]], batch: int, rows: int) -> np.ndarray:
+    """``ntt.cu`` row-skip table of a ModUp output ``[D, batch, rows, N]``: entry z = d * batch + b
+    skips digit d's own rows, ``(start, count, rows)`` int32 per entry."""
+    return np.array([(start, count, rows) for start, count in own_rows for _ in range(batch)],
+                    dtype=np.int32).reshape(-1)
 
 
 def moddown_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:

@@ -168,9 +168,14 @@ class CkksBackend(Protocol):
         ...
 
     # --- key switching -----------------------------------------------------------
-    def modup(self, c: Array, rows: Sequence[int]) -> Array:
+    def modup(self, c: Array, rows: Sequence[int], *, c_ntt: Array | None = None) -> Array:
         """Coefficient-domain ``c [..., L, N]`` over Q rows -> digits ``[D, ..., L+K, N]``
-        over ``rows + p_rows`` in the NTT domain (modup followed by ``ntt_forward``)."""
+        over ``rows + p_rows`` in the NTT domain (modup followed by ``ntt_forward``).
+
+        ``c_ntt``: ``ntt_forward(c, rows)`` when the caller holds it (a ciphertext kept in the
+        NTT domain); each digit's own rows of the result are exactly its rows, so a backend
+        takes them from there instead of transforming them again. Must be that transform: the
+        result is then the same."""
         ...
 
     def keyswitch_from_digits(

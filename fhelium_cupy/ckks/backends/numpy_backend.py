@@ -309,17 +309,26 @@ class NumpyBackend:
         return self._conv((row,), targets)(c)
 
     # --- key switching -----------------------------------------------------------
-    def modup(self, c, rows):
+    def modup(self, c, rows, *, c_ntt=None):
+        """See ``CkksBackend.modup``; ``c_ntt``'s rows replace each digit's own rows (as on the
+        GPU, where they are not transformed again), so a wrong ``c_ntt`` shows here too."""
         rows = tuple(int(r) for r in rows)
         targets = rows + self.p_rows
         position = {r: i for i, r in enumerate(rows)}
         active = active_digits(self.context, rows)
+        if c_ntt is not None and np.shape(c_ntt) != np.shape(c):
+            raise ValueError(f"modup: c_ntt {np.shape(c_ntt)} must have c's shape {np.shape(c)}")
         out = np.empty((len(active),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
         for d, (_, kept) in enumerate(active):
             idx = [position[r] for r in kept]
             src = c[..., idx[0] : idx[-1] + 1, :]
             out[d] = self._conv(kept, targets)(src)
-        return self.ntt_forward(out, targets)
+        out = self.ntt_forward(out, targets)
+        if c_ntt is not None:
+            for d, (_, kept) in enumerate(active):
+                idx = [position[r] for r in kept]
+                out[d][..., idx, :] = c_ntt[..., idx, :]
+        return out
 
     @_unbuffered
     def _inner_product(self, digits_ntt, key, rows: tuple[int, ...], galois_element) -> np.ndarray:
