@@ -164,7 +164,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "mul_montgomery(ct, pt)": (lambda: be.mul_montgomery(ct, ct_b[0], rows, out=out), 3 * L * 2),
         "automorphism(ct, ntt)": (lambda: be.automorphism(ct, g, rows, domain="ntt"), 4 * L),
         "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
-        "modup(c1) with its NTT (own rows not transformed)": (
+        "modup with NTT hint (c1; own rows not transformed)": (
             lambda: be.modup(ct[1], rows, c_ntt=ct_ntt[1]), 2 * L + D * (L + K)),
         "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
         "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
