@@ -38,10 +38,6 @@ __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S 
 #ifndef FHE_BC_GUARD_TERMS
 #define FHE_BC_GUARD_TERMS 0
 #endif
-// 1: convert two targets per step (two independent carry chains; A/B variant).
-#ifndef FHE_BC_TARGET_PAIRS
-#define FHE_BC_TARGET_PAIRS 0
-#endif
 
 template <int SMAX>
 __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, u64* out, const u64* table,
@@ -82,25 +78,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         cnt += is_negative_centered(y[j], sq[j]) ? 1 : 0;
       }
     }
-    for (int t = t0; t < t1;) {
-#if FHE_BC_TARGET_PAIRS
-      // Two non-source targets at once: two independent 128-bit carry chains (the chain of one
-      // target is serial, term after term), the same arithmetic per target.
-      if (t + 1 < t1 && self[t] == ~0ULL && self[t + 1] == ~0ULL) {
-        u64 lo = 0, hi = 0, lo2 = 0, hi2 = 0;
-#pragma unroll
-        for (int j = 0; j < SMAX; ++j) {
-          mad_wide(lo, hi, y[j], W[j * T + t]);
-          mad_wide(lo2, hi2, y[j], W[j * T + t + 1]);
-        }
-        mad_wide(lo, hi, cnt, negc[t]);
-        mad_wide(lo2, hi2, cnt, negc[t + 1]);
-        o[(i64)t * n] = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
-        o[(i64)(t + 1) * n] = redc_wide(lo2, reduce_u64(hi2, tq[t + 1], tq[2 * T + t + 1]), tq[t + 1], tq[T + t + 1]);
-        t += 2;
-        continue;
-      }
-#endif
+    for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
         v = sin[(i64)self[t] * n];
@@ -120,7 +98,6 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
       }
       o[(i64)t * n] = v;
-      ++t;
     }
   } else {  // any group size: sources reloaded per target, high word reduced every 16 terms
     for (int t = t0; t < t1; ++t) {
@@ -343,14 +320,16 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // is read once). Measured on the H200 (2026-11-29 s3): splitting the rotations over 2 / 4 / 8
 // lanes with shuffle sums was slower (7 keys, N=2^14: 113 / 116 / 131 us against 109; N=2^16:
 // 875 / 983 / 1204 us against 728), one lane per component slower still (the digit gathers
-// doubled), and the loop unroll (ptxas picks 4) made no difference; this build keeps 48
-// registers (5 blocks of 256 per SM; the grouped build's 52 allowed only 4).
+// doubled). s4 (7 distinct keys, bench/kernels_gpu.py): the grouped loads of key_inner_product
+// and the 128-bit sums took N=2^16 dnum 4 from 754 to 706 us and 4 blocks per SM (64
+// registers, FHE_LT_MIN_BLOCKS) to 683 us; N=2^14 stayed at 111-118 us (groups of 1/2/8
+// digits and 3 blocks per SM: no better).
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
 // out [2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R), block 256.
 // Occupancy floor of keyswitch_linear_transform_accumulate (blocks of 256 per SM handed to
-// ptxas; 0 = ptxas's choice). See the measurements above the kernel.
+// ptxas; 0 = ptxas's choice, 72 registers and 3 blocks). See the measurements above the kernel.
 #ifndef FHE_LT_MIN_BLOCKS
-#define FHE_LT_MIN_BLOCKS 0
+#define FHE_LT_MIN_BLOCKS 4
 #endif
 #if FHE_LT_MIN_BLOCKS > 0
 #define FHE_LT_BOUNDS __launch_bounds__(256, FHE_LT_MIN_BLOCKS)
