@@ -339,12 +339,9 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
     const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
-    int E, int num_digits, int key_rows, int split) {
-  const int sub = 32 / split;  // lanes per rotation group inside each warp
-  const int lane = threadIdx.x & 31;
-  const int group = lane / sub;
-  const int lane_i = blockIdx.x * (blockDim.x / split) + (threadIdx.x >> 5) * sub + lane % sub;
-  const int i = min(lane_i, n - 1);  // past N (N < one block's coefficients): recomputed, not stored
+    int E, int num_digits, int key_rows) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
   const int r = blockIdx.y;
   const int id = rowmap[r];
   const Modulus m = load_modulus(consts, num_moduli, id);
@@ -354,7 +351,7 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
   // sum_e w_e * IP_e and sum_e w_e * c0[perm_e] + w_0 * c0 summed exactly in 128 bits (as in
   // key_inner_product: high words folded mod q every 32 rotations), one REDC each at the end.
   u64 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0, loc = 0, hic = 0;
-  for (int e = group; e < E; e += split) {
+  for (int e = 0; e < E; ++e) {
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
     u64 a0, a1;
@@ -363,7 +360,7 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
     mad_wide(lo0, hi0, a0, we);
     mad_wide(lo1, hi1, a1, we);
     if (q_row) mad_wide(loc, hic, c[row + src], we);
-    if ((e & (32 * split - 1)) >= 31 * split) {  // after every 32 rotations of this group
+    if ((e & 31) == 31) {
       hi0 = reduce_u64(hi0, m.q, m.barrett);
       hi1 = reduce_u64(hi1, m.q, m.barrett);
       hic = reduce_u64(hic, m.q, m.barrett);
@@ -371,17 +368,6 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
   }
   u64 s0 = redc_wide(lo0, reduce_u64(hi0, m.q, m.barrett), m.q, m.qinv);
   u64 s1 = redc_wide(lo1, reduce_u64(hi1, m.q, m.barrett), m.q, m.qinv);
-  if (split > 1) {  // group sums (REDC is linear mod q) gathered into group 0 by warp shuffles
-    u64 t = redc_wide(loc, reduce_u64(hic, m.q, m.barrett), m.q, m.qinv);
-    for (int offset = 16; offset >= sub; offset >>= 1) {
-      s0 = add_mod(s0, __shfl_down_sync(0xffffffffu, s0, offset), m.q);
-      s1 = add_mod(s1, __shfl_down_sync(0xffffffffu, s1, offset), m.q);
-      t = add_mod(t, __shfl_down_sync(0xffffffffu, t, offset), m.q);
-    }
-    loc = 0;  // the 128-bit value t * 2^64 (t < q): REDC(t * 2^64 + x) = t + REDC(x)
-    hic = t;
-  }
-  if (group > 0 || lane_i >= n) return;
   if (q_row) {
     const u64 w0 = w[row + i];
     mad_wide(loc, hic, c[row + i], w0);

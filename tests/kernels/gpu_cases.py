@@ -251,8 +251,7 @@ def _keyswitch_many(domain: str) -> Case:
 
 def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
-    NTT-domain ModDown, against the NumPy backend; once per accumulator split (1, 2, 4 and 8
-    rotation groups per coefficient: groups without a rotation at 4 and 8)."""
+    NTT-domain ModDown, against the NumPy backend."""
     rows = lv["ks"]
     targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
     n = ctx.ring_degree
@@ -261,17 +260,9 @@ def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
     keys = [random_key(ctx, rng) for _ in range(3)]
     gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
     weights = rand(ctx, targets, (4,), rng)
-    want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)
-    got = []
-    chosen = gpu.linear_transform_split
-    try:
-        for split in (1, 2, 4, 8):
-            gpu.linear_transform_split = split
-            got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
-                gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights), gpu.asarray(c))))
-    finally:
-        gpu.linear_transform_split = chosen
-    return np.stack(got), np.stack([want] * len(got)), rows
+    got = gpu.keyswitch_linear_transform(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs,
+                                         gpu.asarray(weights), gpu.asarray(c))
+    return gpu.to_numpy(got), ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c), rows
 
 
 CASES: dict[str, Case] = {

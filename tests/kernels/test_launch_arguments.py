@@ -157,9 +157,3 @@ def test_chunk_launch_geometry_follows_the_kernel_build_defines(fake_backend_fac
     ref = gpu_cases.reference(ctx)
     gpu_cases.run_case("ntt_forward", variant, ref, "n16384")
     assert variant.launch_count > 0
-
-
-@pytest.mark.parametrize("bad", [3, -1, 16])
-def test_linear_transform_split_must_be_a_power_of_two_up_to_eight(fake_backend_factory, bad):
-    with pytest.raises(ValueError, match="linear_transform_split"):
-        fake_backend_factory(gpu_cases.context("n4096"), linear_transform_split=bad)

@@ -89,10 +89,6 @@ class CupyBackend:
             Default 1056 (eight per SM of an H100/H200), measured on the H200 against 264 and
             528 side by side: N=2^14 ModUp 33.5 us (264: 40.1), hoisted 8-diagonal matvec
             239.7 us (264: 252.6), N=2^16 unchanged (bench/kernels_gpu.py --fill).
-        linear_transform_split: rotation groups per coefficient of the double-hoisting
-            accumulator (1, 2, 4 or 8 lanes per coefficient, each group a slice of every warp;
-            default 0 = the host's choice, ``_linear_transform_split``): more, shorter blocks
-            where one lane per coefficient leaves a partial wave.
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
@@ -116,7 +112,6 @@ class CupyBackend:
         l2_group_bytes: int = 0,
         base_convert_tile: int = 0,
         ntt_fill_blocks: int = _FILL_BLOCKS,
-        linear_transform_split: int = 0,
         kernel_options: Any = None,
     ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
@@ -152,9 +147,6 @@ class CupyBackend:
         if ntt_fill_blocks < 1:
             raise ValueError(f"ntt_fill_blocks must be >= 1, got {ntt_fill_blocks}")
         self.ntt_fill_blocks = int(ntt_fill_blocks)
-        if linear_transform_split not in (0, 1, 2, 4, 8):
-            raise ValueError(f"linear_transform_split must be 0, 1, 2, 4 or 8, got {linear_transform_split!r}")
-        self.linear_transform_split = int(linear_transform_split)
         self.launch_count = 0
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
@@ -718,18 +710,13 @@ class CupyBackend:
         c = self._check(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
         acc = self.xp.empty((2, R, n), dtype=np.uint64)
-        split = self.linear_transform_split or self._linear_transform_split(R)
-        self._launch("keyswitch_linear_transform_accumulate", (-(-n // (_BLOCK // split)), R, 1), _BLOCK,
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 1), _BLOCK,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
-                      np.int32(D), np.int32(key_rows), np.int32(split)))
+                      np.int32(D), np.int32(key_rows)))
         out = self.xp.empty((2, L, n), dtype=np.uint64)
         self._moddown_launch(acc, out, t, L, 2, "ntt")
         return out
-
-    def _linear_transform_split(self, rows: int) -> int:
-        """Rotation groups per coefficient of the accumulator: 1 (one lane per coefficient)."""
-        return 1
 
     def _many_out(self, out: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:
         """Validate a caller's ``out`` of ``keyswitch_from_digits_many``: ``None`` for a fresh or
