@@ -22,26 +22,6 @@ using namespace fhe;
 #define FHE_RO __restrict__
 #endif
 
-// Chunk launches with log_chunk <= FHE_NTT_SMEM_TW_MAX_LC (at most 10) use the
-// *_shared_twiddles kernels: every twiddle of the block's chunk stages (C - 1 pairs, 16 (C - 1)
-// bytes after the data) is loaded once at the start, together with the data, instead of one
-// dependent global round trip per round. That trip dominates the small transforms (few blocks,
-// one warp per scheduler): the N=2^14 chunk launches of 2 to 64 limbs took 12-19 us (ncu,
-// 2026-11-29 s4). C = 1024 needs 25 KiB of shared memory per block, within the 48 KiB a launch
-// gets without opting in. The host reads this define (0: never); FHE_NTT_SMT_MIN_BLOCKS is the
-// occupancy floor of those kernels (blocks of up to 128 threads).
-#ifndef FHE_NTT_SMEM_TW_MAX_LC
-#define FHE_NTT_SMEM_TW_MAX_LC 10
-#endif
-#ifndef FHE_NTT_SMT_MIN_BLOCKS
-#define FHE_NTT_SMT_MIN_BLOCKS 6
-#endif
-#if FHE_NTT_SMT_MIN_BLOCKS > 0
-#define FHE_NTT_SMT_BOUNDS __launch_bounds__(128, FHE_NTT_SMT_MIN_BLOCKS)
-#else
-#define FHE_NTT_SMT_BOUNDS
-#endif
-
 // Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
 // the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back;
 // measured within the noise of 0 on the H200 (0-5%), kept as a variant (the host must match:
@@ -173,43 +153,19 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // the loads before the round's shared-memory exchange instead measured no different on the
 // H200 (2026-11-29 s3: ptxas already schedules the read-only loads early).
 // Forward: stage i's 2^i pairs at offset 2^i - 1.
-// SMT: read them from the block's shared copy instead (forward_twiddles_to_shared): chunk stage
-// j = p + i at tws[2^j - 1 + ((G >> ltmin) << i) + e], the same words (the global index is
-// 2^(K + j) + (base >> (log_chunk - j)) + that local offset).
-template <int RS, bool SMT>
+template <int RS>
 __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
-                                                       int log_chunk, int base, const u64x2* tw,
-                                                       const u64x2* tws) {
+                                                       int log_chunk, int base, const u64x2* tw) {
   const int ltmin = log_chunk - p - RS;
   const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> ltmin);
-    const unsigned local = (unsigned)(tid + g * T) >> ltmin;
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
 #pragma unroll
-      for (int e = 0; e < (1 << i); ++e) {
-        if constexpr (SMT) {
-          w[g * ((1 << RS) - 1) + (1 << i) - 1 + e] = tws[(1 << (p + i)) - 1 + (local << i) + e];
-        } else {
-          w[g * ((1 << RS) - 1) + (1 << i) - 1 + e] = tw[(pg << i) + e];
-        }
-      }
+      for (int e = 0; e < (1 << i); ++e) w[g * ((1 << RS) - 1) + (1 << i) - 1 + e] = tw[(pg << i) + e];
     }
-  }
-}
-
-// Every forward twiddle of one chunk's LC stages into shared memory: stage j's 2^j pairs
-// (global 2^(K + j) + (base >> (LC - j)) + x, K = log_n - LC) at tws[2^j - 1 + x]; coalesced,
-// all issued before any is used. The caller synchronizes before reading them.
-template <int LC>
-__device__ __forceinline__ void forward_twiddles_to_shared(u64x2* tws, const u64x2* tw, int tid, int T, int log_n,
-                                                           int base) {
-#pragma unroll
-  for (int j = 0; j < LC; ++j) {
-    const u64x2* from = tw + (1u << (log_n - LC + j)) + ((unsigned)base >> (LC - j));
-    for (int x = tid; x < (1 << j); x += T) tws[(1 << j) - 1 + x] = from[x];
   }
 }
 
@@ -236,43 +192,19 @@ __device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64
 // ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 // Stage i's 2^(RS-1-i) pairs at offset 2^RS - 2^(RS-i).
-// SMT: from the block's shared copy (inverse_twiddles_to_shared): stage u = p + i at
-// tws[C - (C >> u) + ((G >> p) << (RS - 1 - i)) + e].
-template <int RS, bool SMT>
+template <int RS>
 __device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
-                                                       int log_chunk, int base, const u64x2* itw,
-                                                       const u64x2* tws) {
+                                                       int base, const u64x2* itw) {
   const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
-  const int C = 1 << log_chunk;
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> p);
-    const unsigned local = (unsigned)(tid + g * T) >> p;
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
 #pragma unroll
-      for (int e = 0; e < (1 << (RS - 1 - i)); ++e) {
-        if constexpr (SMT) {
-          w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e] =
-              tws[C - (C >> (p + i)) + (local << (RS - 1 - i)) + e];
-        } else {
-          w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e] = itw[(pg << (RS - 1 - i)) + e];
-        }
-      }
+      for (int e = 0; e < (1 << (RS - 1 - i)); ++e)
+        w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e] = itw[(pg << (RS - 1 - i)) + e];
     }
-  }
-}
-
-// Every inverse twiddle of one chunk's LC stages into shared memory: stage u's C >> (u + 1)
-// pairs (global 2^(log_n - u - 1) + (base >> (u + 1)) + x) at tws[C - (C >> u) + x].
-template <int LC>
-__device__ __forceinline__ void inverse_twiddles_to_shared(u64x2* tws, const u64x2* itw, int tid, int T, int log_n,
-                                                           int base) {
-  constexpr int C = 1 << LC;
-#pragma unroll
-  for (int u = 0; u < LC; ++u) {
-    const u64x2* from = itw + (1u << (log_n - u - 1)) + ((unsigned)base >> (u + 1));
-    for (int x = tid; x < (C >> (u + 1)); x += T) tws[C - (C >> u) + x] = from[x];
   }
 }
 
@@ -329,23 +261,15 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 // Rounds: a short round of LC % FHE_LV stages first (a full one when LC % FHE_LV == 0), read
 // straight from global memory, then full rounds; the last has ltmin = 0 and writes each thread's
 // contiguous coefficients with 16-byte stores.
-template <int LC, bool SMT>
+template <int LC>
 __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
   constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
-  u64x2* tws = reinterpret_cast<u64x2*>(sm + sm_pad(1 << LC));  // after the data (16-byte aligned)
   u64 v[FHE_VPT];
   u64x2 t[FHE_VPT];
-  if constexpr (SMT) {  // data and every twiddle requested at once, then one barrier
-    global_load<RS0>(v, src, tid, T, LC - RS0);
-    forward_twiddles_to_shared<LC>(tws, w, tid, T, log_n, base);
-    __syncthreads();
-    forward_round_twiddles<RS0, SMT>(t, tid, T, 0, log_n, LC, base, w, tws);
-  } else {
-    forward_round_twiddles<RS0, SMT>(t, tid, T, 0, log_n, LC, base, w, tws);
-    global_load<RS0>(v, src, tid, T, LC - RS0);
-  }
+  forward_round_twiddles<RS0>(t, tid, T, 0, log_n, LC, base, w);
+  global_load<RS0>(v, src, tid, T, LC - RS0);
   forward_round_apply<RS0>(v, t, nq, two_q);
 #pragma unroll
   for (int p = RS0; p < LC; p += FHE_LV) {
@@ -354,7 +278,7 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
     __syncthreads();
-    forward_round_twiddles<FHE_LV, SMT>(t, tid, T, p, log_n, LC, base, w, tws);
+    forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
     forward_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));  // last round: ltmin = 0
@@ -367,7 +291,6 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
   }
 }
 
-// log_chunk 3..10 for both kernel families; 11 and 12 only for the global-twiddle kernels.
 #define FHE_CHUNK_DISPATCH(BODY)                                                                \
   switch (log_chunk) {                                                                          \
     case 3: BODY(3); break;                                                                     \
@@ -378,8 +301,8 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
     case 8: BODY(8); break;                                                                     \
     case 9: BODY(9); break;                                                                     \
     case 10: BODY(10); break;                                                                   \
-    case 11: if constexpr (!SMT) BODY(11); break;                                               \
-    case 12: if constexpr (!SMT) BODY(12); break;                                               \
+    case 11: BODY(11); break;                                                                   \
+    case 12: BODY(12); break;                                                                   \
     default: break;                                                                             \
   }
 
@@ -390,14 +313,10 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
 // (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip table as in
 // ntt_forward_column_stages.
-// ntt_forward_chunk_stages_shared_twiddles: the same transform for log_chunk <= 10 with the
-// block's twiddles staged in shared memory (forward_twiddles_to_shared; (C - 1) * 16 more bytes
-// of dynamic shared memory); bit-identical output.
-template <bool SMT>
-__device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                     const int* FHE_RO skip, int num_moduli, int log_n,
-                                                     int log_chunk, i64 in_bs, i64 out_bs) {
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                    const int* FHE_RO skip, int num_moduli, int log_n,
+                                                    int log_chunk, i64 in_bs, i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
@@ -412,29 +331,16 @@ __device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, co
   const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
   u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
-#define FHE_FWD(LC) forward_chunk<LC, SMT>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
+#define FHE_FWD(LC) forward_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
   FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
-}
-
-extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                    const int* FHE_RO skip, int num_moduli, int log_n,
-                                                    int log_chunk, i64 in_bs, i64 out_bs) {
-  forward_chunk_stages<false>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
-}
-
-extern "C" __global__ void FHE_NTT_SMT_BOUNDS ntt_forward_chunk_stages_shared_twiddles(
-    const u64* in, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
-    const int* FHE_RO skip, int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
-  forward_chunk_stages<true>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
 // LC % FHE_LV stages if any.
-template <int LC, bool SMT>
+template <int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
                                               u64 ninv_sh) {
@@ -443,10 +349,9 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
   constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
   constexpr int RSL = REST ? REST : FHE_LV;  // stages of the last round
   constexpr int LTL = REST ? FULL_END : FULL_END - FHE_LV;  // its ltmin
-  u64x2* tws = reinterpret_cast<u64x2*>(sm + sm_pad(1 << LC));  // after the data (16-byte aligned)
   u64 v[FHE_VPT];
   u64x2 t[FHE_VPT];
-  if constexpr (!SMT) inverse_round_twiddles<FHE_LV, SMT>(t, tid, T, 0, log_n, LC, base, w, tws);
+  inverse_round_twiddles<FHE_LV>(t, tid, T, 0, log_n, base, w);
   {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
 #pragma unroll
@@ -456,11 +361,6 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
       v[k + 1] = pair.b;
     }
   }
-  if constexpr (SMT) {  // the data loads above are in flight while the twiddles are requested
-    inverse_twiddles_to_shared<LC>(tws, w, tid, T, log_n, base);
-    __syncthreads();
-    inverse_round_twiddles<FHE_LV, SMT>(t, tid, T, 0, log_n, LC, base, w, tws);
-  }
   inverse_round_apply<FHE_LV>(v, t, nq, two_q);
 #pragma unroll
   for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
@@ -468,14 +368,14 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
     __syncthreads();
     round_load<FHE_LV>(v, sm, tid, T, p);
     __syncthreads();
-    inverse_round_twiddles<FHE_LV, SMT>(t, tid, T, p, log_n, LC, base, w, tws);
+    inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
     inverse_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   if constexpr (REST != 0) {
     round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
     __syncthreads();
     round_load<REST>(v, sm, tid, T, FULL_END);
-    inverse_round_twiddles<REST, SMT>(t, tid, T, FULL_END, log_n, LC, base, w, tws);
+    inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
     inverse_round_apply<REST>(v, t, nq, two_q);
   }
 #pragma unroll
@@ -494,14 +394,12 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
 // [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
-// (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes.
-// ntt_inverse_chunk_stages_shared_twiddles: the same for log_chunk <= 10 with the block's
-// twiddles staged in shared memory ((C - 1) * 16 more bytes); bit-identical output.
-template <bool SMT>
-__device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                     const u64* FHE_RO consts, const u64* FHE_RO itw2,
-                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                     i64 out_bs) {
+// (3 <= log_chunk <= 12),
+// dynamic shared memory (C + C / 16) * 8 bytes.
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                    const u64* FHE_RO consts, const u64* FHE_RO itw2,
+                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
+                                                    i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
@@ -517,22 +415,9 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-#define FHE_INV(LC) inverse_chunk<LC, SMT>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
+#define FHE_INV(LC) inverse_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
   FHE_CHUNK_DISPATCH(FHE_INV)
 #undef FHE_INV
-}
-
-extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                    const u64* FHE_RO consts, const u64* FHE_RO itw2,
-                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                    i64 out_bs) {
-  inverse_chunk_stages<false>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
-}
-
-extern "C" __global__ void FHE_NTT_SMT_BOUNDS ntt_inverse_chunk_stages_shared_twiddles(
-    const u64* in, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2,
-    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
-  inverse_chunk_stages<true>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 #undef FHE_CHUNK_DISPATCH
 

@@ -623,36 +623,3 @@ def test_numpy_modup_takes_own_rows_from_the_ntt_hint(ctx):
         assert np.array_equal(marked[d][..., other, :], plain[d][..., other, :])
     with pytest.raises(ValueError, match="c_ntt"):
         nb.modup(c, rows, c_ntt=c_ntt[:1])
-
-
-@pytest.mark.parametrize(("log_n", "log_chunk"), [(14, 10), (14, 9), (12, 10), (10, 10), (11, 7), (9, 3)])
-def test_shared_twiddle_slots_hold_the_global_twiddles_each_round_reads(log_n, log_chunk):
-    """ntt.cu *_shared_twiddles: the slot a round reads (forward: 2^j - 1 + ((G >> ltmin) << i) + e
-    for chunk stage j = p + i; inverse: C - (C >> u) + ((G >> p) << (rs - 1 - i)) + e) was filled by
-    forward/inverse_twiddles_to_shared with exactly the global twiddle the global-load kernels read,
-    and the C - 1 slots of each direction are filled once each."""
-    C, T, K = 1 << log_chunk, 1 << (log_chunk - LV), log_n - log_chunk
-    for chunk in range(1 << K):
-        base = chunk << log_chunk
-        fwd_fill = {(1 << j) - 1 + x: (1 << (K + j)) + (base >> (log_chunk - j)) + x
-                    for j in range(log_chunk) for x in range(1 << j)}
-        inv_fill = {C - (C >> u) + x: (1 << (log_n - u - 1)) + (base >> (u + 1)) + x
-                    for u in range(log_chunk) for x in range(C >> (u + 1))}
-        assert sorted(fwd_fill) == list(range(C - 1)) and sorted(inv_fill) == list(range(C - 1))
-        for short_first, forward in ((True, True), (False, False)):
-            for p, rs in _rounds(log_chunk, short_first):
-                ltmin = log_chunk - p - rs if forward else p
-                b0 = ((1 << (K + p)) + (base >> (log_chunk - p)) if forward
-                      else (1 << (log_n - p - rs)) + (base >> (p + rs)))
-                for tid in range(T):
-                    for g in range(1 << (LV - rs)):
-                        local = (tid + g * T) >> ltmin
-                        pg = b0 + local
-                        for i in range(rs):
-                            for e in range(1 << i if forward else 1 << (rs - 1 - i)):
-                                if forward:
-                                    slot, want = (1 << (p + i)) - 1 + (local << i) + e, (pg << i) + e
-                                    assert fwd_fill[slot] == want
-                                else:
-                                    slot = C - (C >> (p + i)) + (local << (rs - 1 - i)) + e
-                                    assert inv_fill[slot] == (pg << (rs - 1 - i)) + e

@@ -50,7 +50,6 @@ __all__ = [
 
 _CHUNK_LOG = 12  # largest shared-memory chunk of the NTT: 4096 words (+1/16 padding) = 34 KiB
 _MIN_CHUNK_LOG = 10  # smallest chunk chosen to fill the GPU when few polynomials are batched
-_SHARED_TWIDDLES_MAX_LOG = 10  # ntt.cu *_shared_twiddles kernels: chunks of at most 2^10 words
 _MAX_COLUMN_STAGES = 4  # ntt.cu instantiates 1..4 register column stages
 _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients per thread
 _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBackend(ntt_fill_blocks=)
@@ -93,8 +92,7 @@ class CupyBackend:
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
-            the chunk kernels' launch geometry follows ``FHE_LV``, ``FHE_NTT_BATCH_FAST`` and
-            ``FHE_NTT_SMEM_TW_MAX_LC``.
+            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -127,9 +125,6 @@ class CupyBackend:
         options = self._library.options
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
-        self._ntt_shared_twiddles_max_log = min(_SHARED_TWIDDLES_MAX_LOG,
-                                                int(options.define("FHE_NTT_SMEM_TW_MAX_LC",
-                                                                   str(_SHARED_TWIDDLES_MAX_LOG))))
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -403,10 +398,6 @@ class CupyBackend:
             chunk = 1 << log_chunk
             chunk_block = chunk >> self._ntt_values_log
             chunk_smem = (chunk + chunk // 16) * 8
-            staged = log_chunk <= self._ntt_shared_twiddles_max_log  # twiddles staged in shared memory
-            if staged:
-                chunk_smem += (chunk - 1) * 16
-            suffix = "_shared_twiddles" if staged else ""
             col_block = self._column_block(chunk, g[0] * g[1])
             col_grid = (-(-chunk // col_block), g[1], g[0])
             chunk_grid = (g[0], self.n // chunk, g[1]) if self._ntt_batch_fast else (self.n // chunk, g[1], g[0])
@@ -418,7 +409,7 @@ class CupyBackend:
             same = (np.int64(dst_bs), np.int64(dst_bs))
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if inverse:
-                self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
+                self._launch("ntt_inverse_chunk_stages", chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
                 if not single:
                     self._launch("ntt_inverse_column_stages", col_grid, col_block,
@@ -427,7 +418,7 @@ class CupyBackend:
                 if not single:
                     self._launch("ntt_forward_column_stages", col_grid, col_block,
                                  (s, d, rm, self._consts, w, skip_table, *base, *strides))
-                self._launch("ntt_forward_chunk_stages" + suffix, chunk_grid, chunk_block,
+                self._launch("ntt_forward_chunk_stages", chunk_grid, chunk_block,
                              (s if single else d, d, rm, self._consts, w, skip_table, *base,
                               *(strides if single else same)), shared_mem=chunk_smem)
 
