@@ -261,8 +261,20 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 // Rounds: a short round of LC % FHE_LV stages first (a full one when LC % FHE_LV == 0), read
 // straight from global memory, then full rounds; the last has ltmin = 0 and writes each thread's
 // contiguous coefficients with 16-byte stores.
-template <int LC>
-__device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
+// The output of a chunk (canonical values): each thread's FHE_VPT contiguous coefficients from
+// chunk position tid << FHE_LV, as pairs (k, k + 1) through store(tid, k, a, b).
+struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk at dst
+  u64* dst;
+  __device__ __forceinline__ void operator()(int tid, int k, u64 a, u64 b) const {
+    u64x2 pair;
+    pair.a = a;
+    pair.b = b;
+    reinterpret_cast<u64x2*>(dst + (tid << FHE_LV))[k >> 1] = pair;
+  }
+};
+
+template <int LC, class Store>
+__device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
   constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
@@ -281,14 +293,9 @@ __device__ __forceinline__ void forward_chunk(const u64* src, u64* dst, u64* sm,
     forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
     forward_round_apply<FHE_LV>(v, t, nq, two_q);
   }
-  u64x2* d2 = reinterpret_cast<u64x2*>(dst + (tid << FHE_LV));  // last round: ltmin = 0
 #pragma unroll
-  for (int k = 0; k < FHE_VPT; k += 2) {
-    u64x2 pair;
-    pair.a = reduce_from_4q(v[k], q, two_q);
-    pair.b = reduce_from_4q(v[k + 1], q, two_q);
-    d2[k >> 1] = pair;
-  }
+  for (int k = 0; k < FHE_VPT; k += 2)  // last round: ltmin = 0
+    store(tid, k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
 }
 
 #define FHE_CHUNK_DISPATCH(BODY)                                                                \
@@ -331,7 +338,71 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u
   const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
   u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
-#define FHE_FWD(LC) forward_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q)
+  const ChunkStore store{dst};
+#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+  FHE_CHUNK_DISPATCH(FHE_FWD)
+#undef FHE_FWD
+}
+
+// The last step of an NTT-domain rounding ModDown as the output of the forward chunk stages of
+// e (keyswitch.cu keyswitch_moddown_combine, same formula): y = (x - NTT(e)) * P^-1 mod q,
+// plus c0[perm] on component 0 when c0 is given. Pointers are at this thread's first
+// coefficient (x, out) or row (c0: + perm[pos], perm: the entry's row at this position).
+struct CombineStore {
+  const u64* x;
+  u64* out;
+  const u64* c0;
+  const int* perm;
+  u64 q, pinv, pinv_sh;
+  __device__ __forceinline__ u64 one(int k, u64 e) const {
+    u64 y = shoup_mul(sub_mod(x[k], e, q), pinv, pinv_sh, q);
+    if (c0 != nullptr) y = add_mod(y, c0[perm[k]], q);
+    return y;
+  }
+  __device__ __forceinline__ void operator()(int, int k, u64 a, u64 b) const {
+    u64x2 pair;
+    pair.a = one(k, a);
+    pair.b = one(k + 1, b);
+    reinterpret_cast<u64x2*>(out)[k >> 1] = pair;
+  }
+};
+
+// ntt_forward_chunk_stages_moddown_combine: ntt_forward_chunk_stages of e (the base conversion
+// of the P rows, after the column stages) fused with keyswitch_moddown_combine, so NTT(e) is
+// never stored. Entry z = (ent * 2 + comp) * batch + b of e [entries, L, coeff] (in_bs per
+// entry); x = the inner product [entries, R, coeff] (x_bs per entry, Q rows first); out entry
+// (ent, comp) at ent * out_es + comp * out_cs, then [batch, L, coeff]; c0 [batch, L, coeff] and
+// perms [E, coeff] or null; pinv as in keyswitch_moddown_combine. Out may alias e (each block
+// reads its whole chunk before it writes). Launch: as ntt_forward_chunk_stages over L rows.
+// The host uses it unless the build defines FHE_MODDOWN_FUSED_COMBINE=0 (A/B against the
+// separate keyswitch_moddown_combine).
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown_combine(
+    const u64* e, const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
+    const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
+    int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  extern __shared__ u64 sm[];
+  const int N = 1 << log_n;
+  const int tid = threadIdx.x;
+  const ChunkCoords at = chunk_coords();
+  const int i = at.limb;
+  const int id = rowmap[i];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
+  const int base = at.chunk << log_chunk;
+  const u64* src = e + at.entry * in_bs + (i64)i * N + base;
+  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
+  const int ent = at.entry / (2 * batch);
+  const int comp = (at.entry / batch) % 2;
+  const int b = at.entry % batch;
+  const int pos = base + (tid << FHE_LV);  // this thread's first output coefficient
+  const bool rotate_c0 = c0 != nullptr && comp == 0;
+  const CombineStore store{x + at.entry * x_bs + (i64)i * N + pos,
+                           out + ent * out_es + comp * out_cs + ((i64)b * L + i) * N + pos,
+                           rotate_c0 ? c0 + ((i64)b * L + i) * N : nullptr,
+                           rotate_c0 ? perms + (i64)ent * N + pos : nullptr,
+                           q, pinv[L + i], pinv[2 * L + i]};
+#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
   FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
 }

@@ -92,7 +92,8 @@ class CupyBackend:
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
-            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``.
+            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``, and
+            ``FHE_MODDOWN_FUSED_COMBINE=0`` restores the separate ModDown combine kernel.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -125,6 +126,7 @@ class CupyBackend:
         options = self._library.options
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
+        self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -379,6 +381,16 @@ class CupyBackend:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
         return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
 
+    def _ntt_geometry(self, entries: int, rows: int) -> tuple[int, tuple, int, int, tuple, int]:
+        """(log_chunk, chunk grid, chunk block, chunk shared bytes, column grid, column block) of
+        one transform launch pair over ``entries x rows`` polynomials."""
+        log_chunk = self._chunk_log(entries * rows)
+        chunk = 1 << log_chunk
+        col_block = self._column_block(chunk, entries * rows)
+        chunk_grid = (entries, self.n // chunk, rows) if self._ntt_batch_fast else (self.n // chunk, rows, entries)
+        return (log_chunk, chunk_grid, chunk >> self._ntt_values_log, (chunk + chunk // 16) * 8,
+                (-(-chunk // col_block), rows, entries), col_block)
+
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int, skip: tuple[Any, int] | None = None) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
@@ -394,13 +406,7 @@ class CupyBackend:
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
-            log_chunk = self._chunk_log(g[0] * g[1])
-            chunk = 1 << log_chunk
-            chunk_block = chunk >> self._ntt_values_log
-            chunk_smem = (chunk + chunk // 16) * 8
-            col_block = self._column_block(chunk, g[0] * g[1])
-            col_grid = (-(-chunk // col_block), g[1], g[0])
-            chunk_grid = (g[0], self.n // chunk, g[1]) if self._ntt_batch_fast else (self.n // chunk, g[1], g[0])
+            log_chunk, chunk_grid, chunk_block, chunk_smem, col_grid, col_block = self._ntt_geometry(*g)
             base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
             s = src[b0:b1, l0:l1]
             d = dst[b0:b1, l0:l1]
@@ -588,7 +594,9 @@ class CupyBackend:
         Inverse NTT of the K P rows (coefficient output: of all R rows), base conversion of the
         P rows, for NTT output its forward NTT (the Q rows never left the NTT domain: K + L
         instead of 2L + K limb transforms), then ``keyswitch_moddown_combine`` (+ ``c0[perm]``
-        for component 0 when ``c0`` is given). Entries are ordered ``[E, 2, batch]``; ``out``
+        for component 0 when ``c0`` is given); for NTT output in one launch group the combine
+        is the output step of the NTT's chunk kernel (``ntt_forward_chunk_stages_moddown_combine``:
+        one launch and a store and reload of NTT(e) fewer). Entries are ordered ``[E, 2, batch]``; ``out``
         is ``[entries, L, N]`` contiguous, or with ``out_strides = (entry, component)`` element
         strides any layout whose ``[batch, L, N]`` blocks are contiguous."""
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
@@ -600,11 +608,26 @@ class CupyBackend:
         plane = batch * L * n
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-        if domain == "ntt":
-            e3 = e.reshape(entries, L, n)
-            self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
         out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
         null = np.uint64(0)
+        e3 = e.reshape(entries, L, n)
+        if domain == "ntt" and self._fused_combine and len(self._groups(entries, L)) == 1:
+            # column stages of e, then its chunk stages with the combine as their output
+            log_chunk, chunk_grid, chunk_block, chunk_smem, col_grid, col_block = self._ntt_geometry(entries, L)
+            tw, _ = self._tw()
+            base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
+            rowmap = t["out_map"][:L]
+            if log_chunk < self.log_n:
+                self._launch("ntt_forward_column_stages", col_grid, col_block,
+                             (e3, e3, rowmap, self._consts, tw, null, *base, np.int64(L * n), np.int64(L * n)))
+            self._launch("ntt_forward_chunk_stages_moddown_combine", chunk_grid, chunk_block,
+                         (e3, acc, out, rowmap, self._consts, tw, t["pinv"], null if c0 is None else c0,
+                          null if perms is None else perms, *base, np.int32(L), np.int32(batch),
+                          np.int64(L * n), np.int64(R * n), np.int64(out_es), np.int64(out_cs)),
+                         shared_mem=chunk_smem)
+            return
+        if domain == "ntt":
+            self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
         self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L, entries), _BLOCK,
                      (acc, e, out, t["out_map"], self._consts, t["pinv"], null if c0 is None else c0,
                       null if perms is None else perms, np.int32(self.num_moduli), np.int32(n), np.int32(L),
