@@ -313,6 +313,35 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
     default: break;                                                                             \
   }
 
+// The forward chunk stages of one block: its row's prime and twiddles, its chunk of the input;
+// run() dispatches on log_chunk and hands the output to a ChunkStore-like functor.
+struct ForwardChunk {
+  const u64* src;
+  const u64x2* w;
+  u64 q;
+  int base;
+  template <class Store>
+  __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
+    extern __shared__ u64 sm[];
+    const int tid = threadIdx.x;
+    const u64 two_q = 2 * q;
+    const u64 nq = 0 - q;
+#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+    FHE_CHUNK_DISPATCH(FHE_FWD)
+#undef FHE_FWD
+  }
+};
+__device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const int* FHE_RO rowmap,
+                                                         const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                         int num_moduli, int log_n, int log_chunk, i64 in_bs,
+                                                         ChunkCoords at, int limb) {
+  const int N = 1 << log_n;
+  const int id = rowmap[limb];
+  const int base = at.chunk << log_chunk;
+  return {in + at.entry * in_bs + (i64)limb * N + base, reinterpret_cast<const u64x2*>(tw2) + (i64)id * N,
+          consts[FHE_C_Q * num_moduli + id], base};
+}
+
 // ntt_forward_chunk_stages: the last log_chunk forward stages on contiguous chunks of
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
@@ -324,24 +353,12 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u
                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                     const int* FHE_RO skip, int num_moduli, int log_n,
                                                     int log_chunk, i64 in_bs, i64 out_bs) {
-  extern __shared__ u64 sm[];
-  const int N = 1 << log_n;
-  const int tid = threadIdx.x;
   const ChunkCoords at = chunk_coords();
   const int limb = skipped_row(skip, at.entry, at.limb);
   if (limb < 0) return;  // uniform per block: before any barrier
-  const int id = rowmap[limb];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
-  const int base = at.chunk << log_chunk;
-  const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
-  u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
-  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
-  const ChunkStore store{dst};
-#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
-  FHE_CHUNK_DISPATCH(FHE_FWD)
-#undef FHE_FWD
+  const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
+  const ChunkStore store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
+  c.run(store, log_n, log_chunk);
 }
 
 // The last step of an NTT-domain rounding ModDown as the output of the forward chunk stages of
@@ -380,31 +397,21 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown
     const u64* e, const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
     const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
     int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
-  extern __shared__ u64 sm[];
   const int N = 1 << log_n;
-  const int tid = threadIdx.x;
   const ChunkCoords at = chunk_coords();
   const int i = at.limb;
-  const int id = rowmap[i];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
-  const int base = at.chunk << log_chunk;
-  const u64* src = e + at.entry * in_bs + (i64)i * N + base;
-  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
+  const ForwardChunk c = forward_chunk_of(e, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, i);
   const int ent = at.entry / (2 * batch);
   const int comp = (at.entry / batch) % 2;
   const int b = at.entry % batch;
-  const int pos = base + (tid << FHE_LV);  // this thread's first output coefficient
+  const int pos = c.base + ((int)threadIdx.x << FHE_LV);  // this thread's first output coefficient
   const bool rotate_c0 = c0 != nullptr && comp == 0;
   const CombineStore store{x + at.entry * x_bs + (i64)i * N + pos,
                            out + ent * out_es + comp * out_cs + ((i64)b * L + i) * N + pos,
                            rotate_c0 ? c0 + ((i64)b * L + i) * N : nullptr,
                            rotate_c0 ? perms + (i64)ent * N + pos : nullptr,
-                           q, pinv[L + i], pinv[2 * L + i]};
-#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
-  FHE_CHUNK_DISPATCH(FHE_FWD)
-#undef FHE_FWD
+                           c.q, pinv[L + i], pinv[2 * L + i]};
+  c.run(store, log_n, log_chunk);
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
