@@ -85,12 +85,12 @@ def ntt_outputs(cp, be, ctx) -> list:
 
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
             fill: int = 1056, variant: tuple[str, tuple[str, ...]] = ("default", ()),
-            reference: list | None = None) -> list[dict]:
+            reference: list | None = None, lt_parts: int = 0) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
     from fhelium_cupy.runtime.kernels import KernelOptions
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill,
-                     kernel_options=KernelOptions(extra=variant[1]))
+                     linear_transform_parts=lt_parts, kernel_options=KernelOptions(extra=variant[1]))
     outputs = ntt_outputs(cp, be, ctx)
     if reference is not None and not reference:
         reference.extend(outputs)
@@ -190,13 +190,14 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         floor_us = limbs_moved * limb / BANDWIDTH * 1e6
         results.append({
             "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill,
+            "lt_parts": lt_parts,
             "variant": variant[0], "defines": list(variant[1]), "ntt_matches_first_variant": exact,
             "launches": r["launches"],
             "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
             "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
             "graph_over_floor": round(r["graph_us"] / floor_us, 2),
         })
-        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} v={variant[0]}{'' if exact else ' MISMATCH'} "
+        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} p={lt_parts} v={variant[0]}{'' if exact else ' MISMATCH'} "
               f"{name:<46} launches {r['launches']:>3}  eager "
               f"{r['eager_us']:9.1f} us  graph {r['graph_us']:9.1f} us  floor {floor_us:8.1f} us  "
               f"x{r['graph_us'] / floor_us:5.2f}", flush=True)
@@ -212,6 +213,8 @@ def main() -> int:
     parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
     parser.add_argument("--tiles", default="0", help="comma list of base-conversion target tiles (0 = all)")
     parser.add_argument("--fill", default="1056", help="comma list of NTT fill-block thresholds (CupyBackend)")
+    parser.add_argument("--lt-parts", default="0",
+                        help="comma list of CupyBackend(linear_transform_parts=) values (0 = the host's choice)")
     parser.add_argument("--ntt-variants", default="",
                         help='kernel builds to compare, "name=-DFLAG=V ...;name2=..." (ntt.cu macros; '
                              "every variant's NTT output is checked bit-exact against the first)")
@@ -230,8 +233,10 @@ def main() -> int:
             for mib in (int(v) for v in args.l2_group_mib.split(",")):
                 for tile in (int(v) for v in args.tiles.split(",")):
                     for fill in (int(v) for v in args.fill.split(",")):
-                        results += run_set(cp, key, ctx, args.reps, mib << 20,
-                                           tuple(o for o in args.ops.split(",") if o), tile, fill, variant, reference)
+                        for parts in (int(v) for v in args.lt_parts.split(",")):
+                            results += run_set(cp, key, ctx, args.reps, mib << 20,
+                                               tuple(o for o in args.ops.split(",") if o), tile, fill, variant,
+                                               reference, parts)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
@@ -241,7 +246,8 @@ def main() -> int:
              "| set | kernel variant | L2 group MiB | base-convert tile | NTT fill | op | launches | eager us | graph us | "
              "floor us (4.3 TB/s) | graph/floor |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        variant = r["variant"] + ("" if r["ntt_matches_first_variant"] else " (NTT MISMATCH)")
+        variant = (r["variant"] + (f", {r['lt_parts']} parts" if r.get("lt_parts") else "")
+                   + ("" if r["ntt_matches_first_variant"] else " (NTT MISMATCH)"))
         lines.append(f"| {r['set']} | {variant} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['fill']} | {r['op']} | "
                      f"{r['launches']} | {r['eager_us']} | "
                      f"{r['graph_us']} | {r['floor_us']} | {r['graph_over_floor']} |")

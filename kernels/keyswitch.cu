@@ -324,8 +324,13 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // and the 128-bit sums took N=2^16 dnum 4 from 754 to 706 us and 4 blocks per SM (64
 // registers, FHE_LT_MIN_BLOCKS) to 683 us; N=2^14 stayed at 111-118 us (groups of 1/2/8
 // digits and 3 blocks per SM: no better).
+// Grid z = parts (a power of two): part z sums the rotations e = z, z + parts, ... (and part 0
+// the unrotated entry) into out[z]; the parts' canonical sums add up mod q to the whole (the
+// host sums them: CupyBackend._linear_transform_parts). More, shorter blocks where one part
+// would leave a partial wave: N=2^14 has 576 blocks for 528 slots.
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
-// out [2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R), block 256.
+// out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R, parts),
+// block 256.
 // Occupancy floor of keyswitch_linear_transform_accumulate (blocks of 256 per SM handed to
 // ptxas; 0 = ptxas's choice, 72 registers and 3 blocks). See the measurements above the kernel.
 #ifndef FHE_LT_MIN_BLOCKS
@@ -343,15 +348,18 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int r = blockIdx.y;
+  const int part = blockIdx.z;  // rotations e = part, part + parts, ...; the unrotated entry in part 0
+  const int parts = gridDim.z;
   const int id = rowmap[r];
   const Modulus m = load_modulus(consts, num_moduli, id);
   const i64 plane = (i64)R * n;
   const i64 row = (i64)r * n;
   const bool q_row = r < L;
-  // sum_e w_e * IP_e and sum_e w_e * c0[perm_e] + w_0 * c0 summed exactly in 128 bits (as in
-  // key_inner_product: high words folded mod q every 32 rotations), one REDC each at the end.
+  // sum_e w_e * IP_e and sum_e w_e * c0[perm_e] (+ w_0 * c0) summed exactly in 128 bits (as in
+  // key_inner_product: high words folded mod q after every 32 of this part's rotations), one
+  // REDC each at the end.
   u64 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0, loc = 0, hic = 0;
-  for (int e = 0; e < E; ++e) {
+  for (int e = part; e < E; e += parts) {
     const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
     const int src = perms[(i64)e * n + i];
     u64 a0, a1;
@@ -360,7 +368,7 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
     mad_wide(lo0, hi0, a0, we);
     mad_wide(lo1, hi1, a1, we);
     if (q_row) mad_wide(loc, hic, c[row + src], we);
-    if ((e & 31) == 31) {
+    if ((e & (32 * parts - 1)) >= 31 * parts) {  // parts is a power of two
       hi0 = reduce_u64(hi0, m.q, m.barrett);
       hi1 = reduce_u64(hi1, m.q, m.barrett);
       hic = reduce_u64(hic, m.q, m.barrett);
@@ -369,13 +377,17 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
   u64 s0 = redc_wide(lo0, reduce_u64(hi0, m.q, m.barrett), m.q, m.qinv);
   u64 s1 = redc_wide(lo1, reduce_u64(hi1, m.q, m.barrett), m.q, m.qinv);
   if (q_row) {
-    const u64 w0 = w[row + i];
-    mad_wide(loc, hic, c[row + i], w0);
+    u64 t1 = 0;
+    if (part == 0) {
+      const u64 w0 = w[row + i];
+      mad_wide(loc, hic, c[row + i], w0);
+      t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
+    }
     const u64 t0 = redc_wide(loc, reduce_u64(hic, m.q, m.barrett), m.q, m.qinv);
-    const u64 t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
     s0 = add_mod(s0, mul_mod(t0, pinv[r], m.q, m.qinv, m.r2), m.q);
     s1 = add_mod(s1, mul_mod(t1, pinv[r], m.q, m.qinv, m.r2), m.q);
   }
+  out += (i64)part * 2 * plane;
   out[row + i] = s0;
   out[plane + row + i] = s1;
 }

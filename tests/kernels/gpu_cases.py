@@ -251,7 +251,8 @@ def _keyswitch_many(domain: str) -> Case:
 
 def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
-    NTT-domain ModDown, against the NumPy backend."""
+    NTT-domain ModDown, against the NumPy backend; with the accumulator in 1, 2 and 4 rotation
+    parts (at 4, one part has no rotation)."""
     rows = lv["ks"]
     targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
     n = ctx.ring_degree
@@ -260,9 +261,16 @@ def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
     keys = [random_key(ctx, rng) for _ in range(3)]
     gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
     weights = rand(ctx, targets, (4,), rng)
-    got = gpu.keyswitch_linear_transform(gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs,
-                                         gpu.asarray(weights), gpu.asarray(c))
-    return gpu.to_numpy(got), ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c), rows
+    want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)
+    chosen, got = gpu.linear_transform_parts, []
+    try:
+        for parts in (1, 2, 4):
+            gpu.linear_transform_parts = parts
+            got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
+                gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights), gpu.asarray(c))))
+    finally:
+        gpu.linear_transform_parts = chosen
+    return np.stack(got), np.stack([want] * len(got)), rows
 
 
 CASES: dict[str, Case] = {

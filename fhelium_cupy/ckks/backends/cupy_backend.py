@@ -89,6 +89,11 @@ class CupyBackend:
             Default 1056 (eight per SM of an H100/H200), measured on the H200 against 264 and
             528 side by side: N=2^14 ModUp 33.5 us (264: 40.1), hoisted 8-diagonal matvec
             239.7 us (264: 252.6), N=2^16 unchanged (bench/kernels_gpu.py --fill).
+        linear_transform_parts: rotation parts of the double-hoisting accumulator (1, 2 or 4;
+            default 0 = ``_linear_transform_parts``'s choice from the grid's waves): each part
+            is a grid plane summing a share of the rotations, and one ``rns_sum_batch`` launch
+            adds the parts, so a grid that would leave a partial wave runs as more, shorter
+            blocks (N=2^14, 8 diagonals: 576 blocks of 256 for 528 slots).
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
@@ -113,6 +118,7 @@ class CupyBackend:
         l2_group_bytes: int = 0,
         base_convert_tile: int = 0,
         ntt_fill_blocks: int = _FILL_BLOCKS,
+        linear_transform_parts: int = 0,
         kernel_options: Any = None,
     ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
@@ -149,7 +155,12 @@ class CupyBackend:
         if ntt_fill_blocks < 1:
             raise ValueError(f"ntt_fill_blocks must be >= 1, got {ntt_fill_blocks}")
         self.ntt_fill_blocks = int(ntt_fill_blocks)
+        if linear_transform_parts not in (0, 1, 2, 4):
+            raise ValueError(f"linear_transform_parts must be 0, 1, 2 or 4, got {linear_transform_parts!r}")
+        self.linear_transform_parts = int(linear_transform_parts)
         self.launch_count = 0
+        attributes = getattr(self._device, "attributes", None) or {}
+        self._sm_count = int(attributes.get("MultiProcessorCount", 132))  # 132: H100/H200
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._twiddles: tuple[Any, ...] | None = None
@@ -732,14 +743,28 @@ class CupyBackend:
         weights = self._check(weights, t["out_rows"], "keyswitch_linear_transform")
         c = self._check(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
-        acc = self.xp.empty((2, R, n), dtype=np.uint64)
-        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, 1), _BLOCK,
+        parts = self.linear_transform_parts or self._linear_transform_parts(R)
+        acc = self.xp.empty((parts, 2, R, n), dtype=np.uint64)
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, parts), _BLOCK,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
                       np.int32(D), np.int32(key_rows)))
+        acc = acc[0] if parts == 1 else self.sum_batch(acc, 0, t["out_rows"])
         out = self.xp.empty((2, L, n), dtype=np.uint64)
         self._moddown_launch(acc, out, t, L, 2, "ntt")
         return out
+
+    def _linear_transform_parts(self, rows: int) -> int:
+        """Rotation parts of the accumulator grid. Its blocks all live about as long (each
+        sums all of its part's rotations), so a grid of w waves takes ceil(w) block lifetimes:
+        between one and two waves, p parts (lifetimes / p, w * p waves) take ceil(w p) / p;
+        the fewest parts with the least of that, counting 4 blocks of 256 per SM
+        (FHE_LT_MIN_BLOCKS). Outside (1, 2) waves a part's partial sums cost more than the
+        tail saves: 1."""
+        waves = -(-self.n // _BLOCK) * rows / (4 * self._sm_count)
+        if waves <= 1 or waves >= 2:
+            return 1
+        return min((1, 2, 4), key=lambda parts: math.ceil(waves * parts) / parts)
 
     def _many_out(self, out: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:
         """Validate a caller's ``out`` of ``keyswitch_from_digits_many``: ``None`` for a fresh or
