@@ -327,7 +327,8 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // Grid z = parts (a power of two): part z sums the rotations e = z, z + parts, ... (and part 0
 // the unrotated entry) into out[z]; the parts' canonical sums add up mod q to the whole (the
 // host sums them: CupyBackend._linear_transform_parts). More, shorter blocks where one part
-// would leave a partial wave: N=2^14 has 576 blocks for 528 slots.
+// would leave a nearly empty last wave: N=2^14 has 576 blocks for 528 slots (H200, 2026-11-29
+// s4: 110.9 us in one part, 106.3-106.6 in two).
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
 // out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R, parts),
 // block 256.

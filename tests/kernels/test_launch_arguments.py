@@ -165,13 +165,13 @@ def test_linear_transform_parts_must_be_0_1_2_or_4(fake_backend_factory, bad):
         fake_backend_factory(gpu_cases.context("n4096"), linear_transform_parts=bad)
 
 
-def test_linear_transform_parts_split_only_a_grid_between_one_and_two_waves(fake_backend_factory):
-    """132 SMs x 4 blocks: N=2^14 with 9 rows is 576 blocks (1.09 waves) -> 4 parts (5 quarter
-    lifetimes instead of 2 whole ones); 5 rows fit one wave and 40 rows at N=2^16 are 19 waves -> 1."""
+def test_linear_transform_parts_split_only_a_grid_with_a_nearly_empty_last_wave(fake_backend_factory):
+    """132 SMs x 4 blocks: N=2^14 with 9 rows is 576 blocks (1.09 waves) -> 2 parts; 5 rows fit
+    one wave, 16 rows fill 1.94 waves and 40 rows at N=2^16 are 19 waves -> 1."""
     backend = fake_backend_factory(gpu_cases.context("n16384"))
     assert backend._sm_count == 132
-    assert backend._linear_transform_parts(9) == 4
+    assert backend._linear_transform_parts(9) == 2
     assert backend._linear_transform_parts(5) == 1
-    assert backend._linear_transform_parts(16) == 1  # 1.94 waves: 2 lifetimes with 1, 2 or 4 parts
+    assert backend._linear_transform_parts(16) == 1
     big = fake_backend_factory(gpu_cases.context("n65536"))
     assert big._linear_transform_parts(40) == 1
