@@ -171,6 +171,13 @@ class EvaluationMixin:
             return data
         return self.backend.ntt_forward(data, rows) if target == "ntt" else self.backend.ntt_inverse(data, rows)
 
+    def _modup_input(self, data, rows, domain: str):
+        """The key-switched polynomial ``data`` (in ``domain``) in the coefficient domain, and
+        its NTT when ``data`` is that (``modup``'s hint: no transform is done twice)."""
+        if domain == "ntt":
+            return self.backend.ntt_inverse(data, rows), data
+        return data, None
+
     def _switch(self, c_coef, key: KeySwitchKey, rows, output_domain: Domain, c_ntt=None):
         """Key switch one coefficient-domain polynomial -> (y0, y1) ``[2, ..., L, N]`` in
         ``output_domain`` (NTT output skips the inverse NTT of the Q rows; see the backend contract).
@@ -187,9 +194,8 @@ class EvaluationMixin:
         key = self.keys.relinearization_key() if key is None else key
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        c2_in = xp.ascontiguousarray(ct.data[2])
-        c2 = self._in_domain(c2_in, rows, ct.polynomial_domain, "coefficient")
-        y = self._switch(c2, key, rows, domain, c2_in if ct.polynomial_domain == "ntt" else None)
+        c2, c2_ntt = self._modup_input(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain)
+        y = self._switch(c2, key, rows, domain, c2_ntt)
         c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
@@ -203,10 +209,8 @@ class EvaluationMixin:
         check_key(self, ct, key, op, key_type)
         domain = _check_output_domain(output_domain, op)
         rows, xp = ct.prime_ids, self.backend.xp
-        c1_in = xp.ascontiguousarray(ct.data[1])
-        c1 = self._in_domain(c1_in, rows, ct.polynomial_domain, "coefficient")
+        c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
         c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
-        c1_ntt = c1_in if ct.polynomial_domain == "ntt" else None
         y = self._hoisted_switch(c1, rows, [key], c0, domain, None, c1_ntt)
         return ct._with_data(y[0], polynomial_domain=output_domain)
 

@@ -14,7 +14,7 @@ is imported when a ``CupyBackend`` is constructed.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -392,32 +392,33 @@ class CupyBackend:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
         return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
 
-    def _ntt_geometry(self, entries: int, rows: int) -> tuple[int, tuple, int, int, tuple, int]:
-        """(log_chunk, chunk grid, chunk block, chunk shared bytes, column grid, column block) of
-        one transform launch pair over ``entries x rows`` polynomials."""
-        log_chunk = self._chunk_log(entries * rows)
-        chunk = 1 << log_chunk
-        col_block = self._column_block(chunk, entries * rows)
-        chunk_grid = (entries, self.n // chunk, rows) if self._ntt_batch_fast else (self.n // chunk, rows, entries)
-        return (log_chunk, chunk_grid, chunk >> self._ntt_values_log, (chunk + chunk // 16) * 8,
-                (-(-chunk // col_block), rows, entries), col_block)
-
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
-                    batch: int, limbs: int, skip: tuple[Any, int] | None = None) -> None:
+                    batch: int, limbs: int, skip: tuple[Any, int] | None = None,
+                    chunk_output: Callable[..., None] | None = None) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
 
-        ``skip`` (forward only, one launch group): ``(table, skipped)``, the row-skip table of
-        ``ntt.cu`` (``skipped_row``) and the fewest rows any entry skips; those rows are left as
-        they are."""
+        Forward only, in one launch group:
+          ``skip``: ``(table, skipped)``, the row-skip table of ``ntt.cu`` (``skipped_row``) and
+            the fewest rows any entry skips; those rows are left as they are.
+          ``chunk_output(chunk_src, grid, block, shared_mem, base, src_bs)``: launches a kernel
+            in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
+            ModDown combine), with the chunk launch geometry and the ``(num_moduli, log_n,
+            log_chunk)`` scalars."""
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
-        if skip is not None and (inverse or len(groups) != 1):
-            raise ValueError("a row-skip table needs a forward transform in one launch group")
+        if (skip is not None or chunk_output is not None) and (inverse or len(groups) != 1):
+            raise ValueError("a row-skip table or chunk output needs a forward transform in one launch group")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
-            log_chunk, chunk_grid, chunk_block, chunk_smem, col_grid, col_block = self._ntt_geometry(*g)
+            log_chunk = self._chunk_log(g[0] * g[1])
+            chunk = 1 << log_chunk
+            chunk_block = chunk >> self._ntt_values_log
+            chunk_smem = (chunk + chunk // 16) * 8
+            col_block = self._column_block(chunk, g[0] * g[1])
+            col_grid = (-(-chunk // col_block), g[1], g[0])
+            chunk_grid = (g[0], self.n // chunk, g[1]) if self._ntt_batch_fast else (self.n // chunk, g[1], g[0])
             base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
             s = src[b0:b1, l0:l1]
             d = dst[b0:b1, l0:l1]
@@ -431,13 +432,17 @@ class CupyBackend:
                 if not single:
                     self._launch("ntt_inverse_column_stages", col_grid, col_block,
                                  (d, d, rm, self._consts, w, *base, *same))
+                continue
+            if not single:
+                self._launch("ntt_forward_column_stages", col_grid, col_block,
+                             (s, d, rm, self._consts, w, skip_table, *base, *strides))
+            chunk_src, chunk_strides = (s, strides) if single else (d, same)
+            if chunk_output is not None:
+                chunk_output(chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
             else:
-                if not single:
-                    self._launch("ntt_forward_column_stages", col_grid, col_block,
-                                 (s, d, rm, self._consts, w, skip_table, *base, *strides))
                 self._launch("ntt_forward_chunk_stages", chunk_grid, chunk_block,
-                             (s if single else d, d, rm, self._consts, w, skip_table, *base,
-                              *(strides if single else same)), shared_mem=chunk_smem)
+                             (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
+                             shared_mem=chunk_smem)
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
@@ -523,6 +528,7 @@ class CupyBackend:
                 "out_map": self._rows(up["out_rows"])[1],
                 "key_digits": self._upload(up["key_digits"]),
                 "num_digits": len(up["key_digits"]),
+                "key_digits_needed": int(up["key_digits"].max()) + 1,  # digits a key must hold
                 "own_rows": up["own_rows"],
                 "up": (self._upload(up["convert"]), up["convert_size"]),
                 "down": (self._upload(down["convert"]), down["convert_size"]),
@@ -586,7 +592,7 @@ class CupyBackend:
         if digits.dtype != np.uint64 or digits.ndim < 3 or digits.shape[0] != D or digits.shape[-2:] != (R, n):
             raise ValueError(f"{what}: expected digits [{D}, ..., {R}, {n}], got {digits.shape}")
         key_rows = self.context.q_count + self.context.p_count
-        needed = max(index for index, _ in active_digits(self.context, rows)) + 1
+        needed = t["key_digits_needed"]
         checked = []
         for key in keys:
             if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
@@ -623,19 +629,17 @@ class CupyBackend:
         null = np.uint64(0)
         e3 = e.reshape(entries, L, n)
         if domain == "ntt" and self._fused_combine and len(self._groups(entries, L)) == 1:
-            # column stages of e, then its chunk stages with the combine as their output
-            log_chunk, chunk_grid, chunk_block, chunk_smem, col_grid, col_block = self._ntt_geometry(entries, L)
             tw, _ = self._tw()
-            base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
-            rowmap = t["out_map"][:L]
-            if log_chunk < self.log_n:
-                self._launch("ntt_forward_column_stages", col_grid, col_block,
-                             (e3, e3, rowmap, self._consts, tw, null, *base, np.int64(L * n), np.int64(L * n)))
-            self._launch("ntt_forward_chunk_stages_moddown_combine", chunk_grid, chunk_block,
-                         (e3, acc, out, rowmap, self._consts, tw, t["pinv"], null if c0 is None else c0,
-                          null if perms is None else perms, *base, np.int32(L), np.int32(batch),
-                          np.int64(L * n), np.int64(R * n), np.int64(out_es), np.int64(out_cs)),
-                         shared_mem=chunk_smem)
+            q_map = t["out_map"][:L]
+
+            def combine(src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
+                self._launch("ntt_forward_chunk_stages_moddown_combine", grid, block,
+                             (src, acc, out, q_map, self._consts, tw, t["pinv"], null if c0 is None else c0,
+                              null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
+                              np.int64(R * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
+
+            # NTT(e) is never stored: the chunk stages of e write the combined result
+            self._ntt_launch(e3, e3, q_map, False, L * n, L * n, entries, L, chunk_output=combine)
             return
         if domain == "ntt":
             self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
