@@ -34,11 +34,6 @@ using namespace fhe;
 // block's constants in shared memory (broadcast reads).
 __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S * T + 2 * T + 4 * S + 1; }
 
-// 1: guard every term of the unrolled accumulation with j < S_g (the previous build, for A/B).
-#ifndef FHE_BC_GUARD_TERMS
-#define FHE_BC_GUARD_TERMS 0
-#endif
-
 template <int SMAX>
 __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, u64* out, const u64* table,
                                                       int S, int T, int tile, int n, int batch, i64 in_bs,
@@ -88,12 +83,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         // whatever they read (zero W rows of a short group, or, when SMAX > S (at most 3 more;
         // the host picks the smallest SMAX >= S), the next words of the same shared table).
 #pragma unroll
-        for (int j = 0; j < SMAX; ++j) {
-#if FHE_BC_GUARD_TERMS
-          if (j < count)
-#endif
-            mad_wide(lo, hi, y[j], W[j * T + t]);
-        }
+        for (int j = 0; j < SMAX; ++j) mad_wide(lo, hi, y[j], W[j * T + t]);
         mad_wide(lo, hi, cnt, negc[t]);
         v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
       }
