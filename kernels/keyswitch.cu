@@ -34,6 +34,43 @@ using namespace fhe;
 // block's constants in shared memory (broadcast reads).
 __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S * T + 2 * T + 4 * S + 1; }
 
+// Base-conversion sums: 1 = in 27-bit pieces (PieceSum: 4 or 6 32-bit multiply-adds a term),
+// 0 = one 64 x 64-bit multiply-add into a 128-bit accumulator a term (mad_wide, ~15 instructions
+// in the SASS). Same exact sum either way, so the outputs are bit-identical.
+#ifndef FHE_BC_PIECES
+#define FHE_BC_PIECES 1
+#endif
+
+// The targets t0 .. t1-1 of one coefficient from its scaled sources y (SMAX values, zero past
+// the group's size) and negative count cnt; NP pieces per source value (y < 2^(27 NP)).
+// All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0 whatever they
+// read (zero W rows of a short group, or, when SMAX > S (at most 3 more; the host picks the
+// smallest SMAX >= S), the next words of the same shared table).
+template <int SMAX, int NP>
+__device__ __forceinline__ void convert_targets(const u64 (&y)[SMAX], u64 cnt, const u64* W, const u64* negc,
+                                                const u64* self, const u64* tq, const u64* sin, u64* o, int T,
+                                                int t0, int t1, int n) {
+  static_assert(SMAX + 1 <= 32, "PieceSum holds at most 32 terms");
+  unsigned p[SMAX][NP];
+#pragma unroll
+  for (int j = 0; j < SMAX; ++j) split_pieces<NP>(p[j], y[j]);
+  for (int t = t0; t < t1; ++t) {
+    u64 v;
+    if (self[t] != ~0ULL) {
+      v = sin[(i64)self[t] * n];
+    } else {
+      PieceSum<NP> sum;
+#pragma unroll
+      for (int j = 0; j < SMAX; ++j) sum.mad(p[j], W[j * T + t]);
+      sum.mad_small((unsigned)cnt, negc[t]);
+      u64 lo, hi;
+      sum.wide(lo, hi);
+      v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
+    }
+    o[(i64)t * n] = v;
+  }
+}
+
 template <int SMAX>
 __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, u64* out, const u64* table,
                                                       int S, int T, int tile, int n, int batch, i64 in_bs,
@@ -65,14 +102,20 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
   if constexpr (SMAX > 0) {
     u64 y[SMAX];
     u64 cnt = 0;
+    bool wide = false;  // a source of 54 bits or more: three pieces per value (PieceSum)
 #pragma unroll
     for (int j = 0; j < SMAX; ++j) {
       y[j] = 0;
       if (j < count) {
         y[j] = shoup_mul(cin[(i64)srow[j] * n], w[j], wp[j], sq[j]);
         cnt += is_negative_centered(y[j], sq[j]) ? 1 : 0;
+        wide |= (sq[j] >> (2 * FHE_PIECE_BITS)) != 0;
       }
     }
+#if FHE_BC_PIECES
+    if (wide) convert_targets<SMAX, 3>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
+    else convert_targets<SMAX, 2>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
+#else
     for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
@@ -89,6 +132,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
       }
       o[(i64)t * n] = v;
     }
+#endif
   } else {  // any group size: sources reloaded per target, high word reduced every 16 terms
     for (int t = t0; t < t1; ++t) {
       u64 v;

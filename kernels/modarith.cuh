@@ -95,6 +95,83 @@ __device__ __forceinline__ void mad_wide(u64& lo, u64& hi, u64 a, u64 b) {
   asm("mad.lo.cc.u64 %0, %2, %3, %0;\n\tmadc.hi.u64 %1, %2, %3, %1;" : "+l"(lo), "+l"(hi) : "l"(a), "l"(b));
 }
 
+// 128-bit add: (hi:lo) += (xhi:xlo) mod 2^128.
+__device__ __forceinline__ void add_wide(u64& lo, u64& hi, u64 xlo, u64 xhi) {
+  asm("add.cc.u64 %0, %0, %2;\n\taddc.u64 %1, %1, %3;" : "+l"(lo), "+l"(hi) : "l"(xlo), "l"(xhi));
+}
+
+// (hi:lo) += v * 2^SH mod 2^128 (SH a compile-time shift < 128).
+template <int SH>
+__device__ __forceinline__ void add_shifted(u64& lo, u64& hi, u64 v) {
+  if constexpr (SH == 0) {
+    add_wide(lo, hi, v, 0);
+  } else if constexpr (SH < 64) {
+    add_wide(lo, hi, v << SH, v >> (64 - SH));
+  } else {
+    hi += v << (SH - 64);
+  }
+}
+
+// Exact sums of products x * w (x < 2^(27 NP), w < 2^61) in pieces, without a 128-bit carry
+// chain per term: x = sum_k x_k 2^(27k) with x_k < 2^27 (split_pieces), w = w_0 + w_1 2^32
+// (w_0 < 2^32, w_1 < 2^29), and a[k][h] += x_k * w_h is one 32 x 32 + 64-bit multiply-add
+// (IMAD.WIDE.U32). Every product is below 2^59, so up to 32 terms never overflow a piece sum;
+// wide() adds the pieces at their weights 2^(27k + 32h) into the exact 128-bit total (exact
+// while the total stays below 2^128: 32 terms of x * w < 2^(27 NP + 61)). NP = 2 covers
+// x < 2^54 (4 multiply-adds a term), NP = 3 any word (6).
+constexpr int FHE_PIECE_BITS = 27;
+
+// acc += x * w for 32-bit x, w (one IMAD.WIDE.U32; written as PTX because the C++ form
+// (u64)x * w + acc measured as a multiply-add plus a separate add of the high word in the SASS).
+__device__ __forceinline__ void mad_wide_u32(u64& acc, unsigned x, unsigned w) {
+  asm("mad.wide.u32 %0, %1, %2, %0;" : "+l"(acc) : "r"(x), "r"(w));
+}
+
+template <int NP>
+__device__ __forceinline__ void split_pieces(unsigned (&p)[NP], u64 x) {
+#pragma unroll
+  for (int k = 0; k + 1 < NP; ++k) p[k] = (unsigned)(x >> (FHE_PIECE_BITS * k)) & ((1u << FHE_PIECE_BITS) - 1);
+  p[NP - 1] = (unsigned)(x >> (FHE_PIECE_BITS * (NP - 1)));
+}
+
+template <int NP>
+struct PieceSum {
+  static_assert(NP >= 1 && NP <= 3, "1 to 3 pieces of 27 bits");
+  u64 a[NP][2];
+  __device__ __forceinline__ PieceSum() {
+#pragma unroll
+    for (int k = 0; k < NP; ++k) a[k][0] = a[k][1] = 0;
+  }
+  // += x * w, x given as its pieces.
+  __device__ __forceinline__ void mad(const unsigned (&x)[NP], u64 w) {
+    const unsigned w0 = (unsigned)w, w1 = (unsigned)(w >> 32);
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      mad_wide_u32(a[k][0], x[k], w0);
+      mad_wide_u32(a[k][1], x[k], w1);
+    }
+  }
+  // += x * w for a small x < 2^27 (one piece).
+  __device__ __forceinline__ void mad_small(unsigned x, u64 w) {
+    mad_wide_u32(a[0][0], x, (unsigned)w);
+    mad_wide_u32(a[0][1], x, (unsigned)(w >> 32));
+  }
+  // The exact total as hi:lo.
+  __device__ __forceinline__ void wide(u64& lo, u64& hi) const {
+    lo = a[0][0];
+    hi = 0;
+    add_shifted<32>(lo, hi, a[0][1]);
+    if constexpr (NP > 1) {
+      add_shifted<FHE_PIECE_BITS>(lo, hi, a[1][0]);
+      add_shifted<FHE_PIECE_BITS + 32>(lo, hi, a[1][1]);
+    }
+    if constexpr (NP > 2) {
+      add_shifted<2 * FHE_PIECE_BITS>(lo, hi, a[2][0]);
+      add_shifted<2 * FHE_PIECE_BITS + 32>(lo, hi, a[2][1]);
+    }
+  }
+};
+
 // Montgomery reduction of a 128-bit value x = hi:lo with hi < q: x * 2^-64 mod q in [0, q).
 // m = lo * q^-1 mod 2^64 makes x - m*q divisible by 2^64 with equal low words, so
 // (x - m*q) / 2^64 = hi - mulhi(m, q) in (-q, q); add q once if negative.
