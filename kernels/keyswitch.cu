@@ -34,9 +34,14 @@ using namespace fhe;
 // block's constants in shared memory (broadcast reads).
 __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S * T + 2 * T + 4 * S + 1; }
 
-// Base-conversion sums: 1 = in 27-bit pieces (PieceSum: 4 or 6 32-bit multiply-adds a term),
-// 0 = one 64 x 64-bit multiply-add into a 128-bit accumulator a term (mad_wide, ~15 instructions
-// in the SASS). Same exact sum either way, so the outputs are bit-identical.
+// Base-conversion sums of sources below 2^54 (the 40-bit Q primes of ModUp): 1 = in two 27-bit
+// pieces (PieceSum: 4 32-bit multiply-adds a term; s9 target loop 187 -> 146 SASS instructions),
+// 0 = one 64 x 64-bit multiply-add into a 128-bit accumulator a term (mad_wide, ~15 instructions),
+// the form wider sources (ModDown's 60-bit P primes) always take: three pieces (6 multiply-adds)
+// measured slower than it. Same exact sum either way, so the outputs are bit-identical.
+// Measured on the H200 (2026-11-29 s5, graph replay, N=2^16 dnum 4): ModUp 291.5 -> 273.5 us,
+// with the NTT hint 262.5 -> 244.0 us; rotation 558.1 -> 544.9 us (the ModDown then ran three
+// pieces, +4 us: now mad_wide).
 #ifndef FHE_BC_PIECES
 #define FHE_BC_PIECES 1
 #endif
@@ -102,7 +107,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
   if constexpr (SMAX > 0) {
     u64 y[SMAX];
     u64 cnt = 0;
-    bool wide = false;  // a source of 54 bits or more: three pieces per value (PieceSum)
+    bool wide = false;  // a source of 54 bits or more: mad_wide sums
 #pragma unroll
     for (int j = 0; j < SMAX; ++j) {
       y[j] = 0;
@@ -113,9 +118,11 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
       }
     }
 #if FHE_BC_PIECES
-    if (wide) convert_targets<SMAX, 3>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
-    else convert_targets<SMAX, 2>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
-#else
+    if (!wide) {
+      convert_targets<SMAX, 2>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
+      return;
+    }
+#endif
     for (int t = t0; t < t1; ++t) {
       u64 v;
       if (self[t] != ~0ULL) {
@@ -132,7 +139,6 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
       }
       o[(i64)t * n] = v;
     }
-#endif
   } else {  // any group size: sources reloaded per target, high word reduced every 16 terms
     for (int t = t0; t < t1; ++t) {
       u64 v;

@@ -623,3 +623,33 @@ def test_numpy_modup_takes_own_rows_from_the_ntt_hint(ctx):
         assert np.array_equal(marked[d][..., other, :], plain[d][..., other, :])
     with pytest.raises(ValueError, match="c_ntt"):
         nb.modup(c, rows, c_ntt=c_ntt[:1])
+
+
+def _piece_sum(terms: list[tuple[int, int]], pieces: int) -> int:
+    """modarith.cuh PieceSum: x in 27-bit pieces, w in 32-bit halves, each piece product added
+    to a 64-bit sum (asserted never to wrap), the sums added at their weights modulo 2^128."""
+    acc = [[0, 0] for _ in range(pieces)]
+    for x, w in terms:
+        assert x < 1 << (27 * pieces) and w < 1 << 61
+        xs = [(x >> (27 * k)) & ((1 << 27) - 1) for k in range(pieces - 1)] + [x >> (27 * (pieces - 1))]
+        assert all(p < 1 << 32 for p in xs)  # each piece is a 32-bit operand
+        for k in range(pieces):
+            for h, wh in enumerate((w & W, w >> 32)):
+                acc[k][h] += xs[k] * (wh & 0xFFFFFFFF)
+                assert acc[k][h] <= W, "a 64-bit piece sum would wrap"
+    total = sum(acc[k][h] << (27 * k + 32 * h) for k in range(pieces) for h in range(2))
+    return total % (1 << 128)
+
+
+def test_piece_sums_are_exact_at_their_worst_case():
+    """The base conversion's piecewise sum (keyswitch.cu convert_targets, two pieces for sources
+    below 2^54) equals the exact sum for SMAX = 16 terms plus the negative-count term, each at
+    its largest (x = 2^54 - 1, w = 2^61 - 1; count 16), and on random terms."""
+    top = [((1 << 54) - 1, (1 << 61) - 1)] * 16 + [(16, (1 << 61) - 1)]
+    assert _piece_sum(top, 2) == sum(x * w for x, w in top)
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        terms = [(int(rng.integers(0, 1 << 54)), int(rng.integers(0, 1 << 61))) for _ in range(int(rng.integers(1, 17)))]
+        assert _piece_sum(terms, 2) == sum(x * w for x, w in terms)
+    with pytest.raises(AssertionError):  # a 55-bit source does not fit two pieces
+        _piece_sum([(1 << 54, 1)], 2)
