@@ -273,9 +273,7 @@ struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk
   }
 };
 
-// FROM_SMEM: the chunk's input is already in shared memory (padded, sm_pad(position)), as the
-// cluster kernels leave it; src is then unused.
-template <int LC, bool FROM_SMEM, class Store>
+template <int LC, class Store>
 __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
   constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
@@ -283,8 +281,7 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
   u64 v[FHE_VPT];
   u64x2 t[FHE_VPT];
   forward_round_twiddles<RS0>(t, tid, T, 0, log_n, LC, base, w);
-  if constexpr (FROM_SMEM) round_load<RS0>(v, sm, tid, T, LC - RS0);
-  else global_load<RS0>(v, src, tid, T, LC - RS0);
+  global_load<RS0>(v, src, tid, T, LC - RS0);
   forward_round_apply<RS0>(v, t, nq, two_q);
 #pragma unroll
   for (int p = RS0; p < LC; p += FHE_LV) {
@@ -329,7 +326,7 @@ struct ForwardChunk {
     const int tid = threadIdx.x;
     const u64 two_q = 2 * q;
     const u64 nq = 0 - q;
-#define FHE_FWD(LC) forward_chunk<LC, false>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
     FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
   }
@@ -396,32 +393,10 @@ struct CombineStore {
 // reads its whole chunk before it writes). Launch: as ntt_forward_chunk_stages over L rows.
 // The host uses it unless the build defines FHE_MODDOWN_FUSED_COMBINE=0 (A/B against the
 // separate keyswitch_moddown_combine).
-// The CombineStore of block `at` (row i = at.limb, entry) of a fused ModDown combine whose
-// forward chunk is c.
-__device__ __forceinline__ CombineStore combine_store_of(const ForwardChunk& c, const u64* x, u64* out,
-                                                         const u64* FHE_RO pinv, const u64* c0, const int* perms,
-                                                         int log_n, int L, int batch, i64 x_bs, i64 out_es,
-                                                         i64 out_cs, ChunkCoords at) {
-  const int N = 1 << log_n;
-  const int i = at.limb;
-  const int ent = at.entry / (2 * batch);
-  const int comp = (at.entry / batch) % 2;
-  const int b = at.entry % batch;
-  const int pos = c.base + ((int)threadIdx.x << FHE_LV);  // this thread's first output coefficient
-  const bool rotate_c0 = c0 != nullptr && comp == 0;
-  return {x + at.entry * x_bs + (i64)i * N + pos,
-          out + ent * out_es + comp * out_cs + ((i64)b * L + i) * N + pos,
-          rotate_c0 ? c0 + ((i64)b * L + i) * N : nullptr,
-          rotate_c0 ? perms + (i64)ent * N + pos : nullptr,
-          c.q, pinv[L + i], pinv[2 * L + i]};
-}
-
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown_combine(
     const u64* e, const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
     const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
     int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
-  // combine_store_of's body written out: ptxas spills less this way (32 / 88 / 240 bytes of stack /
-  // spill stores / loads against 56 / 96 / 404 through the helper, CUDA 13 sm_90)
   const int N = 1 << log_n;
   const ChunkCoords at = chunk_coords();
   const int i = at.limb;
@@ -443,9 +418,7 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
 // LC % FHE_LV stages if any.
-// TO_SMEM: the lazy output goes to shared memory (padded, sm_pad(position)) for the cluster
-// kernels' column stages instead of dst (unused; `whole` must be false).
-template <int LC, bool TO_SMEM = false>
+template <int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
                                               u64 ninv_sh) {
@@ -483,18 +456,13 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
     inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
     inverse_round_apply<REST>(v, t, nq, two_q);
   }
-  if constexpr (TO_SMEM) {
-    // each thread writes back the positions its last round read: no barrier needed before
-    round_store<RSL>(v, sm, tid, T, LTL);
-  } else {
 #pragma unroll
-    for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
-      u64* d = dst + round_index<RSL>(tid, g, 0, LTL, T);
+  for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
+    u64* d = dst + round_index<RSL>(tid, g, 0, LTL, T);
 #pragma unroll
-      for (int k = 0; k < (1 << RSL); ++k) {
-        const u64 x = v[(g << RSL) | k];
-        d[k << LTL] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
-      }
+    for (int k = 0; k < (1 << RSL); ++k) {
+      const u64 x = v[(g << RSL) | k];
+      d[k << LTL] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
     }
   }
 }
@@ -567,236 +535,3 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
     default: break;
   }
 }
-
-// --- one-pass transforms on thread-block clusters (sm_90+) -------------------------------
-// For K = log_n - log_chunk = 4 a cluster of 16 blocks holds one polynomial, block r (the
-// cluster rank = blockIdx.x) its chunk r in shared memory; the 4 column stages (strides >= C)
-// pair coefficients of different blocks and run through distributed shared memory, so a
-// transform reads and writes global memory once and is one launch (the two-launch form
-// moves the data through global memory twice).
-// Column work of block r: its C/16 columns j in [r C/16, (r+1) C/16); each column j is the 16
-// coefficients x = j + c C (c < 16), and a lane pair (lanes 2i, 2i+1: h = lane & 1) shares one
-// column, lane h holding 8 of them. Forward: lane h loads c = h + 2m (m < 8) from global memory
-// and runs stages 0-2 on them (c-distances 8, 4, 2); a shuffle gives lane h the pairs
-// (c, c+1) of c in [8h, 8h+8) for stage 3, and each result goes to block c's shared memory
-// (chunk position j). Inverse: the mirror image (stage log_chunk on c in [8h, 8h+8) read from
-// the blocks' shared memory, a shuffle, the last three stages on c = h + 2m, times N^-1, to
-// global memory).
-// Ordering: every block reaches the cluster barrier after its global reads and before its
-// global writes, so the kernels run in place across blocks; a block's shared memory is written
-// remotely only after every block of the cluster has started (barrier arrive at entry, wait
-// before the first remote store) and is not released (block exit) before every remote read of
-// it is done (arrive after the reads, wait before exit).
-// Non-portable cluster size (16 > 8): the loader sets the kernel attribute that allows it
-// (runtime/kernels.py). Built for sm_80 as empty kernels, which the host never launches there.
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-#define FHE_NTT_CLUSTER 1
-#define FHE_NTT_CLUSTER_BOUNDS __cluster_dims__(16, 1, 1) FHE_NTT_CHUNK_BOUNDS
-#else
-#define FHE_NTT_CLUSTER 0
-#define FHE_NTT_CLUSTER_BOUNDS FHE_NTT_CHUNK_BOUNDS
-#endif
-
-#if FHE_NTT_CLUSTER
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  unsigned a;
-  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
-  return a;
-}
-// The address of the same shared-memory word in block `rank` of this cluster.
-__device__ __forceinline__ unsigned cluster_address(unsigned local, int rank) {
-  unsigned a;
-  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
-  return a;
-}
-__device__ __forceinline__ void cluster_store(unsigned address, u64 v) {
-  asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(address), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 cluster_load(unsigned address) {
-  u64 v;
-  asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(address) : "memory");
-  return v;
-}
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-// Column stages of block `rank` (see above): row = the polynomial in global memory.
-// Out: the block's chunk after all 4 column stages in every block's shared memory ([0, 4q)).
-template <int LC>
-__device__ __forceinline__ void forward_cluster_columns(const u64* row, u64* sm, int tid, int rank,
-                                                        const u64x2* w, u64 q) {
-  constexpr int C = 1 << LC;
-  const int h = tid & 1;
-  const int j = rank * (C >> 4) + (tid >> 1);
-  cluster_arrive_relaxed();  // this block has started: the others may write into it after their wait
-  u64 v[8];
-#pragma unroll
-  for (int m = 0; m < 8; ++m) v[m] = row[(h + 2 * m) * C + j];
-  forward_column_stages<3>(v, w, q);  // stages 0-2 on c = h + 2m: twiddle 2^s + (m >> (3 - s))
-  // stage 3: lane h takes the pairs (c, c + 1), c = 2p, p in [4h, 4h + 4)
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
-  u64 a[4], b[4];
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const u64 r = __shfl_xor_sync(0xffffffffu, h ? v[m] : v[m + 4], 1);
-    a[m] = h ? r : v[m];          // c = 2p
-    b[m] = h ? v[m + 4] : r;      // c = 2p + 1
-    const u64x2 wt = w[8 + 4 * h + m];
-    ct_butterfly(a[m], b[m], wt.a, wt.b, nq, two_q);
-  }
-  const unsigned local = shared_address(sm + sm_pad(j & (C - 1)));
-  cluster_wait();  // every block of the cluster has started
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const int c = 2 * (4 * h + m);
-    cluster_store(cluster_address(local, c), a[m]);
-    cluster_store(cluster_address(local, c + 1), b[m]);
-  }
-  cluster_arrive();
-  cluster_wait();  // every chunk is complete in its block's shared memory
-}
-
-// Inverse column stages of block `rank` after every block's chunk stages are in its shared
-// memory (lazy [0, 2q)); writes its columns, times N^-1 (canonical), to row in global memory.
-template <int LC>
-__device__ __forceinline__ void inverse_cluster_columns(u64* row, u64* sm, int tid, int rank, const u64x2* w,
-                                                        u64 q, u64 ninv, u64 ninv_sh) {
-  constexpr int C = 1 << LC;
-  const int h = tid & 1;
-  const int j = rank * (C >> 4) + (tid >> 1);
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
-  const unsigned local = shared_address(sm + sm_pad(j & (C - 1)));
-  u64 a[4], b[4];
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {  // stage log_chunk: pairs (c, c + 1), c = 2p, p in [4h, 4h + 4)
-    const int c = 2 * (4 * h + m);
-    a[m] = cluster_load(cluster_address(local, c));
-    b[m] = cluster_load(cluster_address(local, c + 1));
-  }
-  cluster_arrive();  // done reading the other blocks' shared memory
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const u64x2 wt = w[8 + 4 * h + m];
-    gs_butterfly(a[m], b[m], wt.a, wt.b, nq, two_q);
-  }
-  // lane h takes c = h + 2m: its own c of parity h, the partner's the rest
-  u64 v[8];
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const u64 r = __shfl_xor_sync(0xffffffffu, h ? a[m] : b[m], 1);
-    v[m] = h ? r : a[m];          // c = h + 2m, m < 4: lane 0 its own 2m, lane 1 the partner's 2m + 1
-    v[m + 4] = h ? b[m] : r;      // m + 4: lane 0 the partner's 2(m + 4), lane 1 its own 2(m + 4) + 1
-  }
-  inverse_column_stages<3>(v, w, q, 3);  // stages on c-distances 2, 4, 8: twiddle 2^(2-l) + (m >> (l+1))
-#pragma unroll
-  for (int m = 0; m < 8; ++m) row[(h + 2 * m) * C + j] = shoup_mul(v[m], ninv, ninv_sh, q);
-  cluster_wait();  // the other blocks are done reading this block's shared memory
-}
-#endif
-
-#define FHE_CLUSTER_DISPATCH(BODY)                                                              \
-  switch (log_chunk) {                                                                          \
-    case 6: BODY(6); break;                                                                     \
-    case 7: BODY(7); break;                                                                     \
-    case 8: BODY(8); break;                                                                     \
-    case 9: BODY(9); break;                                                                     \
-    case 10: BODY(10); break;                                                                   \
-    case 11: BODY(11); break;                                                                   \
-    case 12: BODY(12); break;                                                                   \
-    default: break;                                                                             \
-  }
-
-// The forward transform of one row on a cluster: its column stages, then the chunk stages of
-// block `at.chunk` handed to `store` as in ForwardChunk::run.
-template <class Store>
-__device__ __forceinline__ void forward_cluster_run(const ForwardChunk& c, const u64* row, const Store& store,
-                                                    int log_n, int log_chunk, int rank) {
-#if FHE_NTT_CLUSTER
-  extern __shared__ u64 sm[];
-  const int tid = threadIdx.x;
-  const u64 two_q = 2 * c.q;
-  const u64 nq = 0 - c.q;
-#define FHE_FWD_CLUSTER(LC)                                              \
-  forward_cluster_columns<LC>(row, sm, tid, rank, c.w, c.q);             \
-  forward_chunk<LC, true>(nullptr, store, sm, tid, log_n, c.base, c.w, c.q, nq, two_q)
-  FHE_CLUSTER_DISPATCH(FHE_FWD_CLUSTER)
-#undef FHE_FWD_CLUSTER
-#endif
-}
-
-// ntt_forward_cluster16: the whole forward transform in one launch for log_n = log_chunk + 4
-// (6 <= log_chunk <= 12), one cluster of 16 blocks per polynomial. Same axes, ranges, row-skip
-// table and in-place rule as ntt_forward_column_stages + ntt_forward_chunk_stages (in [0, 4q),
-// out canonical). Launch: grid (16, limbs, batch), block C / 8, dynamic shared memory
-// (C + C / 16) * 8 bytes; sm_90 or later.
-extern "C" __global__ void FHE_NTT_CLUSTER_BOUNDS ntt_forward_cluster16(const u64* in, u64* out,
-                                                                       const int* FHE_RO rowmap,
-                                                                       const u64* FHE_RO consts,
-                                                                       const u64* FHE_RO tw2, const int* FHE_RO skip,
-                                                                       int num_moduli, int log_n, int log_chunk,
-                                                                       i64 in_bs, i64 out_bs) {
-  const ChunkCoords at{(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z};
-  const int limb = skipped_row(skip, at.entry, at.limb);
-  if (limb < 0) return;  // uniform per cluster (one row): before any barrier
-  const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
-  const ChunkStore store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
-  forward_cluster_run(c, c.src - c.base, store, log_n, log_chunk, at.chunk);
-}
-
-// ntt_forward_cluster16_moddown_combine: ntt_forward_chunk_stages_moddown_combine on a cluster
-// (the whole forward transform of e, then the combine; same arguments). Launch: as
-// ntt_forward_cluster16 over L rows.
-extern "C" __global__ void FHE_NTT_CLUSTER_BOUNDS ntt_forward_cluster16_moddown_combine(
-    const u64* e, const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
-    const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
-    int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
-  const ChunkCoords at{(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z};
-  const ForwardChunk c = forward_chunk_of(e, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, at.limb);
-  const CombineStore store = combine_store_of(c, x, out, pinv, c0, perms, log_n, L, batch, x_bs, out_es, out_cs, at);
-  forward_cluster_run(c, c.src - c.base, store, log_n, log_chunk, at.chunk);
-}
-
-// ntt_inverse_cluster16: the whole inverse transform in one launch for log_n = log_chunk + 4
-// (6 <= log_chunk <= 12), one cluster of 16 blocks per polynomial; in canonical, out times
-// N^-1, canonical; may run in place. Launch: grid (16, limbs, batch), block C / 8, dynamic
-// shared memory (C + C / 16) * 8 bytes; sm_90 or later.
-extern "C" __global__ void FHE_NTT_CLUSTER_BOUNDS ntt_inverse_cluster16(const u64* in, u64* out,
-                                                                       const int* FHE_RO rowmap,
-                                                                       const u64* FHE_RO consts,
-                                                                       const u64* FHE_RO itw2, int num_moduli,
-                                                                       int log_n, int log_chunk, i64 in_bs,
-                                                                       i64 out_bs) {
-#if FHE_NTT_CLUSTER
-  extern __shared__ u64 sm[];
-  const int N = 1 << log_n;
-  const int tid = threadIdx.x;
-  const int rank = blockIdx.x;
-  const int id = rowmap[blockIdx.y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
-  const int base = rank << log_chunk;
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
-  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
-  const u64 ninv = consts[FHE_C_NINV * num_moduli + id];
-  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
-#define FHE_INV_CLUSTER(LC)                                                                          \
-  inverse_chunk<LC, true>(src + base, nullptr, sm, tid, log_n, base, w, q, nq, two_q, false, 0, 0);   \
-  cluster_arrive();                                                                                  \
-  cluster_wait();                                                                                    \
-  inverse_cluster_columns<LC>(dst, sm, tid, rank, w, q, ninv, ninv_sh)
-  FHE_CLUSTER_DISPATCH(FHE_INV_CLUSTER)
-#undef FHE_INV_CLUSTER
-#endif
-}
-#undef FHE_CLUSTER_DISPATCH

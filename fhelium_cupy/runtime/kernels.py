@@ -34,10 +34,6 @@ __all__ = [
 KERNEL_SOURCES: tuple[str, ...] = ("rns.cu", "ntt.cu", "automorphism.cu", "keyswitch.cu")
 
 _KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:[A-Z][A-Z0-9_]*_BOUNDS\s+)?(\w+)\s*\(')
-# Kernels declared with a *_CLUSTER_BOUNDS macro carry a compile-time cluster size above the
-# portable 8 (kernels/ntt.cu: 16): the loader allows it on each function it loads.
-_CLUSTER_KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+[A-Z][A-Z0-9_]*_CLUSTER_BOUNDS\s+(\w+)\s*\(')
-_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute (cuda.h)
 
 
 def kernel_source_dir() -> Path:
@@ -192,9 +188,6 @@ class KernelLibrary:
         self.kernel_dir = kernel_dir
         self.options = options
         self._names = kernel_names(kernel_dir)
-        self._cluster_names = {
-            name for source in KERNEL_SOURCES for name in _CLUSTER_KERNEL_DECL.findall((kernel_dir / source).read_text())
-        }
         self._modules: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
 
@@ -238,13 +231,8 @@ class KernelLibrary:
                 source = self._names[name]
             except KeyError:
                 raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
-            with self._cupy.cuda.Device(self.device_id) as device:
+            with self._cupy.cuda.Device(self.device_id):
                 function = self.module(source).get_function(name)
-                # below sm_90 these kernels are built without clusters (never launched there)
-                if name in self._cluster_names and int(device.compute_capability) >= 90:
-                    self._cupy.cuda.driver.funcSetAttribute(
-                        function.kernel.ptr, _CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1
-                    )
             self._functions[name] = function
         return function
 

@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 _CHUNK_LOG = 12  # largest shared-memory chunk of the NTT: 4096 words (+1/16 padding) = 34 KiB
-_CLUSTER_COLUMN_STAGES = 4  # ntt.cu *_cluster16: clusters of 2^4 chunks
 _MIN_CHUNK_LOG = 10  # smallest chunk chosen to fill the GPU when few polynomials are batched
 _MAX_COLUMN_STAGES = 4  # ntt.cu instantiates 1..4 register column stages
 _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients per thread
@@ -134,13 +133,6 @@ class CupyBackend:
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
-        # one-launch transforms on 16-block clusters (ntt.cu *_cluster16) where the chunk leaves
-        # 4 column stages; sm_90 or later, grid order (chunk, limb, entry) only
-        self._cluster_ntt = (
-            options.define("FHE_NTT_CLUSTER_LAUNCH", "1") != "0"
-            and not self._ntt_batch_fast
-            and int(getattr(self._device, "compute_capability", "0")) >= 90
-        )
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -408,14 +400,10 @@ class CupyBackend:
         Forward only, in one launch group:
           ``skip``: ``(table, skipped)``, the row-skip table of ``ntt.cu`` (``skipped_row``) and
             the fewest rows any entry skips; those rows are left as they are.
-          ``chunk_output(cluster, chunk_src, grid, block, shared_mem, base, src_bs)``: launches a
-            kernel in place of ``ntt_forward_chunk_stages`` (``cluster``: of
-            ``ntt_forward_cluster16``, the whole transform) that writes its own output (the fused
-            ModDown combine), with the launch geometry and the ``(num_moduli, log_n, log_chunk)``
-            scalars.
-
-        Where the chunk leaves 4 column stages on sm_90 or later, one ``*_cluster16`` launch
-        does the whole transform (grid (16, rows, entries), clusters of 16 blocks)."""
+          ``chunk_output(chunk_src, grid, block, shared_mem, base, src_bs)``: launches a kernel
+            in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
+            ModDown combine), with the chunk launch geometry and the ``(num_moduli, log_n,
+            log_chunk)`` scalars."""
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
@@ -438,17 +426,6 @@ class CupyBackend:
             strides = (np.int64(src_bs), np.int64(dst_bs))
             same = (np.int64(dst_bs), np.int64(dst_bs))
             single = log_chunk == self.log_n  # one chunk kernel does every stage
-            if self._cluster_ntt and self.log_n - log_chunk == _CLUSTER_COLUMN_STAGES and log_chunk >= 6:
-                cluster_grid = (self.n // chunk, g[1], g[0])
-                if inverse:
-                    self._launch("ntt_inverse_cluster16", cluster_grid, chunk_block,
-                                 (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
-                elif chunk_output is not None:
-                    chunk_output(True, s, cluster_grid, chunk_block, chunk_smem, base, strides[0])
-                else:
-                    self._launch("ntt_forward_cluster16", cluster_grid, chunk_block,
-                                 (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
-                continue
             if inverse:
                 self._launch("ntt_inverse_chunk_stages", chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
@@ -461,7 +438,7 @@ class CupyBackend:
                              (s, d, rm, self._consts, w, skip_table, *base, *strides))
             chunk_src, chunk_strides = (s, strides) if single else (d, same)
             if chunk_output is not None:
-                chunk_output(False, chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
+                chunk_output(chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
             else:
                 self._launch("ntt_forward_chunk_stages", chunk_grid, chunk_block,
                              (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
@@ -655,10 +632,8 @@ class CupyBackend:
             tw, _ = self._tw()
             q_map = t["out_map"][:L]
 
-            def combine(cluster: bool, src: Any, grid: tuple, block: int, smem: int, base: tuple,
-                        src_bs: Any) -> None:
-                name = "ntt_forward_cluster16_moddown_combine" if cluster else "ntt_forward_chunk_stages_moddown_combine"
-                self._launch(name, grid, block,
+            def combine(src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
+                self._launch("ntt_forward_chunk_stages_moddown_combine", grid, block,
                              (src, acc, out, q_map, self._consts, tw, t["pinv"], null if c0 is None else c0,
                               null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
                               np.int64(R * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
