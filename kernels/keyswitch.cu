@@ -132,26 +132,9 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0
         // whatever they read (zero W rows of a short group, or, when SMAX > S (at most 3 more;
         // the host picks the smallest SMAX >= S), the next words of the same shared table).
-#if FHE_BC_PIECES
-        if ((tq[t] >> (2 * FHE_PIECE_BITS)) == 0) {  // a narrow target (uniform): W, negc < 2^54 in pieces
-          PieceSum<2> sum;
 #pragma unroll
-          for (int j = 0; j < SMAX; ++j) {
-            unsigned wp[2];
-            split_pieces<2>(wp, W[j * T + t]);
-            sum.mad(wp, y[j]);
-          }
-          unsigned np[2];
-          split_pieces<2>(np, negc[t]);
-          sum.mad(np, cnt);
-          sum.wide(lo, hi);
-        } else
-#endif
-        {
-#pragma unroll
-          for (int j = 0; j < SMAX; ++j) mad_wide(lo, hi, y[j], W[j * T + t]);
-          mad_wide(lo, hi, cnt, negc[t]);
-        }
+        for (int j = 0; j < SMAX; ++j) mad_wide(lo, hi, y[j], W[j * T + t]);
+        mad_wide(lo, hi, cnt, negc[t]);
         v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
       }
       o[(i64)t * n] = v;
