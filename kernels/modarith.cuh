@@ -118,7 +118,8 @@ __device__ __forceinline__ void add_shifted(u64& lo, u64& hi, u64 v) {
 // (IMAD.WIDE.U32). Every product is below 2^59, so up to 32 terms never overflow a piece sum;
 // wide() adds the pieces at their weights 2^(27k + 32h) into the exact 128-bit total (exact
 // while the total stays below 2^128: 32 terms of x * w < 2^(27 NP + 61)). NP = 2 covers
-// x < 2^54 (4 multiply-adds a term), NP = 3 any word (6).
+// x < 2^54 (4 multiply-adds a term). Wider x take mad_wide: three pieces (6 multiply-adds)
+// measured slower than it in the base conversion (H200, 2026-11-29 s5).
 constexpr int FHE_PIECE_BITS = 27;
 
 // acc += x * w for 32-bit x, w (one IMAD.WIDE.U32; written as PTX because the C++ form
@@ -136,7 +137,7 @@ __device__ __forceinline__ void split_pieces(unsigned (&p)[NP], u64 x) {
 
 template <int NP>
 struct PieceSum {
-  static_assert(NP >= 1 && NP <= 3, "1 to 3 pieces of 27 bits");
+  static_assert(NP >= 1 && NP <= 2, "1 or 2 pieces of 27 bits");
   u64 a[NP][2];
   __device__ __forceinline__ PieceSum() {
 #pragma unroll
@@ -164,10 +165,6 @@ struct PieceSum {
     if constexpr (NP > 1) {
       add_shifted<FHE_PIECE_BITS>(lo, hi, a[1][0]);
       add_shifted<FHE_PIECE_BITS + 32>(lo, hi, a[1][1]);
-    }
-    if constexpr (NP > 2) {
-      add_shifted<2 * FHE_PIECE_BITS>(lo, hi, a[2][0]);
-      add_shifted<2 * FHE_PIECE_BITS + 32>(lo, hi, a[2][1]);
     }
   }
 };
