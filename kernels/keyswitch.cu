@@ -377,8 +377,12 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 #ifndef FHE_LT_MIN_BLOCKS
 #define FHE_LT_MIN_BLOCKS 4
 #endif
+// Its block size (the host reads the same define: CupyBackend._lt_block).
+#ifndef FHE_LT_BLOCK
+#define FHE_LT_BLOCK 256
+#endif
 #if FHE_LT_MIN_BLOCKS > 0
-#define FHE_LT_BOUNDS __launch_bounds__(256, FHE_LT_MIN_BLOCKS)
+#define FHE_LT_BOUNDS __launch_bounds__(FHE_LT_BLOCK, FHE_LT_MIN_BLOCKS)
 #else
 #define FHE_LT_BOUNDS
 #endif

@@ -133,6 +133,9 @@ class CupyBackend:
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
+        # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
+        self._lt_block = int(options.define("FHE_LT_BLOCK", "256"))
+        self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "4"))
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -749,7 +752,7 @@ class CupyBackend:
         key_table, perms = self._many_tables(keys, gs)
         parts = self.linear_transform_parts or self._linear_transform_parts(R)
         acc = self.xp.empty((parts, 2, R, n), dtype=np.uint64)
-        self._launch("keyswitch_linear_transform_accumulate", (-(-n // _BLOCK), R, parts), _BLOCK,
+        self._launch("keyswitch_linear_transform_accumulate", (-(-n // self._lt_block), R, parts), self._lt_block,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
                       np.int32(D), np.int32(key_rows)))
@@ -760,12 +763,12 @@ class CupyBackend:
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most
-        1.5 waves (4 blocks of 256 per SM, FHE_LT_MIN_BLOCKS), else 1. Its blocks all live
+        1.5 waves (FHE_LT_MIN_BLOCKS blocks of FHE_LT_BLOCK per SM: 4 of 256), else 1. Its blocks all live
         about as long, so a nearly empty last wave costs a whole block lifetime; two parts
         halve the lifetime. Measured on the H200 (N=2^14, 8 diagonals, 576 blocks for 528
         slots, 2026-11-29 s4): 7-key linear transform 110.9 us in one part, 106.3-106.6 in 2,
         106.8-107.4 in 4 (partial sums add 2.4 MiB per part)."""
-        waves = -(-self.n // _BLOCK) * rows / (4 * self._sm_count)
+        waves = -(-self.n // self._lt_block) * rows / (max(1, self._lt_min_blocks) * self._sm_count)
         return 2 if 1 < waves <= 1.5 else 1
 
     def _many_out(self, out: Any, shape: tuple[int, ...]) -> tuple[int, int] | None:
