@@ -66,21 +66,20 @@ __device__ __forceinline__ int skipped_row(const int* FHE_RO skip, int z, int y)
   return row < e[2] ? row : -1;
 }
 
-template <int K, bool LAZY>
+template <int K>
 __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
   const int C = 1 << log_chunk;
   u64 v[1 << K];
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
-  forward_column_stages<K, LAZY>(v, tw, q);
+  forward_column_stages<K>(v, tw, q);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[c * C + j] = v[c];
 }
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
-// Axis [batch, limb, coeff]. In: [0, 4q) (canonical accepted). Out: harvey [0, 4q), or
-// [0, 4q + 2Kq) for a lazy row (ntt_forward_lazy; ntt_forward_chunk_stages takes either).
+// Axis [batch, limb, coeff]. In: [0, 4q) (canonical accepted). Out: harvey [0, 4q).
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C; with a
 // row-skip table (skipped_row) grid y counts the transformed rows of the widest entry.
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
@@ -96,17 +95,13 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
   const u64* src = in + blockIdx.z * in_bs + (i64)y * N;
   u64* dst = out + blockIdx.z * out_bs + (i64)y * N;
   const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
-#define FHE_FWD_COLUMNS(K)                                                                          \
-  (ntt_forward_lazy(q) ? forward_columns_body<K, true>(src, dst, q, w, log_chunk, j)                \
-                       : forward_columns_body<K, false>(src, dst, q, w, log_chunk, j))
   switch (log_n - log_chunk) {
-    case 1: FHE_FWD_COLUMNS(1); break;
-    case 2: FHE_FWD_COLUMNS(2); break;
-    case 3: FHE_FWD_COLUMNS(3); break;
-    case 4: FHE_FWD_COLUMNS(4); break;
+    case 1: forward_columns_body<1>(src, dst, q, w, log_chunk, j); break;
+    case 2: forward_columns_body<2>(src, dst, q, w, log_chunk, j); break;
+    case 3: forward_columns_body<3>(src, dst, q, w, log_chunk, j); break;
+    case 4: forward_columns_body<4>(src, dst, q, w, log_chunk, j); break;
     default: break;
   }
-#undef FHE_FWD_COLUMNS
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------
@@ -123,14 +118,6 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
 #define FHE_VPT (1 << FHE_LV)
 
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
-
-// *p, loaded where it stands: the empty asm hides the address, so the load is not hoisted above
-// the preceding barrier and the value holds no register before it is needed (the chunk kernels
-// run at 40 registers; a constant live through every round made ptxas spill).
-__device__ __forceinline__ u64 load_late(const u64* p) {
-  asm volatile("" : "+l"(p));
-  return *p;
-}
 
 // (chunk, limb, batch entry) of this block of a chunk kernel (FHE_NTT_BATCH_FAST grid order).
 struct ChunkCoords {
@@ -182,7 +169,7 @@ __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int 
   }
 }
 
-template <int RS, bool LAZY>
+template <int RS>
 __device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
                                                     u64 two_q) {
 #pragma unroll
@@ -194,7 +181,7 @@ __device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
         const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << i) - 1 + (kk >> lh)];
-        ct_butterfly<LAZY>(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt.a, wt.b, nq, two_q);
+        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt.a, wt.b, nq, two_q);
       }
     }
   }
@@ -221,20 +208,18 @@ __device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[FHE_VPT], int 
   }
 }
 
-// Stage i of the round is inverse stage u = p + i (gs_bound).
-template <int RS, bool LAZY>
+template <int RS>
 __device__ __forceinline__ void inverse_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
-                                                    u64 two_q, u64 q, int p) {
+                                                    u64 two_q) {
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RS); ++g) {
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
-      const u64 bound = gs_bound<LAZY>(q, p + i);
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
         const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + (kk >> i)];
-        gs_butterfly<LAZY>(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt.a, wt.b, nq, two_q, bound);
+        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt.a, wt.b, nq, two_q);
       }
     }
   }
@@ -272,8 +257,7 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 }
 
 // Forward chunk stages of one chunk, LC = log_chunk known at compile time (every round's ltmin,
-// the thread count and the shared-memory offsets are constants). In [0, 4q) (reducing form) or
-// a lazy range (LAZY, ntt_forward_lazy); out canonical.
+// the thread count and the shared-memory offsets are constants). In [0, 4q); out canonical.
 // Rounds: a short round of LC % FHE_LV stages first (a full one when LC % FHE_LV == 0), read
 // straight from global memory, then full rounds; the last has ltmin = 0 and writes each thread's
 // contiguous coefficients with 16-byte stores.
@@ -289,16 +273,16 @@ struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk
   }
 };
 
-template <int LC, bool LAZY, class Store>
+template <int LC, class Store>
 __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
-                                              const u64x2* w, u64 q, u64 nq, u64 two_q, const u64* barrett_at) {
+                                              const u64x2* w, u64 q, u64 nq, u64 two_q) {
   constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
   constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
   u64 v[FHE_VPT];
   u64x2 t[FHE_VPT];
   forward_round_twiddles<RS0>(t, tid, T, 0, log_n, LC, base, w);
   global_load<RS0>(v, src, tid, T, LC - RS0);
-  forward_round_apply<RS0, LAZY>(v, t, nq, two_q);
+  forward_round_apply<RS0>(v, t, nq, two_q);
 #pragma unroll
   for (int p = RS0; p < LC; p += FHE_LV) {
     if (p == RS0) round_store<RS0>(v, sm, tid, T, LC - RS0);
@@ -307,12 +291,11 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
     round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
     __syncthreads();
     forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
-    forward_round_apply<FHE_LV, LAZY>(v, t, nq, two_q);
+    forward_round_apply<FHE_LV>(v, t, nq, two_q);
   }
-  const u64 barrett = LAZY ? load_late(barrett_at) : 0;
 #pragma unroll
   for (int k = 0; k < FHE_VPT; k += 2)  // last round: ltmin = 0
-    store(tid, k, forward_output<LAZY>(v[k], q, two_q, barrett), forward_output<LAZY>(v[k + 1], q, two_q, barrett));
+    store(tid, k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
 }
 
 #define FHE_CHUNK_DISPATCH(BODY)                                                                \
@@ -336,7 +319,6 @@ struct ForwardChunk {
   const u64* src;
   const u64x2* w;
   u64 q;
-  const u64* barrett;  // floor(2^64 / q), loaded where a lazy row's output is reduced
   int base;
   template <class Store>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
@@ -344,15 +326,9 @@ struct ForwardChunk {
     const int tid = threadIdx.x;
     const u64 two_q = 2 * q;
     const u64 nq = 0 - q;
-    if (ntt_forward_lazy(q)) {
-#define FHE_FWD(LC) forward_chunk<LC, true>(src, store, sm, tid, log_n, base, w, q, nq, two_q, barrett)
-      FHE_CHUNK_DISPATCH(FHE_FWD)
+#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+    FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
-    } else {
-#define FHE_FWD(LC) forward_chunk<LC, false>(src, store, sm, tid, log_n, base, w, q, nq, two_q, barrett)
-      FHE_CHUNK_DISPATCH(FHE_FWD)
-#undef FHE_FWD
-    }
   }
 };
 __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const int* FHE_RO rowmap,
@@ -363,13 +339,13 @@ __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const in
   const int id = rowmap[limb];
   const int base = at.chunk << log_chunk;
   return {in + at.entry * in_bs + (i64)limb * N + base, reinterpret_cast<const u64x2*>(tw2) + (i64)id * N,
-          consts[FHE_C_Q * num_moduli + id], consts + FHE_C_BARRETT * num_moduli + id, base};
+          consts[FHE_C_Q * num_moduli + id], base};
 }
 
 // ntt_forward_chunk_stages: the last log_chunk forward stages on contiguous chunks of
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
-// Axis [batch, limb, coeff]. In: the output of ntt_forward_column_stages (same row form), or
-// canonical when log_chunk == log_n. Out: canonical [0, q). May run in place (in == out).
+// Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
+// log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
 // (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip table as in
 // ntt_forward_column_stages.
@@ -439,11 +415,10 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
-// out [0, 2q) (reducing form) or below B_LC = q * 2^(LC + 1) (LAZY, ntt_inverse_lazy), or
-// times N^-1 and canonical when `whole` (LC == log_n).
+// out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
 // LC % FHE_LV stages if any.
-template <int LC, bool LAZY>
+template <int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
                                               u64 ninv_sh) {
@@ -464,7 +439,7 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
       v[k + 1] = pair.b;
     }
   }
-  inverse_round_apply<FHE_LV, LAZY>(v, t, nq, two_q, q, 0);
+  inverse_round_apply<FHE_LV>(v, t, nq, two_q);
 #pragma unroll
   for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
     round_store<FHE_LV>(v, sm, tid, T, p - FHE_LV);
@@ -472,14 +447,14 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
     round_load<FHE_LV>(v, sm, tid, T, p);
     __syncthreads();
     inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
-    inverse_round_apply<FHE_LV, LAZY>(v, t, nq, two_q, q, p);
+    inverse_round_apply<FHE_LV>(v, t, nq, two_q);
   }
   if constexpr (REST != 0) {
     round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
     __syncthreads();
     round_load<REST>(v, sm, tid, T, FULL_END);
     inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
-    inverse_round_apply<REST, LAZY>(v, t, nq, two_q, q, FULL_END);
+    inverse_round_apply<REST>(v, t, nq, two_q);
   }
 #pragma unroll
   for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
@@ -494,9 +469,8 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 
 // ntt_inverse_chunk_stages: the first log_chunk inverse stages (strides < C) on contiguous
 // chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
-// transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy:
-// [0, 2q), or below q * 2^(log_chunk + 1) for a lazy row (ntt_inverse_lazy). Axis [batch, limb,
-// coeff]. In: canonical. May run in place.
+// transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
+// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
 // (3 <= log_chunk <= 12),
 // dynamic shared memory (C + C / 16) * 8 bytes.
@@ -519,32 +493,25 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-  if (ntt_inverse_lazy(q, log_n)) {
-#define FHE_INV(LC) inverse_chunk<LC, true>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
-    FHE_CHUNK_DISPATCH(FHE_INV)
+#define FHE_INV(LC) inverse_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
+  FHE_CHUNK_DISPATCH(FHE_INV)
 #undef FHE_INV
-  } else {
-#define FHE_INV(LC) inverse_chunk<LC, false>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
-    FHE_CHUNK_DISPATCH(FHE_INV)
-#undef FHE_INV
-  }
 }
 #undef FHE_CHUNK_DISPATCH
 
-template <int K, bool LAZY>
+template <int K>
 __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
                                                      u64 ninv_sh, int log_n, int log_chunk, int j) {
   u64 v[1 << K];
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
-  inverse_column_stages<K, LAZY>(v, itw, q, log_n);
+  inverse_column_stages<K>(v, itw, q, log_n);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = shoup_mul(v[c], ninv, ninv_sh, q);
 }
 
 // ntt_inverse_column_stages: the last K = log_n - log_chunk inverse stages (strides >= C),
-// then the factor N^-1. Axis [batch, limb, coeff]. In: ntt_inverse_chunk_stages's output (same
-// row form). Out: canonical.
+// then the factor N^-1. Axis [batch, limb, coeff]. In: lazy [0, 2q). Out: canonical.
 // Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO itw2,
@@ -560,15 +527,11 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
   const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
   u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
   const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
-#define FHE_INV_COLUMNS(K)                                                                          \
-  (ntt_inverse_lazy(q, log_n) ? inverse_columns_body<K, true>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j) \
-                              : inverse_columns_body<K, false>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j))
   switch (log_n - log_chunk) {
-    case 1: FHE_INV_COLUMNS(1); break;
-    case 2: FHE_INV_COLUMNS(2); break;
-    case 3: FHE_INV_COLUMNS(3); break;
-    case 4: FHE_INV_COLUMNS(4); break;
+    case 1: inverse_columns_body<1>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 2: inverse_columns_body<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 3: inverse_columns_body<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 4: inverse_columns_body<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
     default: break;
   }
-#undef FHE_INV_COLUMNS
 }

@@ -35,64 +35,27 @@ __device__ __forceinline__ u64 shoup_mul_lazy_nq(u64 x, u64 w, u64 wp, u64 nq) {
   return x * w + mulhi(x, wp) * nq;
 }
 
-// Lazy ranges. A row whose prime is small enough skips the per-butterfly reductions: its
-// residues grow by a known amount per stage and are reduced once, where the transform ends.
-// Every Shoup product here is in [0, 2q) for any input below 2^64, so
-//   forward: a stage maps a, b < R to u + v, u - v + 2q < R + 2q; from R = 4q over at most 16
-//     stages (log_n <= 16) the range stays below 36q < 2^64 when q < 2^58 (ntt_forward_lazy);
-//   inverse: stage u (0-based over the whole transform, input canonical) maps a, b < B_u =
-//     q * 2^(u+1) to a + b < B_(u+1) and Shoup(a - b + B_u) < 2q, so after log_n stages the
-//     range is q * 2^(log_n + 1) < 2^64 when q < 2^(63 - log_n) (ntt_inverse_lazy).
-// The 40-bit Q primes of every preset take the lazy forms, the 60-bit P primes the reducing
-// ones; the choice is per row (uniform per block). FHE_NTT_LAZY is a mask for A/B builds:
-// bit 0 allows the lazy forward transform, bit 1 the lazy inverse (0: the reducing forms only).
-#ifndef FHE_NTT_LAZY
-#define FHE_NTT_LAZY 3
-#endif
-__device__ __forceinline__ bool ntt_forward_lazy(u64 q) { return (FHE_NTT_LAZY & 1) && q < (1ull << 58); }
-__device__ __forceinline__ bool ntt_inverse_lazy(u64 q, int log_n) {
-  return (FHE_NTT_LAZY & 2) && q < (1ull << (63 - log_n));
-}
-
-// Forward (Cooley-Tukey) butterfly. Harvey form (LAZY false): a, b in [0, 4q) -> [0, 4q).
-// Lazy form: a, b < R -> < R + 2q (no reduction of a). nq = 2^64 - q.
-template <bool LAZY>
+// Harvey forward butterfly: a, b in [0, 4q) -> a', b' in [0, 4q). nq = 2^64 - q.
 __device__ __forceinline__ void ct_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 nq, u64 two_q) {
-  const u64 u = LAZY ? a : sub_if_ge(a, two_q);
+  const u64 u = sub_if_ge(a, two_q);
   const u64 v = shoup_mul_lazy_nq(b, w, wsh, nq);
   a = u + v;
   b = u - v + two_q;
 }
 
-// Gentleman-Sande butterfly, nq = 2^64 - q. Reducing form (LAZY false, bound = 2q): a, b in
-// [0, 2q) -> [0, 2q). Lazy form: a, b < bound = B_u -> a + b < 2 B_u, Shoup(a - b + B_u) < 2q.
-template <bool LAZY>
-__device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 nq, u64 two_q, u64 bound) {
+// Gentleman-Sande butterfly: a, b in [0, 2q) -> a', b' in [0, 2q). nq = 2^64 - q.
+__device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64 nq, u64 two_q) {
   const u64 u = a;
   const u64 v = b;
-  a = LAZY ? u + v : sub_if_ge(u + v, two_q);
-  b = shoup_mul_lazy_nq(u - v + bound, w, wsh, nq);
-}
-
-// The subtrahend bound of inverse stage u: B_u = q * 2^(u+1) (lazy), else 2q.
-template <bool LAZY>
-__device__ __forceinline__ u64 gs_bound(u64 q, int u) {
-  return LAZY ? q << (u + 1) : 2 * q;
+  a = sub_if_ge(u + v, two_q);
+  b = shoup_mul_lazy_nq(u - v + two_q, w, wsh, nq);
 }
 
 // [0, 4q) -> [0, q).
 __device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) { return sub_if_ge(sub_if_ge(x, two_q), q); }
 
-// The forward transform's output step: [0, 4q) (reducing form) or any lazy range -> [0, q)
-// (barrett = floor(2^64 / q), reduce_u64).
-template <bool LAZY>
-__device__ __forceinline__ u64 forward_output(u64 x, u64 q, u64 two_q, u64 barrett) {
-  return LAZY ? reduce_u64(x, q, barrett) : reduce_from_4q(x, q, two_q);
-}
-
-// Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j). In [0, 4q); out [0, 4q)
-// (reducing form) or [0, 4q + 2Kq) (lazy).
-template <int K, bool LAZY>
+// Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j). In/out [0, 4q).
+template <int K>
 __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
@@ -104,14 +67,13 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << s) + (cl >> (lt + 1));
       const u64x2 w = tw[widx];
-      ct_butterfly<LAZY>(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
+      ct_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
     }
   }
 }
 
-// Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q)
-// (reducing form); lazy: in < B_log_chunk, out < B_log_n.
-template <int K, bool LAZY>
+// Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q).
+template <int K>
 __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n) {
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
@@ -119,13 +81,12 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
 #pragma unroll
   for (int lt = 0; lt < K; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
     const int u = log_chunk + lt;
-    const u64 bound = gs_bound<LAZY>(q, u);
 #pragma unroll
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1));
       const u64x2 w = itw[widx];
-      gs_butterfly<LAZY>(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q, bound);
+      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
     }
   }
 }

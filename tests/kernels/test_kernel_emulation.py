@@ -14,7 +14,6 @@ import pytest
 
 from fhelium_cupy.ckks.backends import cupy_backend as cb
 from fhelium_cupy.ckks.ntt import bit_reverse_indices
-from fhelium_cupy.runtime import kernels
 from tests.helpers import ring_oracle as ro
 
 W = (1 << 64) - 1
@@ -60,50 +59,16 @@ def shoup_lazy_nq(x: int, w: int, wp: int, q: int) -> int:
     return r
 
 
-def forward_lazy(q: int) -> bool:
-    """ntt_stages.cuh ntt_forward_lazy (FHE_NTT_LAZY bit 0 set)."""
-    return q < 1 << 58
-
-
-def inverse_lazy(q: int, log_n: int) -> bool:
-    """ntt_stages.cuh ntt_inverse_lazy (FHE_NTT_LAZY bit 1 set)."""
-    return q < 1 << (63 - log_n)
-
-
-def forward_bound(q: int, s: int) -> int:
-    """Input bound of global forward stage s of a lazy row: 4q plus 2q per stage before it."""
-    return (4 + 2 * s) * q
-
-
-def ct(a: int, b: int, w: int, wp: int, q: int, s: int) -> tuple[int, int]:
-    """ct_butterfly<LAZY> at global stage s (LAZY = forward_lazy(q)); every word stays < 2^64."""
-    lazy = forward_lazy(q)
-    bound = forward_bound(q, s) if lazy else 4 * q
-    assert a < bound and b < bound and bound <= 1 << 64
-    u = a if lazy else sub_if_ge(a, 2 * q)
+def ct(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
+    assert a < 4 * q and b < 4 * q
+    u = sub_if_ge(a, 2 * q)
     v = shoup_lazy_nq(b, w, wp, q)
-    a2, b2 = u + v, (u - v + 2 * q) & W
-    assert a2 < 1 << 64 and u - v + 2 * q >= 0
-    return a2, b2
+    return u + v, (u - v + 2 * q) & W
 
 
-def gs(a: int, b: int, w: int, wp: int, q: int, u: int, log_n: int) -> tuple[int, int]:
-    """gs_butterfly<LAZY> at inverse stage u (LAZY = inverse_lazy(q, log_n)): inputs below the
-    stage's bound B_u = q * 2^(u+1) (lazy) or 2q, which is also the subtrahend offset."""
-    lazy = inverse_lazy(q, log_n)
-    bound = q << (u + 1) if lazy else 2 * q
-    assert a < bound and b < bound and 2 * bound <= 1 << 64
-    a2 = a + b if lazy else sub_if_ge(a + b, 2 * q)
-    return a2, shoup_lazy_nq(a - b + bound, w, wp, q)
-
-
-def forward_output(x: int, q: int, barrett: int) -> int:
-    """ntt_stages.cuh forward_output<LAZY>: reduce_u64 for a lazy row, else reduce_from_4q."""
-    if not forward_lazy(q):
-        return sub_if_ge(sub_if_ge(x, 2 * q), q)
-    r = (x - mulhi(x, barrett) * q) & W
-    assert r < 2 * q
-    return red(r, q)
+def gs(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
+    assert a < 2 * q and b < 2 * q
+    return sub_if_ge(a + b, 2 * q), shoup_lazy_nq(a - b + 2 * q, w, wp, q)
 
 LV = 3  # ntt.cu FHE_LV: coefficients per thread = 2^LV
 
@@ -149,17 +114,16 @@ def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk):
                         widx = (pg << i) + (kk >> lh)
                         assert widx == (1 << s) + ((base + idx[(g, k)]) >> (log_n - s))  # the contract's index
                         v[(g, k)], v[(g, k | (1 << lh))] = ct(v[(g, k)], v[(g, k | (1 << lh))], int(tw[widx]),
-                                                              int(tw_sh[widx]), q, s)
+                                                              int(tw_sh[widx]), q)
             for gk, x in idx.items():
                 new[x] = v[gk]
         assert seen == set(range(C))
         sm = new
-    return [forward_output(v, q, (1 << 64) // q) for v in sm]
+    return [sub_if_ge(sub_if_ge(v, 2 * q), q) for v in sm]  # reduce_from_4q
 
 
 def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
-    """ntt_inverse_chunk_stages for one chunk (output before any N^-1: below 2q, or below
-    q * 2^(log_chunk + 1) for a lazy row)."""
+    """ntt_inverse_chunk_stages for one chunk (lazy [0, 2q) output, before any N^-1)."""
     C, T = 1 << log_chunk, 1 << (log_chunk - LV)
     base = chunk << log_chunk
     sm = list(chunk_in)
@@ -180,7 +144,7 @@ def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
                         widx = (pg << (rs - 1 - i)) + (kk >> i)
                         assert widx == (1 << (log_n - u - 1)) + ((base + idx[(g, k)]) >> (u + 1))
                         v[(g, k)], v[(g, k | (1 << i))] = gs(v[(g, k)], v[(g, k | (1 << i))], int(itw[widx]),
-                                                             int(itw_sh[widx]), q, u, log_n)
+                                                             int(itw_sh[widx]), q)
             for gk, x in idx.items():
                 new[x] = v[gk]
         assert seen == set(range(C))
@@ -198,7 +162,7 @@ def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int)
             for bf in range(1 << (K - 1)):
                 cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
                 widx = (1 << s) + (cl >> (lt + 1))
-                v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q, s)
+                v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q)
         for c in range(1 << K):
             a[c * C + j] = v[c]
     for chunk in range(n // C):  # ntt_forward_chunk_stages (register rounds, see ntt.cu)
@@ -224,8 +188,7 @@ def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, 
             for bf in range(1 << (K - 1)):
                 cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
                 widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1))
-                v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q, u,
-                                              log_n)
+                v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
         for c in range(1 << K):
             a[(c << log_chunk) + j] = red(shoup_lazy(v[c], ninv, ninv_sh, q), q)
     return a
@@ -259,45 +222,6 @@ def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk):
         assert got == [int(v) for v in want], f"forward row {r} log_chunk {log_chunk}"
         back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk)
         assert back == [int(v) for v in a[0]], f"inverse row {r} log_chunk {log_chunk}"
-
-
-def test_lazy_ntt_thresholds_match_the_kernel_and_fit_a_word():
-    """The lazy forms' thresholds (ntt_stages.cuh) and their worst cases at the largest
-    transform the CuPy backend runs (log_n = 16, cupy_backend._CHUNK_LOG + _MAX_COLUMN_STAGES)."""
-    src = (kernels.kernel_source_dir() / "ntt_stages.cuh").read_text()
-    assert "(FHE_NTT_LAZY & 1) && q < (1ull << 58)" in src
-    assert "(FHE_NTT_LAZY & 2) && q < (1ull << (63 - log_n))" in src
-    log_n = cb._CHUNK_LOG + cb._MAX_COLUMN_STAGES
-    assert log_n == 16
-    q = (1 << 58) - 1  # forward: the output bound after every stage, the Shoup input included
-    assert forward_lazy(q) and not forward_lazy(q + 1)
-    assert forward_bound(q, log_n) < 1 << 64
-    for ln in range(3, log_n + 1):  # inverse: 2 B_u for the last stage u = log_n - 1 fits a word
-        q = (1 << (63 - ln)) - 1
-        assert inverse_lazy(q, ln) and not inverse_lazy(q + 1, ln)
-        assert 2 * (q << ln) < 1 << 64
-    # Every preset's Q primes (40 bits) take both lazy forms; its P primes (60 bits) neither.
-    assert forward_lazy((1 << 40) + 1) and inverse_lazy((1 << 40) + 1, 16)
-    assert not forward_lazy((1 << 59) + 1) and not inverse_lazy((1 << 59) + 1, 12)
-
-
-def test_lazy_ntt_emulation_at_the_thresholds_with_extreme_inputs():
-    """Primes just below both thresholds at N = 64, inputs at q - 1: the emulation's range
-    asserts (every word < 2^64, every subtraction non-negative) hold and the transform is exact."""
-    n = 64
-    q = ro.ntt_primes(57, 2, n)  # below 2^57 = 2^(63 - 6): lazy inverse and forward
-    c = ro.make_context(n, q, ro.ntt_primes(61, 1, n), dnum=1)
-    consts = cb.modulus_constants(c.moduli, n)
-    for r in range(2):
-        qr = c.moduli[r]
-        assert forward_lazy(qr) and inverse_lazy(qr, 6)
-        tw, tw_sh, itw, itw_sh = cb.twiddle_tables(qr, c.psi[r], n)
-        a = np.full((1, n), qr - 1, dtype=np.uint64)
-        for log_chunk in (6, 3):
-            got = emulate_forward([int(v) for v in a[0]], qr, tw, tw_sh, 6, log_chunk)
-            assert got == [int(v) for v in ro.ntt_forward(a, (r,), c)[0]]
-            back = emulate_inverse([qr - 1] * n, qr, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), 6, log_chunk)
-            assert back == [int(v) for v in ro.ntt_inverse(np.full((1, n), qr - 1, dtype=np.uint64), (r,), c)[0]]
 
 
 def test_modulus_constants_match_their_definitions(ctx):
