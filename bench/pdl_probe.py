@@ -60,7 +60,7 @@ def pdl_launcher(cp):
         attr.value.programmaticStreamSerializationAllowed = 1
         config.attrs = [attr]
         config.numAttrs = 1
-        values = [ctypes.c_uint64(a.data.ptr) if hasattr(a, "data") else ctypes.c_int32(int(a)) for a in args]
+        values = [ctypes.c_uint64(a.data.ptr) if isinstance(a, cp.ndarray) else ctypes.c_int32(int(a)) for a in args]
         params = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         (err,) = driver.cuLaunchKernelEx(config, driver.CUfunction(func.ptr), ctypes.addressof(params), 0)
         if err != driver.CUresult.CUDA_SUCCESS:
