@@ -46,7 +46,8 @@ extern "C" __global__ void chain_step(const unsigned long long* in, unsigned lon
 
 
 def pdl_launcher(cp):
-    """A function launching ``chain_step`` with the PDL attribute through cuda.bindings."""
+    """A function launching a RawKernel with the PDL attribute through cuda.bindings
+    (``RawKernel.kernel.ptr`` is its CUfunction)."""
     from cuda.bindings import driver
 
     def launch(func, grid, block, args, stream_ptr):
@@ -62,7 +63,7 @@ def pdl_launcher(cp):
         config.numAttrs = 1
         values = [ctypes.c_uint64(a.data.ptr) if isinstance(a, cp.ndarray) else ctypes.c_int32(int(a)) for a in args]
         params = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
-        (err,) = driver.cuLaunchKernelEx(config, driver.CUfunction(func.ptr), ctypes.addressof(params), 0)
+        (err,) = driver.cuLaunchKernelEx(config, driver.CUfunction(func.kernel.ptr), ctypes.addressof(params), 0)
         if err != driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuLaunchKernelEx: {err}")
 
