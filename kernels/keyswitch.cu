@@ -367,19 +367,23 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 // Grid z = parts (a power of two): part z sums the rotations e = z, z + parts, ... (and part 0
 // the unrotated entry) into out[z]; the parts' canonical sums add up mod q to the whole (the
 // host sums them: CupyBackend._linear_transform_parts). More, shorter blocks where one part
-// would leave a nearly empty last wave: N=2^14 has 576 blocks for 528 slots (H200, 2026-11-29
-// s4: 110.9 us in one part, 106.3-106.6 in two).
+// would leave a nearly empty last wave (s4, blocks of 256: N=2^14 had 576 blocks for 528
+// slots, 110.9 us in one part, 106.3-106.6 in two).
+// Blocks of 128 with 9 per SM (56 registers, a few spilled words) give 1188 slots, so the
+// N=2^14 grid (1152 blocks) runs in one part and one wave: 7-key linear transform 103.9 / 105.6
+// -> 97.6 / 99.2 us, two pairs side by side (H200, 2026-11-29 s6 call2); N=2^16 unchanged
+// (661.4 -> 658.7 us). 8 per SM (64 registers, 1056 slots, two parts): 102.8 us.
 // Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
-// out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / 256), R, parts),
-// block 256.
-// Occupancy floor of keyswitch_linear_transform_accumulate (blocks of 256 per SM handed to
-// ptxas; 0 = ptxas's choice, 72 registers and 3 blocks). See the measurements above the kernel.
+// out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / FHE_LT_BLOCK),
+// R, parts), block FHE_LT_BLOCK.
+// Block size and occupancy floor of keyswitch_linear_transform_accumulate (blocks per SM handed
+// to ptxas; 0 = ptxas's choice). The host reads both defines (CupyBackend._lt_block,
+// _lt_min_blocks); the s4 default was 256 and 4 (64 registers).
 #ifndef FHE_LT_MIN_BLOCKS
-#define FHE_LT_MIN_BLOCKS 4
+#define FHE_LT_MIN_BLOCKS 9
 #endif
-// Its block size (the host reads the same define: CupyBackend._lt_block).
 #ifndef FHE_LT_BLOCK
-#define FHE_LT_BLOCK 256
+#define FHE_LT_BLOCK 128
 #endif
 #if FHE_LT_MIN_BLOCKS > 0
 #define FHE_LT_BOUNDS __launch_bounds__(FHE_LT_BLOCK, FHE_LT_MIN_BLOCKS)

@@ -166,12 +166,19 @@ def test_linear_transform_parts_must_be_0_1_2_or_4(fake_backend_factory, bad):
 
 
 def test_linear_transform_parts_split_only_a_grid_with_a_nearly_empty_last_wave(fake_backend_factory):
-    """132 SMs x 4 blocks: N=2^14 with 9 rows is 576 blocks (1.09 waves) -> 2 parts; 5 rows fit
-    one wave, 16 rows fill 1.94 waves and 40 rows at N=2^16 are 19 waves -> 1."""
+    """132 SMs x 9 blocks of 128 (the default build): N=2^14 with 9 rows is 1152 blocks (0.97
+    waves) and 5 rows fit one wave -> 1 part; 10 rows are 1280 blocks (1.08 waves) -> 2; 16 rows
+    fill 1.72 waves and 40 rows at N=2^16 are 20 waves -> 1. The s4 build (blocks of 256, 4 per
+    SM) split the 9-row grid (576 blocks for 528 slots)."""
     backend = fake_backend_factory(gpu_cases.context("n16384"))
     assert backend._sm_count == 132
-    assert backend._linear_transform_parts(9) == 2
+    assert (backend._lt_block, backend._lt_min_blocks) == (128, 9)
+    assert backend._linear_transform_parts(9) == 1
     assert backend._linear_transform_parts(5) == 1
+    assert backend._linear_transform_parts(10) == 2
     assert backend._linear_transform_parts(16) == 1
+    s4 = fake_backend_factory(gpu_cases.context("n16384"),
+                              kernel_options=kernels.KernelOptions(extra=("-DFHE_LT_BLOCK=256", "-DFHE_LT_MIN_BLOCKS=4")))
+    assert s4._linear_transform_parts(9) == 2
     big = fake_backend_factory(gpu_cases.context("n65536"))
     assert big._linear_transform_parts(40) == 1

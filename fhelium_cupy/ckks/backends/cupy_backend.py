@@ -93,7 +93,8 @@ class CupyBackend:
             default 0 = ``_linear_transform_parts``'s choice from the grid's waves): each part
             is a grid plane summing a share of the rotations, and one ``rns_sum_batch`` launch
             adds the parts, so a grid that would leave a nearly empty last wave runs as more,
-            shorter blocks (N=2^14, 8 diagonals: 576 blocks of 256 for 528 slots; 4% faster).
+            shorter blocks (with blocks of 256, 4 per SM: N=2^14, 8 diagonals was 576 blocks
+            for 528 slots, 4% faster in two parts; the default build's 128 x 9 fits one wave).
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
@@ -134,8 +135,8 @@ class CupyBackend:
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
-        self._lt_block = int(options.define("FHE_LT_BLOCK", "256"))
-        self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "4"))
+        self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
+        self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -763,11 +764,13 @@ class CupyBackend:
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most
-        1.5 waves (FHE_LT_MIN_BLOCKS blocks of FHE_LT_BLOCK per SM: 4 of 256), else 1. Its blocks all live
-        about as long, so a nearly empty last wave costs a whole block lifetime; two parts
-        halve the lifetime. Measured on the H200 (N=2^14, 8 diagonals, 576 blocks for 528
-        slots, 2026-11-29 s4): 7-key linear transform 110.9 us in one part, 106.3-106.6 in 2,
-        106.8-107.4 in 4 (partial sums add 2.4 MiB per part)."""
+        1.5 waves (FHE_LT_MIN_BLOCKS blocks of FHE_LT_BLOCK per SM: 9 of 128), else 1. Its
+        blocks all live about as long, so a nearly empty last wave costs a whole block
+        lifetime; two parts halve the lifetime. Measured on the H200 with blocks of 256, 4 per
+        SM (N=2^14, 8 diagonals, 576 blocks for 528 slots, 2026-11-29 s4): 7-key linear
+        transform 110.9 us in one part, 106.3-106.6 in 2, 106.8-107.4 in 4 (partial sums add
+        2.4 MiB per part). With the default 128 x 9 the N=2^14 grid fits one wave (1152 blocks
+        for 1188 slots): one part."""
         waves = -(-self.n // self._lt_block) * rows / (max(1, self._lt_min_blocks) * self._sm_count)
         return 2 if 1 < waves <= 1.5 else 1
 
