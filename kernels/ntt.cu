@@ -43,6 +43,9 @@ using namespace fhe;
 #ifndef FHE_NTT_COLUMN_MIN_BLOCKS
 #define FHE_NTT_COLUMN_MIN_BLOCKS 0
 #endif
+// The _v4 chunk kernels (4 coefficients per thread): blocks of up to 1024 threads, two per SM
+// (32 registers).
+#define FHE_NTT_V4_BOUNDS __launch_bounds__(1024, 2)
 #if FHE_NTT_CHUNK_MIN_BLOCKS > 0
 #define FHE_NTT_CHUNK_BOUNDS __launch_bounds__(4096 >> FHE_LV, FHE_NTT_CHUNK_MIN_BLOCKS)
 #else
@@ -105,18 +108,17 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------
-// A block transforms one chunk of C = 2^log_chunk coefficients with T = C >> FHE_LV threads
-// (FHE_VPT = 2^FHE_LV coefficients per thread). The log_chunk stages run in rounds of up to
-// FHE_LV consecutive stages; in a round of RS stages each thread holds 2^(FHE_LV - RS)
+// A block transforms one chunk of C = 2^log_chunk coefficients with T = C >> LV threads
+// (2^LV coefficients per thread; LV is a template parameter: FHE_LV for the main kernels, 2 for
+// their _v4 forms). The log_chunk stages run in rounds of up to
+// LV consecutive stages; in a round of RS stages each thread holds 2^(LV - RS)
 // independent groups of 2^RS coefficients {x0 + k * 2^ltmin, k < 2^RS} (2^ltmin = the
 // round's smallest stride) and does the RS stages in registers, so shared memory is touched
 // once per round (two barriers per round instead of one per stage). Shared memory is padded
 // by one word per 16 (sm_pad) so the 8-word-strided accesses of the ltmin = 0 round are free
-// of bank conflicts. Forward: a short round (log_chunk % FHE_LV stages) first, read straight
+// of bank conflicts. Forward: a short round (log_chunk % LV stages) first, read straight
 // from global memory, then full rounds; the last full round has ltmin = 0 and writes each
 // thread's contiguous coefficients with 16-byte stores. Inverse: the mirror image.
-#define FHE_VPT (1 << FHE_LV)
-
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
 
 // (chunk, limb, batch entry) of this block of a chunk kernel (FHE_NTT_BATCH_FAST grid order).
@@ -148,18 +150,18 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // simplifies (base is a multiple of C) to ((B0 + (G >> ltmin)) << i) + (k >> (lh + 1)),
 // B0 = 2^(K + p) + (base >> (log_chunk - p)); k >> (lh + 1) = kk >> lh is a compile-time constant.
 // The groups g hold disjoint coefficients, so each group runs its RS stages in turn.
-// A round's twiddles per group g: (2^RS - 1) pairs at w[g * (2^RS - 1) + ...] (the FHE_VPT >> RS
-// groups use at most FHE_VPT - 1 slots), loaded in one step and applied in the next. Issuing
+// A round's twiddles per group g: (2^RS - 1) pairs at w[g * (2^RS - 1) + ...] (the 2^(LV - RS)
+// groups use at most 2^LV - 1 slots), loaded in one step and applied in the next. Issuing
 // the loads before the round's shared-memory exchange instead measured no different on the
 // H200 (2026-11-29 s3: ptxas already schedules the read-only loads early).
 // Forward: stage i's 2^i pairs at offset 2^i - 1.
-template <int RS>
-__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
+template <int LV, int RS>
+__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
                                                        int log_chunk, int base, const u64x2* tw) {
   const int ltmin = log_chunk - p - RS;
   const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> ltmin);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
@@ -169,11 +171,11 @@ __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[FHE_VPT], int 
   }
 }
 
-template <int RS>
-__device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
+template <int LV, int RS>
+__device__ __forceinline__ void forward_round_apply(u64 (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)], u64 nq,
                                                     u64 two_q) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
       const int lh = RS - 1 - i;  // log2 of the pair distance in k
@@ -192,12 +194,12 @@ __device__ __forceinline__ void forward_round_apply(u64 (&v)[FHE_VPT], const u64
 // ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 // Stage i's 2^(RS-1-i) pairs at offset 2^RS - 2^(RS-i).
-template <int RS>
-__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[FHE_VPT], int tid, int T, int p, int log_n,
+template <int LV, int RS>
+__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
                                                        int base, const u64x2* itw) {
   const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     const unsigned pg = b0 + ((unsigned)(tid + g * T) >> p);
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
@@ -208,11 +210,11 @@ __device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[FHE_VPT], int 
   }
 }
 
-template <int RS>
-__device__ __forceinline__ void inverse_round_apply(u64 (&v)[FHE_VPT], const u64x2 (&w)[FHE_VPT], u64 nq,
+template <int LV, int RS>
+__device__ __forceinline__ void inverse_round_apply(u64 (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)], u64 nq,
                                                     u64 two_q) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
 #pragma unroll
@@ -225,20 +227,20 @@ __device__ __forceinline__ void inverse_round_apply(u64 (&v)[FHE_VPT], const u64
   }
 }
 
-template <int RS>
-__device__ __forceinline__ void round_load(u64 (&v)[FHE_VPT], const u64* sm, int tid, int T, int ltmin) {
+template <int LV, int RS>
+__device__ __forceinline__ void round_load(u64 (&v)[(1 << LV)], const u64* sm, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     const u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
     for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[sm_pad(k << ltmin)];
   }
 }
 
-template <int RS>
-__device__ __forceinline__ void round_store(const u64 (&v)[FHE_VPT], u64* sm, int tid, int T, int ltmin) {
+template <int LV, int RS>
+__device__ __forceinline__ void round_store(const u64 (&v)[(1 << LV)], u64* sm, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
     for (int k = 0; k < (1 << RS); ++k) s[sm_pad(k << ltmin)] = v[(g << RS) | k];
@@ -246,10 +248,10 @@ __device__ __forceinline__ void round_store(const u64 (&v)[FHE_VPT], u64* sm, in
 }
 
 // Global <-> registers for a round (coalesced across threads when 2^ltmin >= 32).
-template <int RS>
-__device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, int tid, int T, int ltmin) {
+template <int LV, int RS>
+__device__ __forceinline__ void global_load(u64 (&v)[(1 << LV)], const u64* src, int tid, int T, int ltmin) {
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RS); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     const u64* s = src + round_index<RS>(tid, g, 0, ltmin, T);
 #pragma unroll
     for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[k << ltmin];
@@ -258,44 +260,45 @@ __device__ __forceinline__ void global_load(u64 (&v)[FHE_VPT], const u64* src, i
 
 // Forward chunk stages of one chunk, LC = log_chunk known at compile time (every round's ltmin,
 // the thread count and the shared-memory offsets are constants). In [0, 4q); out canonical.
-// Rounds: a short round of LC % FHE_LV stages first (a full one when LC % FHE_LV == 0), read
+// Rounds: a short round of LC % LV stages first (a full one when LC % LV == 0), read
 // straight from global memory, then full rounds; the last has ltmin = 0 and writes each thread's
 // contiguous coefficients with 16-byte stores.
-// The output of a chunk (canonical values): each thread's FHE_VPT contiguous coefficients from
-// chunk position tid << FHE_LV, as pairs (k, k + 1) through store(tid, k, a, b).
+// The output of a chunk (canonical values): each thread's 2^LV contiguous coefficients from
+// chunk position tid << LV, as pairs (k, k + 1) through store(k, a, b).
+template <int LV>
 struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk at dst
   u64* dst;
-  __device__ __forceinline__ void operator()(int tid, int k, u64 a, u64 b) const {
+  __device__ __forceinline__ void operator()(int k, u64 a, u64 b) const {
     u64x2 pair;
     pair.a = a;
     pair.b = b;
-    reinterpret_cast<u64x2*>(dst + (tid << FHE_LV))[k >> 1] = pair;
+    reinterpret_cast<u64x2*>(dst + ((int)threadIdx.x << LV))[k >> 1] = pair;
   }
 };
 
-template <int LC, class Store>
+template <int LV, int LC, class Store>
 __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
-  constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
-  constexpr int RS0 = LC % FHE_LV ? LC % FHE_LV : FHE_LV;
-  u64 v[FHE_VPT];
-  u64x2 t[FHE_VPT];
-  forward_round_twiddles<RS0>(t, tid, T, 0, log_n, LC, base, w);
-  global_load<RS0>(v, src, tid, T, LC - RS0);
-  forward_round_apply<RS0>(v, t, nq, two_q);
+  constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
+  constexpr int RS0 = LC % LV ? LC % LV : LV;
+  u64 v[(1 << LV)];
+  u64x2 t[(1 << LV)];
+  forward_round_twiddles<LV, RS0>(t, tid, T, 0, log_n, LC, base, w);
+  global_load<LV, RS0>(v, src, tid, T, LC - RS0);
+  forward_round_apply<LV, RS0>(v, t, nq, two_q);
 #pragma unroll
-  for (int p = RS0; p < LC; p += FHE_LV) {
-    if (p == RS0) round_store<RS0>(v, sm, tid, T, LC - RS0);
-    else round_store<FHE_LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
+  for (int p = RS0; p < LC; p += LV) {
+    if (p == RS0) round_store<LV, RS0>(v, sm, tid, T, LC - RS0);
+    else round_store<LV, LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
     __syncthreads();
-    round_load<FHE_LV>(v, sm, tid, T, LC - p - FHE_LV);
+    round_load<LV, LV>(v, sm, tid, T, LC - p - LV);
     __syncthreads();
-    forward_round_twiddles<FHE_LV>(t, tid, T, p, log_n, LC, base, w);
-    forward_round_apply<FHE_LV>(v, t, nq, two_q);
+    forward_round_twiddles<LV, LV>(t, tid, T, p, log_n, LC, base, w);
+    forward_round_apply<LV, LV>(v, t, nq, two_q);
   }
 #pragma unroll
-  for (int k = 0; k < FHE_VPT; k += 2)  // last round: ltmin = 0
-    store(tid, k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
+  for (int k = 0; k < (1 << LV); k += 2)  // last round: ltmin = 0
+    store(k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
 }
 
 #define FHE_CHUNK_DISPATCH(BODY)                                                                \
@@ -320,13 +323,13 @@ struct ForwardChunk {
   const u64x2* w;
   u64 q;
   int base;
-  template <class Store>
+  template <int LV, class Store>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
     const u64 two_q = 2 * q;
     const u64 nq = 0 - q;
-#define FHE_FWD(LC) forward_chunk<LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+#define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
     FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
   }
@@ -346,19 +349,37 @@ __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const in
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
-// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
-// (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip table as in
-// ntt_forward_column_stages.
-extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                    const int* FHE_RO skip, int num_moduli, int log_n,
-                                                    int log_chunk, i64 in_bs, i64 out_bs) {
+// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block
+// C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip
+// table as in ntt_forward_column_stages.
+// ntt_forward_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4, up to
+// 1024 threads, two blocks and 32 registers per SM: twice the warps for a small grid). The host
+// takes it for launches of few coefficients (CupyBackend.ntt_v4_coefficients; measured on the
+// H200, 2026-11-29 s6 call4: N=2^14 rotation 88.0-89.7 -> 75.0-77.6 us, 7 hoisted key switches
+// 122 -> 111 us; a whole N=2^16 ciphertext, 4.5 M coefficients, slower: chunk kernel 60.4 ->
+// 70.3 us).
+template <int LV>
+__device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                     const int* FHE_RO skip, int num_moduli, int log_n,
+                                                     int log_chunk, i64 in_bs, i64 out_bs) {
   const ChunkCoords at = chunk_coords();
   const int limb = skipped_row(skip, at.entry, at.limb);
   if (limb < 0) return;  // uniform per block: before any barrier
   const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
-  const ChunkStore store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
-  c.run(store, log_n, log_chunk);
+  const ChunkStore<LV> store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
+  c.run<LV>(store, log_n, log_chunk);
+}
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  forward_chunk_stages<FHE_LV>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs,
+    out_bs);
+}
+extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_v4(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  forward_chunk_stages<2>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 
 // The last step of an NTT-domain rounding ModDown as the output of the forward chunk stages of
@@ -376,7 +397,7 @@ struct CombineStore {
     if (c0 != nullptr) y = add_mod(y, c0[perm[k]], q);
     return y;
   }
-  __device__ __forceinline__ void operator()(int, int k, u64 a, u64 b) const {
+  __device__ __forceinline__ void operator()(int k, u64 a, u64 b) const {
     u64x2 pair;
     pair.a = one(k, a);
     pair.b = one(k + 1, b);
@@ -393,7 +414,10 @@ struct CombineStore {
 // reads its whole chunk before it writes). Launch: as ntt_forward_chunk_stages over L rows.
 // The host uses it unless the build defines FHE_MODDOWN_FUSED_COMBINE=0 (A/B against the
 // separate keyswitch_moddown_combine).
-extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown_combine(
+// ntt_forward_chunk_stages_moddown_combine_v4: the same with 4 coefficients per thread (as
+// ntt_forward_chunk_stages_v4).
+template <int LV>
+__device__ __forceinline__ void forward_chunk_stages_moddown_combine(
     const u64* e, const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
     const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
     int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
@@ -404,60 +428,74 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown
   const int ent = at.entry / (2 * batch);
   const int comp = (at.entry / batch) % 2;
   const int b = at.entry % batch;
-  const int pos = c.base + ((int)threadIdx.x << FHE_LV);  // this thread's first output coefficient
+  const int pos = c.base + ((int)threadIdx.x << LV);  // this thread's first output coefficient
   const bool rotate_c0 = c0 != nullptr && comp == 0;
   const CombineStore store{x + at.entry * x_bs + (i64)i * N + pos,
                            out + ent * out_es + comp * out_cs + ((i64)b * L + i) * N + pos,
                            rotate_c0 ? c0 + ((i64)b * L + i) * N : nullptr,
                            rotate_c0 ? perms + (i64)ent * N + pos : nullptr,
                            c.q, pinv[L + i], pinv[2 * L + i]};
-  c.run(store, log_n, log_chunk);
+  c.run<LV>(store, log_n, log_chunk);
+}
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown_combine(const u64* e,
+    const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
+    const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n, int log_chunk, int L,
+    int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  forward_chunk_stages_moddown_combine<FHE_LV>(e, x, out, rowmap, consts, tw2, pinv, c0, perms, num_moduli,
+    log_n, log_chunk, L, batch, in_bs, x_bs, out_es, out_cs);
+}
+extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_moddown_combine_v4(const u64* e,
+    const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
+    const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n, int log_chunk, int L,
+    int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  forward_chunk_stages_moddown_combine<2>(e, x, out, rowmap, consts, tw2, pinv, c0, perms, num_moduli, log_n,
+    log_chunk, L, batch, in_bs, x_bs, out_es, out_cs);
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
-// LC % FHE_LV stages if any.
-template <int LC>
+// LC % LV stages if any.
+template <int LV, int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
                                               u64 ninv_sh) {
-  constexpr int T = 1 << (LC >= FHE_LV ? LC - FHE_LV : 0);
-  constexpr int REST = LC % FHE_LV;
+  constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
+  constexpr int REST = LC % LV;
   constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
-  constexpr int RSL = REST ? REST : FHE_LV;  // stages of the last round
-  constexpr int LTL = REST ? FULL_END : FULL_END - FHE_LV;  // its ltmin
-  u64 v[FHE_VPT];
-  u64x2 t[FHE_VPT];
-  inverse_round_twiddles<FHE_LV>(t, tid, T, 0, log_n, base, w);
-  {  // round 0 (ltmin = 0): each thread's FHE_VPT coefficients are contiguous
-    const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << FHE_LV));
+  constexpr int RSL = REST ? REST : LV;  // stages of the last round
+  constexpr int LTL = REST ? FULL_END : FULL_END - LV;  // its ltmin
+  u64 v[(1 << LV)];
+  u64x2 t[(1 << LV)];
+  inverse_round_twiddles<LV, LV>(t, tid, T, 0, log_n, base, w);
+  {  // round 0 (ltmin = 0): each thread's (1 << LV) coefficients are contiguous
+    const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << LV));
 #pragma unroll
-    for (int k = 0; k < FHE_VPT; k += 2) {
+    for (int k = 0; k < (1 << LV); k += 2) {
       const u64x2 pair = s2[k >> 1];
       v[k] = pair.a;
       v[k + 1] = pair.b;
     }
   }
-  inverse_round_apply<FHE_LV>(v, t, nq, two_q);
+  inverse_round_apply<LV, LV>(v, t, nq, two_q);
 #pragma unroll
-  for (int p = FHE_LV; p < FULL_END; p += FHE_LV) {
-    round_store<FHE_LV>(v, sm, tid, T, p - FHE_LV);
+  for (int p = LV; p < FULL_END; p += LV) {
+    round_store<LV, LV>(v, sm, tid, T, p - LV);
     __syncthreads();
-    round_load<FHE_LV>(v, sm, tid, T, p);
+    round_load<LV, LV>(v, sm, tid, T, p);
     __syncthreads();
-    inverse_round_twiddles<FHE_LV>(t, tid, T, p, log_n, base, w);
-    inverse_round_apply<FHE_LV>(v, t, nq, two_q);
+    inverse_round_twiddles<LV, LV>(t, tid, T, p, log_n, base, w);
+    inverse_round_apply<LV, LV>(v, t, nq, two_q);
   }
   if constexpr (REST != 0) {
-    round_store<FHE_LV>(v, sm, tid, T, FULL_END - FHE_LV);
+    round_store<LV, LV>(v, sm, tid, T, FULL_END - LV);
     __syncthreads();
-    round_load<REST>(v, sm, tid, T, FULL_END);
-    inverse_round_twiddles<REST>(t, tid, T, FULL_END, log_n, base, w);
-    inverse_round_apply<REST>(v, t, nq, two_q);
+    round_load<LV, REST>(v, sm, tid, T, FULL_END);
+    inverse_round_twiddles<LV, REST>(t, tid, T, FULL_END, log_n, base, w);
+    inverse_round_apply<LV, REST>(v, t, nq, two_q);
   }
 #pragma unroll
-  for (int g = 0; g < (FHE_VPT >> RSL); ++g) {
+  for (int g = 0; g < ((1 << LV) >> RSL); ++g) {
     u64* d = dst + round_index<RSL>(tid, g, 0, LTL, T);
 #pragma unroll
     for (int k = 0; k < (1 << RSL); ++k) {
@@ -471,13 +509,15 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
 // transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
 // [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
-// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block C / 8
-// (3 <= log_chunk <= 12),
-// dynamic shared memory (C + C / 16) * 8 bytes.
-extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
-                                                    const u64* FHE_RO consts, const u64* FHE_RO itw2,
-                                                    int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                    i64 out_bs) {
+// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block
+// C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes.
+// ntt_inverse_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4; as
+// ntt_forward_chunk_stages_v4).
+template <int LV>
+__device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                     const u64* FHE_RO consts, const u64* FHE_RO itw2,
+                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
+                                                     i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
@@ -493,9 +533,19 @@ extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-#define FHE_INV(LC) inverse_chunk<LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
+#define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
   FHE_CHUNK_DISPATCH(FHE_INV)
 #undef FHE_INV
+}
+extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
+    int log_chunk, i64 in_bs, i64 out_bs) {
+  inverse_chunk_stages<FHE_LV>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
+}
+extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
+    int log_chunk, i64 in_bs, i64 out_bs) {
+  inverse_chunk_stages<2>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 #undef FHE_CHUNK_DISPATCH
 

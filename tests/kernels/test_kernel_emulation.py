@@ -70,7 +70,8 @@ def gs(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
     assert a < 2 * q and b < 2 * q
     return sub_if_ge(a + b, 2 * q), shoup_lazy_nq(a - b + 2 * q, w, wp, q)
 
-LV = 3  # ntt.cu FHE_LV: coefficients per thread = 2^LV
+LV = 3  # ntt.cu FHE_LV: coefficients per thread = 2^LV of the main chunk kernels (their _v4 forms: 2)
+LVS = (3, 2)  # both thread layouts the backend launches
 
 
 def round_index(tid: int, g: int, k: int, ltmin: int, rs: int, threads: int) -> int:
@@ -78,10 +79,10 @@ def round_index(tid: int, g: int, k: int, ltmin: int, rs: int, threads: int) -> 
     return ((G >> ltmin) << (ltmin + rs)) | (G & ((1 << ltmin) - 1)) | (k << ltmin)
 
 
-def _rounds(log_chunk: int, short_first: bool) -> list[tuple[int, int]]:
+def _rounds(log_chunk: int, short_first: bool, lv: int = LV) -> list[tuple[int, int]]:
     """(first chunk stage p, stage count RS) of each register round, in kernel order."""
-    rest = log_chunk % LV
-    sizes = ([rest] if rest and short_first else []) + [LV] * (log_chunk // LV) + ([rest] if rest and not short_first else [])
+    rest = log_chunk % lv
+    sizes = ([rest] if rest and short_first else []) + [lv] * (log_chunk // lv) + ([rest] if rest and not short_first else [])
     out, p = [], 0
     for rs in sizes:
         out.append((p, rs))
@@ -89,22 +90,22 @@ def _rounds(log_chunk: int, short_first: bool) -> list[tuple[int, int]]:
     return out
 
 
-def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk):
+def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk, lv=LV):
     """ntt_forward_chunk_stages for one chunk: every thread's register rounds, exchange via a
     shared array between rounds; each round reads and writes every chunk position exactly once."""
-    C, T = 1 << log_chunk, 1 << (log_chunk - LV)
+    C, T = 1 << log_chunk, 1 << (log_chunk - lv)
     base = chunk << log_chunk
     sm = list(chunk_in)
-    for p, rs in _rounds(log_chunk, short_first=True):
+    for p, rs in _rounds(log_chunk, True, lv):
         ltmin = log_chunk - p - rs
         seen = set()
         new = list(sm)
         for tid in range(T):
-            idx = {(g, k): round_index(tid, g, k, ltmin, rs, T) for g in range(1 << (LV - rs)) for k in range(1 << rs)}
+            idx = {(g, k): round_index(tid, g, k, ltmin, rs, T) for g in range(1 << (lv - rs)) for k in range(1 << rs)}
             v = {gk: sm[x] for gk, x in idx.items()}
             seen.update(idx.values())
             b0 = (1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p))  # forward_round
-            for g in range(1 << (LV - rs)):
+            for g in range(1 << (lv - rs)):
                 pg = b0 + ((tid + g * T) >> ltmin)
                 for i in range(rs):
                     s = log_n - log_chunk + p + i
@@ -122,20 +123,20 @@ def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk):
     return [sub_if_ge(sub_if_ge(v, 2 * q), q) for v in sm]  # reduce_from_4q
 
 
-def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
+def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk, lv=LV):
     """ntt_inverse_chunk_stages for one chunk (lazy [0, 2q) output, before any N^-1)."""
-    C, T = 1 << log_chunk, 1 << (log_chunk - LV)
+    C, T = 1 << log_chunk, 1 << (log_chunk - lv)
     base = chunk << log_chunk
     sm = list(chunk_in)
-    for p, rs in _rounds(log_chunk, short_first=False):
+    for p, rs in _rounds(log_chunk, False, lv):
         seen = set()
         new = list(sm)
         for tid in range(T):
-            idx = {(g, k): round_index(tid, g, k, p, rs, T) for g in range(1 << (LV - rs)) for k in range(1 << rs)}
+            idx = {(g, k): round_index(tid, g, k, p, rs, T) for g in range(1 << (lv - rs)) for k in range(1 << rs)}
             v = {gk: sm[x] for gk, x in idx.items()}
             seen.update(idx.values())
             b0 = (1 << (log_n - p - rs)) + (base >> (p + rs))  # inverse_round
-            for g in range(1 << (LV - rs)):
+            for g in range(1 << (lv - rs)):
                 pg = b0 + ((tid + g * T) >> p)
                 for i in range(rs):
                     u = p + i
@@ -152,7 +153,7 @@ def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk):
     return sm
 
 
-def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int) -> list[int]:
+def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, lv: int = LV) -> list[int]:
     n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
     a = list(x)
     for j in range(C):  # ntt_forward_column_stages / forward_column_stages<K>
@@ -167,15 +168,16 @@ def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int)
             a[c * C + j] = v[c]
     for chunk in range(n // C):  # ntt_forward_chunk_stages (register rounds, see ntt.cu)
         a[chunk * C : (chunk + 1) * C] = emulate_forward_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, tw, tw_sh,
-                                                               log_n, log_chunk)
+                                                               log_n, log_chunk, lv)
     return a
 
 
-def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int, log_chunk: int):
+def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int, log_chunk: int,
+                    lv: int = LV):
     n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
     a = list(x)
     for chunk in range(n // C):  # ntt_inverse_chunk_stages (register rounds, see ntt.cu)
-        sm = emulate_inverse_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, itw, itw_sh, log_n, log_chunk)
+        sm = emulate_inverse_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, itw, itw_sh, log_n, log_chunk, lv)
         if log_chunk == log_n:
             sm = [red(shoup_lazy(v, ninv, ninv_sh, q), q) for v in sm]
         a[chunk * C : (chunk + 1) * C] = sm
@@ -208,8 +210,9 @@ def _rand(ctx, rows, lead=(), seed=0):
     )
 
 
+@pytest.mark.parametrize("lv", LVS)
 @pytest.mark.parametrize("log_chunk", [6, 5, 4, 3])
-def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk):
+def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk, lv):
     n, log_n = ctx.ring_degree, ctx.ring_degree.bit_length() - 1
     consts = cb.modulus_constants(ctx.moduli, n)
     for r in range(len(ctx.moduli)):
@@ -217,10 +220,10 @@ def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk):
         tw, tw_sh, itw, itw_sh = cb.twiddle_tables(q, ctx.psi[r], n)
         a = _rand(ctx, (r,), seed=r)
         a[0, :3] = [0, q - 1, q // 2]
-        got = emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk)
+        got = emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk, lv)
         want = ro.ntt_forward(a, (r,), ctx)[0]
         assert got == [int(v) for v in want], f"forward row {r} log_chunk {log_chunk}"
-        back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk)
+        back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, lv)
         assert back == [int(v) for v in a[0]], f"inverse row {r} log_chunk {log_chunk}"
 
 
@@ -510,21 +513,22 @@ def test_python_oracle_agrees_with_numpy_backend(ctx):
                           ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=3))
 
 
+@pytest.mark.parametrize("lv", LVS)
 @pytest.mark.parametrize(("log_n", "log_chunk"), [(16, 12), (16, 11), (14, 12), (14, 10), (13, 13), (12, 12)])
-def test_ntt_round_twiddle_index_matches_contract_at_gpu_sizes(log_n, log_chunk):
+def test_ntt_round_twiddle_index_matches_contract_at_gpu_sizes(log_n, log_chunk, lv):
     """forward_round / inverse_round's simplified twiddle index ((B0 + (G >> ltmin)) << i) + const
     equals the contract's tw[m + (x >> log2(2t))] / itw[(N >> (u+1)) + (x >> (u+1))] for every
     chunk, thread, group and butterfly of the chunk sizes the backend launches."""
-    T = 1 << (log_chunk - LV)
+    T = 1 << (log_chunk - lv)
     for chunk in range(1 << (log_n - log_chunk)):
         base = chunk << log_chunk
         for short_first, forward in ((True, True), (False, False)):
-            for p, rs in _rounds(log_chunk, short_first):
+            for p, rs in _rounds(log_chunk, short_first, lv):
                 ltmin = log_chunk - p - rs if forward else p
                 b0 = ((1 << (log_n - log_chunk + p)) + (base >> (log_chunk - p)) if forward
                       else (1 << (log_n - p - rs)) + (base >> (p + rs)))
                 for tid in range(T):
-                    for g in range(1 << (LV - rs)):
+                    for g in range(1 << (lv - rs)):
                         pg = b0 + ((tid + g * T) >> ltmin)
                         for i in range(rs):
                             lh = rs - 1 - i if forward else i
@@ -543,29 +547,30 @@ def sm_pad(x: int) -> int:
     return x + (x >> 4)
 
 
+@pytest.mark.parametrize("lv", LVS)
 @pytest.mark.parametrize("log_chunk", range(3, 13))
-def test_chunk_round_addresses_split_into_thread_base_and_constant_offset(log_chunk):
+def test_chunk_round_addresses_split_into_thread_base_and_constant_offset(log_chunk, lv):
     """ntt.cu round_load/round_store/global_load address register (g, k) as
     base(g) + offset(k): sm_pad(round_index(k)) == sm_pad(round_index(0)) + sm_pad(k << ltmin) and
     round_index(k) == round_index(0) + (k << ltmin), for every round of both chunk kernels; the
     inverse kernel's last round is (RS, ltmin) = (RSL, LTL) of inverse_chunk<LC>."""
-    T = 1 << (log_chunk - LV)
-    rounds = {(rs, log_chunk - p - rs) for p, rs in _rounds(log_chunk, True)}
-    rounds |= {(rs, p) for p, rs in _rounds(log_chunk, False)}
+    T = 1 << (log_chunk - lv)
+    rounds = {(rs, log_chunk - p - rs) for p, rs in _rounds(log_chunk, True, lv)}
+    rounds |= {(rs, p) for p, rs in _rounds(log_chunk, False, lv)}
     for rs, lt in rounds:
         for tid in range(T):
-            for g in range(1 << (LV - rs)):
+            for g in range(1 << (lv - rs)):
                 x0 = round_index(tid, g, 0, lt, rs, T)
                 for k in range(1 << rs):
                     x = round_index(tid, g, k, lt, rs, T)
                     assert x == x0 + (k << lt)
                     assert sm_pad(x) == sm_pad(x0) + sm_pad(k << lt)
-    rest = log_chunk % LV
+    rest = log_chunk % lv
     full_end = log_chunk - rest
-    p_last, rs_last = _rounds(log_chunk, False)[-1]
-    assert (rs_last, p_last) == ((rest, full_end) if rest else (LV, full_end - LV))
-    p_first, rs_first = _rounds(log_chunk, True)[0]  # forward: RS0 = rest or LV, ltmin LC - RS0
-    assert (p_first, rs_first) == (0, rest or LV)
+    p_last, rs_last = _rounds(log_chunk, False, lv)[-1]
+    assert (rs_last, p_last) == ((rest, full_end) if rest else (lv, full_end - lv))
+    p_first, rs_first = _rounds(log_chunk, True, lv)[0]  # forward: RS0 = rest or lv, ltmin LC - RS0
+    assert (p_first, rs_first) == (0, rest or lv)
 
 
 def test_base_convert_unguarded_terms_stay_inside_the_shared_table():

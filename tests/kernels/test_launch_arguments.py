@@ -182,3 +182,39 @@ def test_linear_transform_parts_split_only_a_grid_with_a_nearly_empty_last_wave(
     assert s4._linear_transform_parts(9) == 2
     big = fake_backend_factory(gpu_cases.context("n65536"))
     assert big._linear_transform_parts(40) == 1
+
+
+def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_backend_factory):
+    """Chunks of at most 2^11 (batches too small to fill the GPU with 4096-word chunks) launch
+    the _v4 chunk kernels, 4 coefficients per thread; 4096-word chunks keep the main kernels
+    (2^FHE_LV per thread); FHE_NTT_V4_MAX_LOG_CHUNK=0 turns the _v4 kernels off."""
+    from fhelium_cupy.ckks.backends import cupy_backend as cb
+
+    def launches(backend, batch, limbs):
+        got: list = []
+        real = backend._launch
+
+        def record(name, grid, block, args, shared_mem=0):
+            got.append((name, block))
+            real(name, grid, block, args, shared_mem=shared_mem)
+
+        backend._launch = record
+        a = np.zeros((batch, limbs, backend.n), dtype=np.uint64)
+        backend.ntt_forward(a, tuple(range(limbs)))
+        backend.ntt_inverse(a, tuple(range(limbs)))
+        del backend._launch
+        return [(name, block) for name, block in got if "chunk" in name]
+
+    ctx = gpu_cases.context("n16384")
+    small = fake_backend_factory(ctx)
+    assert small._ntt_v4_max_log_chunk == 11
+    lc = small._chunk_log(2 * 3)
+    assert lc <= 11
+    assert launches(small, 2, 3) == [("ntt_forward_chunk_stages_v4", (1 << lc) >> 2),
+                                     ("ntt_inverse_chunk_stages_v4", (1 << lc) >> 2)]
+    off = fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_V4_MAX_LOG_CHUNK=0",)))
+    assert launches(off, 2, 3) == [("ntt_forward_chunk_stages", (1 << lc) >> 3),
+                                   ("ntt_inverse_chunk_stages", (1 << lc) >> 3)]
+    big = fake_backend_factory(ctx, ntt_fill_blocks=1)  # the largest chunk (2^12) for any batch
+    assert big._chunk_log(6) == cb._CHUNK_LOG
+    assert launches(big, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]

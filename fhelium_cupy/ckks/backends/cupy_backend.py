@@ -132,6 +132,8 @@ class CupyBackend:
         # launch geometry of the chunk kernels' build-time variants (kernels/ntt.cu)
         options = self._library.options
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
+        # largest log2 chunk the _v4 chunk kernels (4 coefficients per thread) run; 0 = none
+        self._ntt_v4_max_log_chunk = int(options.define("FHE_NTT_V4_MAX_LOG_CHUNK", "11"))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
@@ -404,10 +406,15 @@ class CupyBackend:
         Forward only, in one launch group:
           ``skip``: ``(table, skipped)``, the row-skip table of ``ntt.cu`` (``skipped_row``) and
             the fewest rows any entry skips; those rows are left as they are.
-          ``chunk_output(chunk_src, grid, block, shared_mem, base, src_bs)``: launches a kernel
-            in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
-            ModDown combine), with the chunk launch geometry and the ``(num_moduli, log_n,
-            log_chunk)`` scalars."""
+          ``chunk_output(suffix, chunk_src, grid, block, shared_mem, base, src_bs)``: launches a
+            kernel in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
+            ModDown combine), with the chunk launch geometry, the ``(num_moduli, log_n,
+            log_chunk)`` scalars and the chunk kernels' name suffix (``""`` or ``"_v4"``).
+
+        Chunks below 2^12 (the chunk chosen for batches too small to fill the GPU with
+        4096-word chunks) take the ``_v4`` chunk kernels, 4 coefficients per thread: blocks of
+        twice the threads (ntt.cu; ``FHE_NTT_V4_MAX_LOG_CHUNK``, default 11, sets the largest
+        such chunk, 0 turns them off)."""
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
@@ -418,7 +425,9 @@ class CupyBackend:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
             log_chunk = self._chunk_log(g[0] * g[1])
             chunk = 1 << log_chunk
-            chunk_block = chunk >> self._ntt_values_log
+            v4 = log_chunk <= self._ntt_v4_max_log_chunk
+            suffix = "_v4" if v4 else ""
+            chunk_block = chunk >> (2 if v4 else self._ntt_values_log)
             chunk_smem = (chunk + chunk // 16) * 8
             col_block = self._column_block(chunk, g[0] * g[1])
             col_grid = (-(-chunk // col_block), g[1], g[0])
@@ -431,7 +440,7 @@ class CupyBackend:
             same = (np.int64(dst_bs), np.int64(dst_bs))
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if inverse:
-                self._launch("ntt_inverse_chunk_stages", chunk_grid, chunk_block,
+                self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
                 if not single:
                     self._launch("ntt_inverse_column_stages", col_grid, col_block,
@@ -442,9 +451,9 @@ class CupyBackend:
                              (s, d, rm, self._consts, w, skip_table, *base, *strides))
             chunk_src, chunk_strides = (s, strides) if single else (d, same)
             if chunk_output is not None:
-                chunk_output(chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
+                chunk_output(suffix, chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
             else:
-                self._launch("ntt_forward_chunk_stages", chunk_grid, chunk_block,
+                self._launch("ntt_forward_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
                              shared_mem=chunk_smem)
 
@@ -636,8 +645,8 @@ class CupyBackend:
             tw, _ = self._tw()
             q_map = t["out_map"][:L]
 
-            def combine(src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
-                self._launch("ntt_forward_chunk_stages_moddown_combine", grid, block,
+            def combine(suffix: str, src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
+                self._launch("ntt_forward_chunk_stages_moddown_combine" + suffix, grid, block,
                              (src, acc, out, q_map, self._consts, tw, t["pinv"], null if c0 is None else c0,
                               null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
                               np.int64(R * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
