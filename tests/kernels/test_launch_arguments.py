@@ -185,9 +185,10 @@ def test_linear_transform_parts_split_only_a_grid_with_a_nearly_empty_last_wave(
 
 
 def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_backend_factory):
-    """Chunks of at most 2^11 (batches too small to fill the GPU with 4096-word chunks) launch
-    the _v4 chunk kernels, 4 coefficients per thread; 4096-word chunks keep the main kernels
-    (2^FHE_LV per thread); FHE_NTT_V4_MAX_LOG_CHUNK=0 turns the _v4 kernels off."""
+    """A launch whose main chunk kernel would hold fewer threads than the GPU (132 SMs x 2048)
+    and whose chunk is at most 2^11 takes the _v4 chunk kernels, 4 coefficients per thread;
+    4096-word chunks and GPU-filling grids keep the main kernels (2^FHE_LV per thread);
+    FHE_NTT_V4_MAX_LOG_CHUNK=0 turns the _v4 kernels off."""
     from fhelium_cupy.ckks.backends import cupy_backend as cb
 
     def launches(backend, batch, limbs):
@@ -215,6 +216,9 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
     off = fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_V4_MAX_LOG_CHUNK=0",)))
     assert launches(off, 2, 3) == [("ntt_forward_chunk_stages", (1 << lc) >> 3),
                                    ("ntt_inverse_chunk_stages", (1 << lc) >> 3)]
+    many = small._chunk_log(132)  # 132 x 2^14 coefficients: 132 x 2048 threads of 8, a full GPU
+    assert many == 11 and not small._use_v4(many, 132) and small._use_v4(many, 131)
+    assert launches(small, 132, 1) == [("ntt_forward_chunk_stages", 256), ("ntt_inverse_chunk_stages", 256)]
     big = fake_backend_factory(ctx, ntt_fill_blocks=1)  # the largest chunk (2^12) for any batch
     assert big._chunk_log(6) == cb._CHUNK_LOG
     assert launches(big, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]

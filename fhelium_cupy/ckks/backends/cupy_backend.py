@@ -167,6 +167,7 @@ class CupyBackend:
         self.launch_count = 0
         attributes = getattr(self._device, "attributes", None) or {}
         self._sm_count = int(attributes.get("MultiProcessorCount", 132))  # 132: H100/H200
+        self._sm_threads = int(attributes.get("MaxThreadsPerMultiProcessor", 2048))  # sm_80 / sm_90
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._twiddles: tuple[Any, ...] | None = None
@@ -394,6 +395,17 @@ class CupyBackend:
             lc -= 1
         return lc
 
+    def _use_v4(self, log_chunk: int, count: int) -> bool:
+        """Whether ``count`` polynomials in chunks of 2^log_chunk take the ``_v4`` chunk kernels:
+        the main kernels' grid would hold fewer threads than the GPU (a latency-bound launch:
+        twice the threads per block help) and the chunk is at most 2^FHE_NTT_V4_MAX_LOG_CHUNK
+        (default 11; 0 turns the ``_v4`` kernels off). Measured on the H200 against the main
+        kernels (2026-11-29 s6, side by side): N=2^14 rotation 93.9 / 92.8 -> 77.6 / 73.6 us,
+        N=2^15 key switch 96 -> 87 us; 4096-word chunks and grids that fill the GPU slower
+        (N=2^16 ciphertext NTT 85.4 -> 95.3 us, N=2^15 ModUp with 3.1 M coefficients 81 -> 85)."""
+        threads = (count * self.n) >> self._ntt_values_log
+        return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._sm_count * self._sm_threads
+
     def _column_block(self, columns: int, count: int) -> int:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
         return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
@@ -411,10 +423,9 @@ class CupyBackend:
             ModDown combine), with the chunk launch geometry, the ``(num_moduli, log_n,
             log_chunk)`` scalars and the chunk kernels' name suffix (``""`` or ``"_v4"``).
 
-        Chunks below 2^12 (the chunk chosen for batches too small to fill the GPU with
-        4096-word chunks) take the ``_v4`` chunk kernels, 4 coefficients per thread: blocks of
-        twice the threads (ntt.cu; ``FHE_NTT_V4_MAX_LOG_CHUNK``, default 11, sets the largest
-        such chunk, 0 turns them off)."""
+        A launch group whose main chunk kernel would run fewer threads than the GPU holds
+        (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
+        thread (blocks of twice the threads), if its chunk is below 2^12 (``_use_v4``)."""
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
@@ -425,7 +436,7 @@ class CupyBackend:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
             log_chunk = self._chunk_log(g[0] * g[1])
             chunk = 1 << log_chunk
-            v4 = log_chunk <= self._ntt_v4_max_log_chunk
+            v4 = self._use_v4(log_chunk, g[0] * g[1])
             suffix = "_v4" if v4 else ""
             chunk_block = chunk >> (2 if v4 else self._ntt_values_log)
             chunk_smem = (chunk + chunk // 16) * 8
