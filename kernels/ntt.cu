@@ -107,6 +107,47 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
   }
 }
 
+template <int K>
+__device__ __forceinline__ void forward_columns_body_x2(const u64* in, u64* out, u64 q, const u64x2* tw,
+                                                        int log_chunk, int j, int h) {
+  u64 v[1 << (K - 1)], a[1 << (K - 2)], b[1 << (K - 2)];
+#pragma unroll
+  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in[((2 * i + h) << log_chunk) + j];
+  forward_column_stages_x2<K>(v, a, b, tw, q, h);
+#pragma unroll
+  for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
+    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
+    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
+  }
+}
+
+// ntt_forward_column_stages_x2: ntt_forward_column_stages with two threads per column (lanes
+// 2j and 2j + 1; forward_column_stages_x2), for 2 <= K <= 4: twice the threads and half the
+// chain per thread for a grid that leaves the GPU underfilled. Same layout, ranges and row-skip
+// table. Launch: grid (ceil(2C / block), limbs, batch), block a multiple of 32 that divides 2C
+// (both lanes of a column in one warp, every lane of a warp live for the shuffles).
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = t >> 1;
+  const int h = t & 1;
+  const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
+  if (j >= (1 << log_chunk) || y < 0) return;  // uniform per warp (launch contract)
+  const int N = 1 << log_n;
+  const int id = rowmap[y];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64* src = in + blockIdx.z * in_bs + (i64)y * N;
+  u64* dst = out + blockIdx.z * out_bs + (i64)y * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
+  switch (log_n - log_chunk) {
+    case 2: forward_columns_body_x2<2>(src, dst, q, w, log_chunk, j, h); break;
+    case 3: forward_columns_body_x2<3>(src, dst, q, w, log_chunk, j, h); break;
+    case 4: forward_columns_body_x2<4>(src, dst, q, w, log_chunk, j, h); break;
+    default: break;
+  }
+}
+
 // --- shared-memory chunk stages ----------------------------------------------------------
 // A block transforms one chunk of C = 2^log_chunk coefficients with T = C >> LV threads
 // (2^LV coefficients per thread; LV is a template parameter: FHE_LV for the main kernels, 2 for
@@ -582,6 +623,47 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
     case 2: inverse_columns_body<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
     case 3: inverse_columns_body<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
     case 4: inverse_columns_body<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    default: break;
+  }
+}
+
+template <int K>
+__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
+                                                        u64 ninv_sh, int log_n, int log_chunk, int j, int h) {
+  constexpr int H = 1 << (K - 1);
+  u64 v[H], a[H / 2], b[H / 2];
+#pragma unroll
+  for (int i = 0; i < H; ++i) v[i] = in[((i + h * H) << log_chunk) + j];
+  inverse_column_stages_x2<K>(v, a, b, itw, q, log_n, h);
+#pragma unroll
+  for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[i], x[i + H]
+    out[((2 * k + h) << log_chunk) + j] = shoup_mul(a[k], ninv, ninv_sh, q);
+    out[((2 * k + h + H) << log_chunk) + j] = shoup_mul(b[k], ninv, ninv_sh, q);
+  }
+}
+
+// ntt_inverse_column_stages_x2: ntt_inverse_column_stages with two threads per column (lanes
+// 2j and 2j + 1; inverse_column_stages_x2), for 2 <= K <= 4. Same layout and ranges. Launch as
+// ntt_forward_column_stages_x2.
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
+    int log_chunk, i64 in_bs, i64 out_bs) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = t >> 1;
+  const int h = t & 1;
+  if (j >= (1 << log_chunk)) return;  // uniform per warp (launch contract)
+  const int N = 1 << log_n;
+  const int id = rowmap[blockIdx.y];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 ninv = consts[FHE_C_NINV * num_moduli + id];
+  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
+  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
+  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
+  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
+  switch (log_n - log_chunk) {
+    case 2: inverse_columns_body_x2<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 3: inverse_columns_body_x2<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 4: inverse_columns_body_x2<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
     default: break;
   }
 }

@@ -91,4 +91,78 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
   }
 }
 
+// ---- two threads per column (the _x2 column kernels) ------------------------------------
+// Lanes 2j + h (h = 0, 1) share column j; each holds H = 2^(K-1) of its 2^K values, so a column
+// kernel has twice the threads and half the chain per thread. Within-thread stages run on the
+// half-vector; the one stage whose pairs straddle the two lanes goes through pair_exchange.
+
+// 64-bit value of the partner lane (lane ^ 1); every lane of the warp takes part.
+__device__ __forceinline__ u64 partner_value(u64 x) {
+  const unsigned lo = __shfl_xor_sync(0xffffffffu, (unsigned)x, 1);
+  const unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(x >> 32), 1);
+  return ((u64)hi << 32) | lo;
+}
+
+// A stage whose pair i is (lane 0's v[i], lane 1's v[i]) for i < H: afterwards lane h holds the
+// pairs i = 2k + h (k < H/2) as (a[k], b[k]). Each lane sends the half the other one keeps.
+template <int H>
+__device__ __forceinline__ void pair_exchange(const u64 (&v)[H], u64 (&a)[H / 2], u64 (&b)[H / 2], int h) {
+#pragma unroll
+  for (int k = 0; k < H / 2; ++k) {
+    const u64 got = partner_value(h ? v[2 * k] : v[2 * k + 1]);
+    a[k] = h ? got : v[2 * k];
+    b[k] = h ? v[2 * k + 1] : got;
+  }
+}
+
+// Forward column stages with two lanes per column (K >= 2): lane h holds v[i] = x[2i + h]
+// (parity layout), so stages 0 .. K-2 (distances 2^(K-1-s) >= 2 in x) pair values of one lane,
+// with the twiddles of forward_column_stages<K-1> (x >> (K - s) = i >> (K - 1 - s)); stage K-1
+// pairs (2i, 2i + 1) across the lanes. Out: lane h's pairs i = 2k + h as (a[k], b[k]) = x[2i],
+// x[2i + 1], [0, 4q).
+template <int K>
+__device__ __forceinline__ void forward_column_stages_x2(u64 (&v)[1 << (K - 1)], u64 (&a)[1 << (K - 2)],
+                                                         u64 (&b)[1 << (K - 2)], const u64x2* tw, u64 q, int h) {
+  static_assert(K >= 2, "two lanes per column need at least two column stages");
+  forward_column_stages<K - 1>(v, tw, q);
+  pair_exchange<(1 << (K - 1))>(v, a, b, h);
+  const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
+#pragma unroll
+  for (int k = 0; k < (1 << (K - 2)); ++k) {
+    const u64x2 w = tw[(1 << (K - 1)) + 2 * k + h];
+    ct_butterfly(a[k], b[k], w.a, w.b, nq, two_q);
+  }
+}
+
+// Inverse column stages u = log_n - K .. log_n - 1 with two lanes per column (K >= 2): lane h
+// holds v[i] = x[i + h H] (block layout, H = 2^(K-1)), so stages lt = 0 .. K-2 (distances
+// 2^lt < H) pair values of one lane (twiddle offset of x >> (lt + 1): h << (K - 2 - lt)), and
+// the last stage pairs (i, i + H) across the lanes (twiddle itw[1]). In/out [0, 2q); out: lane
+// h's pairs i = 2k + h as (a[k], b[k]) = x[i], x[i + H].
+template <int K>
+__device__ __forceinline__ void inverse_column_stages_x2(u64 (&v)[1 << (K - 1)], u64 (&a)[1 << (K - 2)],
+                                                         u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q,
+                                                         int log_n, int h) {
+  static_assert(K >= 2, "two lanes per column need at least two column stages");
+  const u64 two_q = 2 * q;
+  const u64 nq = 0 - q;
+  const int log_chunk = log_n - K;
+#pragma unroll
+  for (int lt = 0; lt < K - 1; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
+    const int u = log_chunk + lt;
+    const int hoff = h << (K - 2 - lt);
+#pragma unroll
+    for (int bf = 0; bf < (1 << (K - 2)); ++bf) {
+      const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
+      const u64x2 w = itw[(1 << (log_n - u - 1)) + (cl >> (lt + 1)) + hoff];
+      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
+    }
+  }
+  pair_exchange<(1 << (K - 1))>(v, a, b, h);
+  const u64x2 w = itw[1];
+#pragma unroll
+  for (int k = 0; k < (1 << (K - 2)); ++k) gs_butterfly(a[k], b[k], w.a, w.b, nq, two_q);
+}
+
 }  // namespace fhe

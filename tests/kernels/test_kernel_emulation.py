@@ -153,19 +153,58 @@ def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk, lv=
     return sm
 
 
-def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, lv: int = LV) -> list[int]:
-    n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
+def forward_column_stages(v: list[int], q: int, tw, tw_sh, K: int) -> None:
+    """ntt_stages.cuh forward_column_stages<K> on one column's values (in place)."""
+    for s in range(K):
+        lt = K - s - 1
+        for bf in range(1 << (K - 1)):
+            cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
+            widx = (1 << s) + (cl >> (lt + 1))
+            v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q)
+
+
+def pair_exchange(v: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """ntt_stages.cuh pair_exchange<H> for both lanes h of a column: lane h sends
+    v[h][2k + 1 - h] (partner_value) and keeps the pairs i = 2k + h."""
+    H = len(v[0])
+    a, b = [[0] * (H // 2) for _ in range(2)], [[0] * (H // 2) for _ in range(2)]
+    for k in range(H // 2):
+        sent = [v[h][2 * k] if h else v[h][2 * k + 1] for h in range(2)]
+        for h in range(2):
+            got = sent[1 - h]
+            a[h][k] = got if h else v[h][2 * k]
+            b[h][k] = v[h][2 * k + 1] if h else got
+    return a, b
+
+
+def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, x2: bool) -> None:
+    """ntt_forward_column_stages (one thread per column) or its _x2 form (lanes h = 0, 1 of
+    column j: parity layout, forward_column_stages_x2), in place."""
+    C, K = 1 << log_chunk, log_n - log_chunk
+    for j in range(C):
+        if not x2:
+            v = [a[(c << log_chunk) + j] for c in range(1 << K)]
+            forward_column_stages(v, q, tw, tw_sh, K)
+            for c in range(1 << K):
+                a[c * C + j] = v[c]
+            continue
+        lanes = [[a[((2 * i + h) << log_chunk) + j] for i in range(1 << (K - 1))] for h in range(2)]
+        for h in range(2):
+            forward_column_stages(lanes[h], q, tw, tw_sh, K - 1)
+        pa, pb = pair_exchange(lanes)
+        for h in range(2):
+            for k in range(1 << (K - 2)):
+                widx = (1 << (K - 1)) + 2 * k + h
+                pa[h][k], pb[h][k] = ct(pa[h][k], pb[h][k], int(tw[widx]), int(tw_sh[widx]), q)
+                a[((4 * k + 2 * h) << log_chunk) + j] = pa[h][k]
+                a[((4 * k + 2 * h + 1) << log_chunk) + j] = pb[h][k]
+
+
+def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, lv: int = LV,
+                    x2: bool = False) -> list[int]:
+    n, C = 1 << log_n, 1 << log_chunk
     a = list(x)
-    for j in range(C):  # ntt_forward_column_stages / forward_column_stages<K>
-        v = [a[(c << log_chunk) + j] for c in range(1 << K)]
-        for s in range(K):
-            lt = K - s - 1
-            for bf in range(1 << (K - 1)):
-                cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
-                widx = (1 << s) + (cl >> (lt + 1))
-                v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q)
-        for c in range(1 << K):
-            a[c * C + j] = v[c]
+    emulate_forward_columns(a, q, tw, tw_sh, log_n, log_chunk, x2)
     for chunk in range(n // C):  # ntt_forward_chunk_stages (register rounds, see ntt.cu)
         a[chunk * C : (chunk + 1) * C] = emulate_forward_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, tw, tw_sh,
                                                                log_n, log_chunk, lv)
@@ -173,7 +212,7 @@ def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int,
 
 
 def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int, log_chunk: int,
-                    lv: int = LV):
+                    lv: int = LV, x2: bool = False):
     n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
     a = list(x)
     for chunk in range(n // C):  # ntt_inverse_chunk_stages (register rounds, see ntt.cu)
@@ -182,6 +221,26 @@ def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, 
             sm = [red(shoup_lazy(v, ninv, ninv_sh, q), q) for v in sm]
         a[chunk * C : (chunk + 1) * C] = sm
     if K == 0:
+        return a
+    if x2:  # ntt_inverse_column_stages_x2 / inverse_column_stages_x2<K>: lanes h, block layout
+        H = 1 << (K - 1)
+        for j in range(C):
+            lanes = [[a[((i + h * H) << log_chunk) + j] for i in range(H)] for h in range(2)]
+            for h in range(2):
+                v = lanes[h]
+                for lt in range(K - 1):
+                    u = log_chunk + lt
+                    for bf in range(1 << (K - 2)):
+                        cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
+                        widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1)) + (h << (K - 2 - lt))
+                        assert widx == (1 << (log_n - u - 1)) + ((cl + h * H) >> (lt + 1))  # the contract's index
+                        v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
+            pa, pb = pair_exchange(lanes)
+            for h in range(2):
+                for k in range(H // 2):
+                    pa[h][k], pb[h][k] = gs(pa[h][k], pb[h][k], int(itw[1]), int(itw_sh[1]), q)
+                    a[((2 * k + h) << log_chunk) + j] = red(shoup_lazy(pa[h][k], ninv, ninv_sh, q), q)
+                    a[((2 * k + h + H) << log_chunk) + j] = red(shoup_lazy(pb[h][k], ninv, ninv_sh, q), q)
         return a
     for j in range(C):  # ntt_inverse_column_stages / inverse_column_stages<K>
         v = [a[(c << log_chunk) + j] for c in range(1 << K)]
@@ -225,6 +284,24 @@ def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk, l
         assert got == [int(v) for v in want], f"forward row {r} log_chunk {log_chunk}"
         back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, lv)
         assert back == [int(v) for v in a[0]], f"inverse row {r} log_chunk {log_chunk}"
+
+
+@pytest.mark.parametrize(("log_n", "log_chunk"), [(6, 4), (6, 3), (7, 3)])
+def test_two_lanes_per_column_emulation_matches_contract(log_n, log_chunk):
+    """ntt_{forward,inverse}_column_stages_x2 (two lanes per column, pair_exchange for the stage
+    that straddles them) for K = 2, 3, 4 column stages, on a 60-bit and a 41-bit prime."""
+    n = 1 << log_n
+    c = ro.make_context(n, ro.ntt_primes(60, 1, n) + ro.ntt_primes(41, 1, n), ro.ntt_primes(61, 1, n), dnum=1)
+    consts = cb.modulus_constants(c.moduli, n)
+    for r in range(2):
+        q = c.moduli[r]
+        tw, tw_sh, itw, itw_sh = cb.twiddle_tables(q, c.psi[r], n)
+        a = _rand(c, (r,), seed=11 + r)
+        a[0, :2] = [0, q - 1]
+        got = emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk, x2=True)
+        assert got == [int(v) for v in ro.ntt_forward(a, (r,), c)[0]]
+        back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, x2=True)
+        assert back == [int(v) for v in a[0]]
 
 
 def test_modulus_constants_match_their_definitions(ctx):

@@ -222,3 +222,38 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
     big = fake_backend_factory(ctx, ntt_fill_blocks=1)  # the largest chunk (2^12) for any batch
     assert big._chunk_log(6) == cb._CHUNK_LOG
     assert launches(big, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]
+
+
+def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(fake_backend_factory):
+    """FHE_NTT_COLUMN_X2=2 (default): the _x2 column kernels (lanes 2j, 2j + 1 share column j)
+    when one thread per column would hold fewer threads than the GPU; their grid covers 2C
+    threads with a block that divides it (every lane of a warp live for the shuffles)."""
+    ctx = gpu_cases.context("n16384")
+
+    def columns(backend, batch, limbs):
+        got: list = []
+        real = backend._launch
+
+        def record(name, grid, block, args, shared_mem=0):
+            got.append((name, grid, block))
+            real(name, grid, block, args, shared_mem=shared_mem)
+
+        backend._launch = record
+        a = np.zeros((batch, limbs, backend.n), dtype=np.uint64)
+        backend.ntt_forward(a, tuple(range(limbs)))
+        backend.ntt_inverse(a, tuple(range(limbs)))
+        del backend._launch
+        return [g for g in got if "column" in g[0]]
+
+    backend = fake_backend_factory(ctx)
+    assert backend._ntt_column_x2 == 2
+    chunk = 1 << backend._chunk_log(2 * 9)
+    launched = columns(backend, 2, 9)
+    assert [name for name, _, _ in launched] == ["ntt_forward_column_stages_x2", "ntt_inverse_column_stages_x2"]
+    for _, grid, block in launched:
+        assert grid[0] * block == 2 * chunk and (2 * chunk) % block == 0 and block % 32 == 0
+    assert backend._use_column_x2(4, 2 * 9, chunk)
+    assert not backend._use_column_x2(4, 1 << 12, chunk)  # a GPU-filling batch keeps one thread a column
+    assert not backend._use_column_x2(1, 2, chunk)  # one column stage: nothing to split
+    never = fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_COLUMN_X2=0",)))
+    assert [name for name, _, _ in columns(never, 2, 9)] == ["ntt_forward_column_stages", "ntt_inverse_column_stages"]

@@ -134,6 +134,9 @@ class CupyBackend:
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         # largest log2 chunk the _v4 chunk kernels (4 coefficients per thread) run; 0 = none
         self._ntt_v4_max_log_chunk = int(options.define("FHE_NTT_V4_MAX_LOG_CHUNK", "11"))
+        # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
+        # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
+        self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
@@ -406,6 +409,14 @@ class CupyBackend:
         threads = (count * self.n) >> self._ntt_values_log
         return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._sm_count * self._sm_threads
 
+    def _use_column_x2(self, stages: int, count: int, columns: int) -> bool:
+        """Whether the column kernels of ``count`` polynomials with ``stages`` column stages
+        (2..4) take the ``_x2`` forms, two threads per column (FHE_NTT_COLUMN_X2: 0 never,
+        1 always, 2 (default) when one thread per column would hold fewer threads than the GPU)."""
+        if stages < 2 or self._ntt_column_x2 == 0:
+            return False
+        return self._ntt_column_x2 == 1 or count * columns < self._sm_count * self._sm_threads
+
     def _column_block(self, columns: int, count: int) -> int:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
         return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
@@ -440,8 +451,11 @@ class CupyBackend:
             suffix = "_v4" if v4 else ""
             chunk_block = chunk >> (2 if v4 else self._ntt_values_log)
             chunk_smem = (chunk + chunk // 16) * 8
-            col_block = self._column_block(chunk, g[0] * g[1])
-            col_grid = (-(-chunk // col_block), g[1], g[0])
+            x2 = self._use_column_x2(self.log_n - log_chunk, g[0] * g[1], chunk)
+            col_suffix = "_x2" if x2 else ""
+            col_threads = chunk << x2
+            col_block = self._column_block(col_threads, g[0] * g[1])
+            col_grid = (-(-col_threads // col_block), g[1], g[0])
             chunk_grid = (g[0], self.n // chunk, g[1]) if self._ntt_batch_fast else (self.n // chunk, g[1], g[0])
             base = (np.int32(self.num_moduli), np.int32(self.log_n), np.int32(log_chunk))
             s = src[b0:b1, l0:l1]
@@ -454,11 +468,11 @@ class CupyBackend:
                 self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
                 if not single:
-                    self._launch("ntt_inverse_column_stages", col_grid, col_block,
+                    self._launch("ntt_inverse_column_stages" + col_suffix, col_grid, col_block,
                                  (d, d, rm, self._consts, w, *base, *same))
                 continue
             if not single:
-                self._launch("ntt_forward_column_stages", col_grid, col_block,
+                self._launch("ntt_forward_column_stages" + col_suffix, col_grid, col_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides))
             chunk_src, chunk_strides = (s, strides) if single else (d, same)
             if chunk_output is not None:
