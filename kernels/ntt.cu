@@ -69,6 +69,26 @@ __device__ __forceinline__ int skipped_row(const int* FHE_RO skip, int z, int y)
   return row < e[2] ? row : -1;
 }
 
+// One row of a column kernel: its prime, twiddles (tw or itw) and the row's input and output.
+struct ColumnRow {
+  const u64* src;
+  u64* dst;
+  const u64x2* w;
+  u64 q;
+  int id;  // prime id
+};
+// (y: the data row, int after a row-skip table or the grid's unsigned blockIdx.y; kept as
+// given so the address arithmetic stays what each kernel computed before this helper)
+template <class Row>
+__device__ __forceinline__ ColumnRow column_row(const u64* in, u64* out, const int* FHE_RO rowmap,
+                                                const u64* FHE_RO consts, const u64* FHE_RO w2, int num_moduli,
+                                                int log_n, i64 in_bs, i64 out_bs, Row y) {
+  const int N = 1 << log_n;
+  const int id = rowmap[y];
+  return {in + blockIdx.z * in_bs + (i64)y * N, out + blockIdx.z * out_bs + (i64)y * N,
+          reinterpret_cast<const u64x2*>(w2) + (i64)id * N, consts[FHE_C_Q * num_moduli + id], id};
+}
+
 template <int K>
 __device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
@@ -92,17 +112,12 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
   if (j >= (1 << log_chunk) || y < 0) return;
-  const int N = 1 << log_n;
-  const int id = rowmap[y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)y * N;
-  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
+  const ColumnRow r = column_row(in, out, rowmap, consts, tw2, num_moduli, log_n, in_bs, out_bs, y);
   switch (log_n - log_chunk) {
-    case 1: forward_columns_body<1>(src, dst, q, w, log_chunk, j); break;
-    case 2: forward_columns_body<2>(src, dst, q, w, log_chunk, j); break;
-    case 3: forward_columns_body<3>(src, dst, q, w, log_chunk, j); break;
-    case 4: forward_columns_body<4>(src, dst, q, w, log_chunk, j); break;
+    case 1: forward_columns_body<1>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
+    case 2: forward_columns_body<2>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
+    case 3: forward_columns_body<3>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
+    case 4: forward_columns_body<4>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
     default: break;
   }
 }
@@ -134,16 +149,11 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(co
   const int h = t & 1;
   const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
   if (j >= (1 << log_chunk) || y < 0) return;  // uniform per warp (launch contract)
-  const int N = 1 << log_n;
-  const int id = rowmap[y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)y * N;
-  const u64x2* w = reinterpret_cast<const u64x2*>(tw2) + (i64)id * N;
+  const ColumnRow r = column_row(in, out, rowmap, consts, tw2, num_moduli, log_n, in_bs, out_bs, y);
   switch (log_n - log_chunk) {
-    case 2: forward_columns_body_x2<2>(src, dst, q, w, log_chunk, j, h); break;
-    case 3: forward_columns_body_x2<3>(src, dst, q, w, log_chunk, j, h); break;
-    case 4: forward_columns_body_x2<4>(src, dst, q, w, log_chunk, j, h); break;
+    case 2: forward_columns_body_x2<2>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
+    case 3: forward_columns_body_x2<3>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
+    case 4: forward_columns_body_x2<4>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
     default: break;
   }
 }
@@ -610,19 +620,14 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
                                                      i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= (1 << log_chunk)) return;
-  const int N = 1 << log_n;
-  const int id = rowmap[blockIdx.y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 ninv = consts[FHE_C_NINV * num_moduli + id];
-  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
-  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
+  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, blockIdx.y);
+  const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
+  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 1: inverse_columns_body<1>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 2: inverse_columns_body<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 3: inverse_columns_body<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 4: inverse_columns_body<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 1: inverse_columns_body<1>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 2: inverse_columns_body<2>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 3: inverse_columns_body<3>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 4: inverse_columns_body<4>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
     default: break;
   }
 }
@@ -652,18 +657,13 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(co
   const int j = t >> 1;
   const int h = t & 1;
   if (j >= (1 << log_chunk)) return;  // uniform per warp (launch contract)
-  const int N = 1 << log_n;
-  const int id = rowmap[blockIdx.y];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 ninv = consts[FHE_C_NINV * num_moduli + id];
-  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + id];
-  const u64* src = in + blockIdx.z * in_bs + (i64)blockIdx.y * N;
-  u64* dst = out + blockIdx.z * out_bs + (i64)blockIdx.y * N;
-  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
+  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, blockIdx.y);
+  const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
+  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 2: inverse_columns_body_x2<2>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
-    case 3: inverse_columns_body_x2<3>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
-    case 4: inverse_columns_body_x2<4>(src, dst, q, w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 2: inverse_columns_body_x2<2>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 3: inverse_columns_body_x2<3>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 4: inverse_columns_body_x2<4>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
     default: break;
   }
 }

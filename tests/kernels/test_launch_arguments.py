@@ -184,6 +184,26 @@ def test_linear_transform_parts_split_only_a_grid_with_a_nearly_empty_last_wave(
     assert big._linear_transform_parts(40) == 1
 
 
+def _ntt_launches(backend, batch: int, limbs: int) -> list[tuple[str, tuple, int]]:
+    """(kernel, grid, block) of every launch of a forward then an inverse NTT of
+    [batch, limbs, N] zeros (recorded around the backend's checked fake launches)."""
+    got: list = []
+    real = backend._launch
+
+    def record(name, grid, block, args, shared_mem=0):
+        got.append((name, grid, block))
+        real(name, grid, block, args, shared_mem=shared_mem)
+
+    backend._launch = record
+    try:
+        a = np.zeros((batch, limbs, backend.n), dtype=np.uint64)
+        backend.ntt_forward(a, tuple(range(limbs)))
+        backend.ntt_inverse(a, tuple(range(limbs)))
+    finally:
+        del backend._launch
+    return got
+
+
 def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_backend_factory):
     """A launch whose main chunk kernel would hold fewer threads than the GPU (132 SMs x 2048)
     and whose chunk is at most 2^11 takes the _v4 chunk kernels, 4 coefficients per thread;
@@ -192,19 +212,7 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
     from fhelium_cupy.ckks.backends import cupy_backend as cb
 
     def launches(backend, batch, limbs):
-        got: list = []
-        real = backend._launch
-
-        def record(name, grid, block, args, shared_mem=0):
-            got.append((name, block))
-            real(name, grid, block, args, shared_mem=shared_mem)
-
-        backend._launch = record
-        a = np.zeros((batch, limbs, backend.n), dtype=np.uint64)
-        backend.ntt_forward(a, tuple(range(limbs)))
-        backend.ntt_inverse(a, tuple(range(limbs)))
-        del backend._launch
-        return [(name, block) for name, block in got if "chunk" in name]
+        return [(name, block) for name, _, block in _ntt_launches(backend, batch, limbs) if "chunk" in name]
 
     ctx = gpu_cases.context("n16384")
     small = fake_backend_factory(ctx)
@@ -231,19 +239,7 @@ def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(
     ctx = gpu_cases.context("n16384")
 
     def columns(backend, batch, limbs):
-        got: list = []
-        real = backend._launch
-
-        def record(name, grid, block, args, shared_mem=0):
-            got.append((name, grid, block))
-            real(name, grid, block, args, shared_mem=shared_mem)
-
-        backend._launch = record
-        a = np.zeros((batch, limbs, backend.n), dtype=np.uint64)
-        backend.ntt_forward(a, tuple(range(limbs)))
-        backend.ntt_inverse(a, tuple(range(limbs)))
-        del backend._launch
-        return [g for g in got if "column" in g[0]]
+        return [g for g in _ntt_launches(backend, batch, limbs) if "column" in g[0]]
 
     backend = fake_backend_factory(ctx)
     assert backend._ntt_column_x2 == 2
