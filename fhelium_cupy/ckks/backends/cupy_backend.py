@@ -413,8 +413,8 @@ class CupyBackend:
         """Whether the column kernels of ``count`` polynomials with ``stages`` column stages
         (2..4) take the ``_x2`` forms, two threads per column (FHE_NTT_COLUMN_X2: 0 never,
         1 always, 2 (default) when one thread per column would hold fewer threads than the GPU)."""
-        if stages < 2 or self._ntt_column_x2 == 0:
-            return False
+        if stages < 2 or self._ntt_column_x2 == 0 or (2 * columns) % _COLUMN_BLOCK:
+            return False  # (the _x2 launch contract: every block of 64 or 128 lanes full)
         return self._ntt_column_x2 == 1 or count * columns < self._sm_count * self._sm_threads
 
     def _column_block(self, columns: int, count: int) -> int:
@@ -436,7 +436,9 @@ class CupyBackend:
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
-        thread (blocks of twice the threads), if its chunk is below 2^12 (``_use_v4``)."""
+        thread (blocks of twice the threads), if its chunk is below 2^12 (``_use_v4``); one
+        whose column kernel would (one thread a column) takes the ``_x2`` column kernels, two
+        threads a column (``_use_column_x2``)."""
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
