@@ -4,13 +4,16 @@
 // (limbs contiguous inside one batch entry). Row y is prime id rowmap[y].
 // Grid: x = coefficient block, y = limb, z = batch entry (z <= 65535).
 // One transform = 1 launch for N <= chunk (4096), else 2 launches (column + chunk stages).
+// Thread layouts: the chunk kernels hold 2^FHE_LV coefficients a thread, their _v4 forms 4;
+// the column kernels run one thread a column, their _x2 forms two. The host picks the _v4 and
+// _x2 forms for launches too small to fill the GPU (CupyBackend._use_v4, _use_column_x2).
 #include "modarith.cuh"
 #include "ntt_stages.cuh"
 
 using namespace fhe;
 
-// log2 of the coefficients each thread of a chunk kernel holds (the backend's block size is
-// C >> FHE_LV; it never picks a chunk smaller than 2^FHE_LV).
+// log2 of the coefficients each thread of the main chunk kernels holds (block C >> FHE_LV; the
+// backend never picks a chunk smaller than 2^FHE_LV). Their _v4 forms hold 4 (block C / 4).
 #ifndef FHE_LV
 #define FHE_LV 3
 #endif
