@@ -47,7 +47,8 @@ __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S 
 #endif
 
 // The targets t0 .. t1-1 of one coefficient from its scaled sources y (SMAX values, zero past
-// the group's size) and negative count cnt; NP pieces per source value (y < 2^(27 NP)).
+// the group's size) and negative count cnt. NP > 0: sums in NP pieces per source value
+// (PieceSum, y < 2^(27 NP)); NP = 0: one 64 x 64-bit multiply-add a term (mad_wide, any y).
 // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0 whatever they
 // read (zero W rows of a short group, or, when SMAX > S (at most 3 more; the host picks the
 // smallest SMAX >= S), the next words of the same shared table).
@@ -56,20 +57,28 @@ __device__ __forceinline__ void convert_targets(const u64 (&y)[SMAX], u64 cnt, c
                                                 const u64* self, const u64* tq, const u64* sin, u64* o, int T,
                                                 int t0, int t1, int n) {
   static_assert(SMAX + 1 <= 32, "PieceSum holds at most 32 terms");
-  unsigned p[SMAX][NP];
+  unsigned p[SMAX][NP > 0 ? NP : 1];
+  if constexpr (NP > 0) {
 #pragma unroll
-  for (int j = 0; j < SMAX; ++j) split_pieces<NP>(p[j], y[j]);
+    for (int j = 0; j < SMAX; ++j) split_pieces<NP>(p[j], y[j]);
+  }
   for (int t = t0; t < t1; ++t) {
     u64 v;
     if (self[t] != ~0ULL) {
       v = sin[(i64)self[t] * n];
     } else {
-      PieceSum<NP> sum;
+      u64 lo = 0, hi = 0;
+      if constexpr (NP > 0) {
+        PieceSum<NP> sum;
 #pragma unroll
-      for (int j = 0; j < SMAX; ++j) sum.mad(p[j], W[j * T + t]);
-      sum.mad_small((unsigned)cnt, negc[t]);
-      u64 lo, hi;
-      sum.wide(lo, hi);
+        for (int j = 0; j < SMAX; ++j) sum.mad(p[j], W[j * T + t]);
+        sum.mad_small((unsigned)cnt, negc[t]);
+        sum.wide(lo, hi);
+      } else {
+#pragma unroll
+        for (int j = 0; j < SMAX; ++j) mad_wide(lo, hi, y[j], W[j * T + t]);
+        mad_wide(lo, hi, cnt, negc[t]);
+      }
       v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
     }
     o[(i64)t * n] = v;
@@ -123,22 +132,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
       return;
     }
 #endif
-    for (int t = t0; t < t1; ++t) {
-      u64 v;
-      if (self[t] != ~0ULL) {
-        v = sin[(i64)self[t] * n];
-      } else {
-        u64 lo = 0, hi = 0;
-        // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0
-        // whatever they read (zero W rows of a short group, or, when SMAX > S (at most 3 more;
-        // the host picks the smallest SMAX >= S), the next words of the same shared table).
-#pragma unroll
-        for (int j = 0; j < SMAX; ++j) mad_wide(lo, hi, y[j], W[j * T + t]);
-        mad_wide(lo, hi, cnt, negc[t]);
-        v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
-      }
-      o[(i64)t * n] = v;
-    }
+    convert_targets<SMAX, 0>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
   } else {  // any group size: sources reloaded per target, high word reduced every 16 terms
     for (int t = t0; t < t1; ++t) {
       u64 v;
