@@ -73,8 +73,12 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
 }
 
 // Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q).
+// Stage lt pairs (c, c + 2^lt) with itw[(root << (log_n - u - 1)) + (c >> (lt + 1))]: root = 1
+// for a whole column; inverse_column_stages_x2 runs one lane's half-column of a K+1-stage
+// column through here with root = 2 + h (its twiddle offset h << (K - 1 - lt) folded in).
 template <int K>
-__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n) {
+__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n,
+                                                      int root = 1) {
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
   const int log_chunk = log_n - K;
@@ -84,7 +88,7 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
 #pragma unroll
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
-      const int widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1));
+      const int widx = (root << (log_n - u - 1)) + (cl >> (lt + 1));
       const u64x2 w = itw[widx];
       gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
     }
@@ -137,29 +141,19 @@ __device__ __forceinline__ void forward_column_stages_x2(u64 (&v)[1 << (K - 1)],
 
 // Inverse column stages u = log_n - K .. log_n - 1 with two lanes per column (K >= 2): lane h
 // holds v[i] = x[i + h H] (block layout, H = 2^(K-1)), so stages lt = 0 .. K-2 (distances
-// 2^lt < H) pair values of one lane (twiddle offset of x >> (lt + 1): h << (K - 2 - lt)), and
-// the last stage pairs (i, i + H) across the lanes (twiddle itw[1]). In/out [0, 2q); out: lane
+// 2^lt < H) pair values of one lane: inverse_column_stages<K-1> with root 2 + h (the twiddle
+// index (1 << (K - 1 - lt)) + ((i + h H) >> (lt + 1)) = ((2 + h) << (K - 2 - lt)) + (i >> (lt + 1))).
+// The last stage pairs (i, i + H) across the lanes (twiddle itw[1]). In/out [0, 2q); out: lane
 // h's pairs i = 2k + h as (a[k], b[k]) = x[i], x[i + H].
 template <int K>
 __device__ __forceinline__ void inverse_column_stages_x2(u64 (&v)[1 << (K - 1)], u64 (&a)[1 << (K - 2)],
                                                          u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q,
                                                          int log_n, int h) {
   static_assert(K >= 2, "two lanes per column need at least two column stages");
+  inverse_column_stages<K - 1>(v, itw, q, log_n, 2 + h);
+  pair_exchange<(1 << (K - 1))>(v, a, b, h);
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
-  const int log_chunk = log_n - K;
-#pragma unroll
-  for (int lt = 0; lt < K - 1; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
-    const int u = log_chunk + lt;
-    const int hoff = h << (K - 2 - lt);
-#pragma unroll
-    for (int bf = 0; bf < (1 << (K - 2)); ++bf) {
-      const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
-      const u64x2 w = itw[(1 << (log_n - u - 1)) + (cl >> (lt + 1)) + hoff];
-      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
-    }
-  }
-  pair_exchange<(1 << (K - 1))>(v, a, b, h);
   const u64x2 w = itw[1];
 #pragma unroll
   for (int k = 0; k < (1 << (K - 2)); ++k) gs_butterfly(a[k], b[k], w.a, w.b, nq, two_q);

@@ -232,7 +232,8 @@ def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, 
                     u = log_chunk + lt
                     for bf in range(1 << (K - 2)):
                         cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
-                        widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1)) + (h << (K - 2 - lt))
+                        # inverse_column_stages<K-1>(.., root = 2 + h): its u is this u + 1
+                        widx = ((2 + h) << (log_n - u - 2)) + (cl >> (lt + 1))
                         assert widx == (1 << (log_n - u - 1)) + ((cl + h * H) >> (lt + 1))  # the contract's index
                         v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
             pa, pb = pair_exchange(lanes)
