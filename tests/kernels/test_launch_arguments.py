@@ -243,13 +243,15 @@ def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(
 
     backend = fake_backend_factory(ctx)
     assert backend._ntt_column_x2 == 2
-    chunk = 1 << backend._chunk_log(2 * 9)
+    log_chunk = backend._chunk_log(2 * 9)
+    chunk = 1 << log_chunk
     launched = columns(backend, 2, 9)
     assert [name for name, _, _ in launched] == ["ntt_forward_column_stages_x2", "ntt_inverse_column_stages_x2"]
     for _, grid, block in launched:
         assert grid[0] * block == 2 * chunk and (2 * chunk) % block == 0 and block % 32 == 0
-    assert backend._use_column_x2(4, 2 * 9, chunk)
-    assert not backend._use_column_x2(4, 1 << 12, chunk)  # a GPU-filling batch keeps one thread a column
-    assert not backend._use_column_x2(1, 2, chunk)  # one column stage: nothing to split
+    assert backend.log_n - log_chunk == 4
+    assert backend._use_column_x2(log_chunk, 2 * 9)
+    assert not backend._use_column_x2(log_chunk, 1 << 12)  # a GPU-filling batch keeps one thread a column
+    assert not backend._use_column_x2(backend.log_n - 1, 2)  # one column stage: nothing to split
     never = fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_COLUMN_X2=0",)))
     assert [name for name, _, _ in columns(never, 2, 9)] == ["ntt_forward_column_stages", "ntt_inverse_column_stages"]

@@ -170,7 +170,9 @@ class CupyBackend:
         self.launch_count = 0
         attributes = getattr(self._device, "attributes", None) or {}
         self._sm_count = int(attributes.get("MultiProcessorCount", 132))  # 132: H100/H200
-        self._sm_threads = int(attributes.get("MaxThreadsPerMultiProcessor", 2048))  # sm_80 / sm_90
+        # threads the GPU holds at once (2048 per SM on sm_80 / sm_90): a launch below it leaves
+        # SMs idle or underfilled (_use_v4, _use_column_x2)
+        self._gpu_threads = self._sm_count * int(attributes.get("MaxThreadsPerMultiProcessor", 2048))
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._twiddles: tuple[Any, ...] | None = None
@@ -407,15 +409,17 @@ class CupyBackend:
         N=2^15 key switch 96 -> 87 us; 4096-word chunks and grids that fill the GPU slower
         (N=2^16 ciphertext NTT 85.4 -> 95.3 us, N=2^15 ModUp with 3.1 M coefficients 81 -> 85)."""
         threads = (count * self.n) >> self._ntt_values_log
-        return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._sm_count * self._sm_threads
+        return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._gpu_threads
 
-    def _use_column_x2(self, stages: int, count: int, columns: int) -> bool:
-        """Whether the column kernels of ``count`` polynomials with ``stages`` column stages
-        (2..4) take the ``_x2`` forms, two threads per column (FHE_NTT_COLUMN_X2: 0 never,
-        1 always, 2 (default) when one thread per column would hold fewer threads than the GPU)."""
-        if stages < 2 or self._ntt_column_x2 == 0 or (2 * columns) % _COLUMN_BLOCK:
+    def _use_column_x2(self, log_chunk: int, count: int) -> bool:
+        """Whether the column kernels of ``count`` polynomials in chunks of 2^log_chunk (2^log_chunk
+        columns, log_n - log_chunk column stages: at least 2) take the ``_x2`` forms, two threads
+        per column (FHE_NTT_COLUMN_X2: 0 never, 1 always, 2 (default) when one thread per column
+        would hold fewer threads than the GPU)."""
+        columns = 1 << log_chunk
+        if self.log_n - log_chunk < 2 or self._ntt_column_x2 == 0 or (2 * columns) % _COLUMN_BLOCK:
             return False  # (the _x2 launch contract: every block of 64 or 128 lanes full)
-        return self._ntt_column_x2 == 1 or count * columns < self._sm_count * self._sm_threads
+        return self._ntt_column_x2 == 1 or count * columns < self._gpu_threads
 
     def _column_block(self, columns: int, count: int) -> int:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
@@ -453,7 +457,7 @@ class CupyBackend:
             suffix = "_v4" if v4 else ""
             chunk_block = chunk >> (2 if v4 else self._ntt_values_log)
             chunk_smem = (chunk + chunk // 16) * 8
-            x2 = self._use_column_x2(self.log_n - log_chunk, g[0] * g[1], chunk)
+            x2 = self._use_column_x2(log_chunk, g[0] * g[1])
             col_suffix = "_x2" if x2 else ""
             col_threads = chunk << x2
             col_block = self._column_block(col_threads, g[0] * g[1])
