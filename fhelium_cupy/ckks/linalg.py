@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import StateMismatchError
 from .engine import host_message
+from .keygen import normalize_rotation_step
 from .keys import RotationKey
 from .values import Ciphertext, Plaintext
 
@@ -113,14 +114,39 @@ def encode_bsgs_diagonals(engine, matrix, *, level: int = 0, scale: float | None
     return engine.encode(grid, level=level, scale=scale)
 
 
-def _key(rotation_keys, step: int) -> RotationKey:
-    try:
-        return rotation_keys[step]
-    except (KeyError, IndexError, TypeError):
-        pass
-    if isinstance(rotation_keys, Sequence) and 0 < step <= len(rotation_keys):
-        return rotation_keys[step - 1]
-    raise StateMismatchError(f"no rotation key for step {step}; generate it with engine.rotation_key({step})")
+def _keys(rotation_keys, steps, num_slots: int) -> list[RotationKey]:
+    """The keys for ``steps``, all looked up and checked before any work starts.
+
+    A mapping is indexed by step, a sequence by ``step - 1``. Each key must be a
+    ``RotationKey`` whose ``rotation_step`` is ``step`` (normalized), so keys filed under the
+    wrong step are refused instead of rotating by the wrong amount.
+    """
+    if isinstance(rotation_keys, Mapping):
+        def find(step):
+            return rotation_keys.get(step)
+    elif isinstance(rotation_keys, Sequence) and not isinstance(rotation_keys, (str, bytes)):
+        def find(step):
+            return rotation_keys[step - 1] if 0 < step <= len(rotation_keys) else None
+    else:
+        raise TypeError(
+            "rotation_keys must be a mapping step -> RotationKey or a sequence whose item k - 1 is "
+            f"step k, got {type(rotation_keys).__name__}"
+        )
+    keys = []
+    for step in steps:
+        key = find(step)
+        if key is None:
+            raise StateMismatchError(f"no rotation key for step {step}; generate it with engine.rotation_key({step})")
+        if type(key) is not RotationKey:
+            raise TypeError(f"the rotation key for step {step} is a {type(key).__name__}, not a RotationKey")
+        want = normalize_rotation_step(step, num_slots)
+        if key.rotation_step != want:
+            raise StateMismatchError(
+                f"the key given for step {step} rotates by {key.rotation_step}, not {want}; "
+                f"generate it with engine.rotation_key({step})"
+            )
+        keys.append(key)
+    return keys
 
 
 def _check_source(engine, source: Ciphertext, diagonals: Plaintext, batch: tuple[int, ...]) -> None:
@@ -160,12 +186,18 @@ def matrix_vector(
             FHElium example 18's independent ``rotate_with_key`` calls (which use the Q
             limbs of QP diagonals).
 
+    Raises:
+        StateMismatchError: a key is missing or rotates by another step than the one it is
+            filed under (checked for every key before any work), or the source or diagonals
+            do not fit.
+        TypeError: ``rotation_keys`` is neither a mapping nor a sequence of ``RotationKey``.
+
     Returns:
         Coefficient-domain CT2 at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
     """
     n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
     _check_source(engine, source, diagonals, (n,))
-    keys = [_key(rotation_keys, k) for k in range(1, n)]
+    keys = _keys(rotation_keys, range(1, n), engine.num_slots)
     if diagonals.modulus_basis == "QP":
         if hoisted:
             total = engine.linear_transform(source, keys, diagonals)
@@ -188,7 +220,7 @@ def matrix_vector_bsgs(
     *,
     engine,
     diagonals: Plaintext,
-    rotation_keys: Mapping[int, RotationKey],
+    rotation_keys: Mapping[int, RotationKey] | Sequence[RotationKey],
 ) -> Ciphertext:
     """Encrypted ``A x`` by baby-step giant-step with hoisted baby rotations.
 
@@ -196,7 +228,12 @@ def matrix_vector_bsgs(
         source: coefficient-domain CT2 of ``periodic_message(x)`` at level ``l``.
         engine: the ``CkksEngine``.
         diagonals: ``encode_bsgs_diagonals(engine, A, level=l)`` (``[g, b, L, N]``).
-        rotation_keys: step -> ``RotationKey`` for ``required_rotation_steps_bsgs(n)``.
+        rotation_keys: step -> ``RotationKey`` for ``required_rotation_steps_bsgs(n)`` (mapping,
+            or a sequence whose item ``k - 1`` is step ``k``).
+
+    Raises:
+        StateMismatchError: a key is missing or rotates by another step than the one it is
+            filed under (checked for every key before any work).
 
     Returns:
         Coefficient-domain CT2 at level ``l + 1`` (scale as in ``matrix_vector``).
@@ -205,11 +242,13 @@ def matrix_vector_bsgs(
         raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
     g, b = diagonals.data.shape[:2]
     _check_source(engine, source, diagonals, (g, b))
-    stacked = engine.rotate_hoisted_batch(source, [_key(rotation_keys, j) for j in range(1, b)], output_domain="ntt")
+    baby = _keys(rotation_keys, range(1, b), engine.num_slots)
+    giant = _keys(rotation_keys, [i * b for i in range(1, g)], engine.num_slots)
+    stacked = engine.rotate_hoisted_batch(source, baby, output_domain="ntt")
     partial = []
     for i in range(g):  # everything stays in the NTT domain until the one inverse NTT below
         row = diagonals._with_data(diagonals.data[i])
         inner = engine.multiply_plaintext_and_sum(stacked, row)
-        partial.append(inner if i == 0 else engine.rotate_with_key(inner, _key(rotation_keys, i * b), output_domain="ntt"))
+        partial.append(inner if i == 0 else engine.rotate_with_key(inner, giant[i - 1], output_domain="ntt"))
     total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
     return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))

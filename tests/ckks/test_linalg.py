@@ -70,6 +70,62 @@ def test_matrix_vector_rejects_missing_keys_and_wrong_diagonals():
         matrix_vector_bsgs(ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys={})
 
 
+@pytest.mark.parametrize("container", [list, tuple, dict])
+@pytest.mark.parametrize("method", ["cyclic-double-hoisted", "cyclic-hoisted", "bsgs"])
+def test_matrix_vector_takes_keys_as_a_sequence_or_a_mapping(container, method):
+    """A sequence's item k - 1 is step k (as documented); it must give the same bits as a dict."""
+    e = make_engine("test-n4096-scale40")
+    n = 8
+    rng = np.random.default_rng(11)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    if method == "bsgs":
+        steps = required_rotation_steps_bsgs(n)
+        run, diagonals = matrix_vector_bsgs, encode_bsgs_diagonals(e, a)
+        kwargs = {}
+    else:
+        steps = required_rotation_steps(n)
+        run, diagonals = matrix_vector, encode_diagonals(e, a, modulus_basis="QP" if "double" in method else "Q")
+        kwargs = {"hoisted": True}
+    by_step = e.rotation_keys(steps)
+    if container is dict:
+        keys = by_step
+    else:  # item k - 1 is step k: every step up to the largest one the method needs
+        keys = container(e.rotation_key(k) for k in range(1, max(steps) + 1))
+    y = run(ct, engine=e, diagonals=diagonals, rotation_keys=keys, **kwargs)
+    want = run(ct, engine=e, diagonals=diagonals, rotation_keys=by_step, **kwargs)
+    np.testing.assert_array_equal(y.data, want.data)
+    got = e.decrypt_message(y, real=True)
+    assert np.max(np.abs(got - periodic_message(a @ x, e.num_slots))) < TOLERANCE["test-n4096-scale40"]
+
+
+def test_matrix_vector_refuses_keys_filed_under_another_step_before_any_work(monkeypatch):
+    e = make_engine("test-n4096-scale40")  # shared by the tests: patch through monkeypatch only
+    a = np.eye(4)
+    ct = e.encrypt_message(periodic_message(np.ones(4), e.num_slots))
+    diagonals = encode_diagonals(e, a)
+    swapped = {1: e.rotation_key(2), 2: e.rotation_key(1), 3: e.rotation_key(3)}
+    calls = []
+    monkeypatch.setattr(e, "linear_transform", lambda *args, **kw: calls.append(args))  # never reached
+    with pytest.raises(StateMismatchError, match="step 1 rotates by 2"):
+        matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=swapped)
+    with pytest.raises(StateMismatchError, match="step 3"):  # a sequence one short
+        matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=[e.rotation_key(1), e.rotation_key(2)])
+    with pytest.raises(TypeError, match="RotationKey"):
+        matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys={1: "key", 2: None, 3: 3})
+    with pytest.raises(TypeError, match="mapping"):
+        matrix_vector(ct, engine=e, diagonals=diagonals, rotation_keys=e.rotation_key(1))
+    assert calls == []
+    # the BSGS giant-step keys are checked before the baby rotations run
+    b, g = bsgs_split(16)
+    bsgs = encode_bsgs_diagonals(e, np.eye(16))
+    ct16 = e.encrypt_message(periodic_message(np.ones(16), e.num_slots))
+    monkeypatch.setattr(e, "rotate_hoisted_batch", lambda *args, **kw: calls.append(args))
+    with pytest.raises(StateMismatchError, match=f"no rotation key for step {2 * b}"):
+        matrix_vector_bsgs(ct16, engine=e, diagonals=bsgs, rotation_keys=e.rotation_keys(range(1, b + 1)))
+    assert calls == []
+
+
 def test_hoisted_and_independent_rotation_schedules_are_bit_identical():
     e = make_engine("test-n4096-scale40")
     rng = np.random.default_rng(7)
