@@ -17,6 +17,7 @@ from .primes import MAX_MODULUS_BITS, generate_ntt_primes, is_ntt_friendly
 __all__ = [
     "PRESETS",
     "SECURITY_BOUNDS_128",
+    "SIGMA_MIN_128",
     "Parameters",
     "ParametersLiteral",
     "balanced_digits",
@@ -25,6 +26,9 @@ __all__ = [
 
 SECURITY_BOUNDS_128: dict[int, int] = {4096: 109, 8192: 218, 16384: 438, 32768: 881, 65536: 1772}
 """Maximum log2(QP) for 128-bit security (HE standard, ternary secret) per ring degree N."""
+
+SIGMA_MIN_128 = 8.0 / math.sqrt(2.0 * math.pi)
+"""Smallest error standard deviation the 128-bit bounds assume (HE standard: 8/sqrt(2 pi) = 3.19)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,10 @@ def _generate_chain(bits: tuple[int, ...], n: int, *, balanced: bool, exclude: s
 class Parameters:
     """Validated, immutable CKKS parameters. Build with ``from_literal`` or ``preset``.
 
+    Every instance is validated when it is made, however it is made (``from_literal``, direct
+    construction or ``dataclasses.replace``): moduli, scale, sigma, digit partition and the
+    128-bit security bound. A set that misses the bound exists only with ``insecure=True``.
+
     Attributes:
         name: label of the set.
         ring_degree: N.
@@ -89,7 +97,12 @@ class Parameters:
         scale: default encoding scale.
         digits: level-0 partition of Q prime ids into contiguous key-switching digits.
         sigma: error standard deviation.
-        insecure: True when the set exceeds the 128-bit bound and the caller opted in.
+        insecure: the caller's opt-in to a set below 128-bit security (``from_literal`` sets it
+            to whether the set is insecure: ``security_issue()`` is not None).
+
+    Raises:
+        ConfigurationError: bad ring degree, moduli, scale, sigma or digits.
+        InsecureParametersError: the set is below 128-bit security and ``insecure`` is False.
     """
 
     name: str
@@ -101,6 +114,62 @@ class Parameters:
     sigma: float = 3.2
     insecure: bool = field(default=False)
 
+    def __post_init__(self) -> None:
+        n = self.ring_degree
+        if not isinstance(n, int) or n < 2 or n & (n - 1) or n > 1 << 17:
+            raise ConfigurationError(f"ring_degree must be a power of two in [2, 2**17], got {n!r}")
+        q, p = self.q_moduli, self.p_moduli
+        if not q:
+            raise ConfigurationError("the Q chain needs at least one prime (q_bits or q_moduli)")
+        if not p:
+            raise ConfigurationError("hybrid key switching needs at least one special prime (p_bits or p_moduli)")
+        for m in q + p:
+            if not isinstance(m, int):
+                raise ConfigurationError(f"moduli must be ints, got {type(m).__name__} {m!r}")
+            if m.bit_length() > MAX_MODULUS_BITS:
+                raise ConfigurationError(
+                    f"modulus {m} has {m.bit_length()} bits; every modulus must be below 2**{MAX_MODULUS_BITS}"
+                )
+            if not is_ntt_friendly(m, n):
+                raise ConfigurationError(
+                    f"modulus {m} is not an NTT-friendly prime for N={n}: it must be an odd prime with q = 1 (mod {2 * n})"
+                )
+        if len(set(q + p)) != len(q) + len(p):
+            raise ConfigurationError("moduli must be pairwise distinct")
+        if not isinstance(self.scale, float) or not math.isfinite(self.scale) or self.scale <= 1.0:
+            raise ConfigurationError(f"scale must be a finite float > 1, got {self.scale!r}")
+        if not isinstance(self.sigma, float) or not math.isfinite(self.sigma) or self.sigma <= 0:
+            raise ConfigurationError(f"sigma must be a positive finite float, got {self.sigma!r}")
+        flat = tuple(i for d in self.digits for i in d)
+        if any(not d for d in self.digits) or flat != tuple(range(len(q))):
+            raise ConfigurationError(
+                f"digits must partition the Q prime ids 0..{len(q) - 1} into contiguous non-empty groups, "
+                f"got {self.digits!r}"
+            )
+        issue = self.security_issue()
+        if issue is not None and not self.insecure:
+            raise InsecureParametersError(f"{issue}; pass insecure=True for testing only")
+
+    def security_issue(self) -> str | None:
+        """Why this set is below 128-bit security (HE standard, ternary secret), or None.
+
+        Checked: a tabulated bound for N, log2(QP) within it, and an error of standard
+        deviation at least ``SIGMA_MIN_128`` (the bounds assume it; with a much smaller error
+        the secret follows from the public key).
+        """
+        n = self.ring_degree
+        bound = SECURITY_BOUNDS_128.get(n)
+        if bound is None:
+            return f"no 128-bit HE-standard bound is tabulated for N={n} (known: {sorted(SECURITY_BOUNDS_128)})"
+        if self.log2_qp > bound:
+            return (
+                f"log2(QP) = {self.log2_qp:.1f} bits exceeds the 128-bit HE-standard bound of {bound} bits "
+                f"for N={n}; use fewer or smaller primes or a larger N"
+            )
+        if self.sigma < SIGMA_MIN_128:
+            return f"sigma = {self.sigma!r} is below the {SIGMA_MIN_128:.4f} that the 128-bit HE-standard bounds assume"
+        return None
+
     @classmethod
     def from_literal(cls, literal: ParametersLiteral, *, insecure: bool = False) -> Parameters:
         """Validate ``literal`` (generating primes from bit sizes when needed).
@@ -108,8 +177,9 @@ class Parameters:
         Raises:
             ConfigurationError: bad ring size, non-NTT-friendly / duplicate / oversize
                 primes, bad scale, sigma or digit count.
-            InsecureParametersError: log2(QP) exceeds the 128-bit bound for N (or N has
-                no tabulated bound) and ``insecure`` is False.
+            InsecureParametersError: the set is below 128-bit security (``security_issue``:
+                log2(QP) above the bound for N, no tabulated bound for N, or sigma below
+                ``SIGMA_MIN_128``) and ``insecure`` is False.
         """
         if not isinstance(literal, ParametersLiteral):
             raise ConfigurationError(f"expected a ParametersLiteral, got {type(literal).__name__}")
@@ -127,52 +197,17 @@ class Parameters:
             )
         except ValueError as error:
             raise ConfigurationError(f"cannot generate primes for {literal.name!r}: {error}") from error
-        if not q:
-            raise ConfigurationError("the Q chain needs at least one prime (q_bits or q_moduli)")
-        if not p:
-            raise ConfigurationError("hybrid key switching needs at least one special prime (p_bits or p_moduli)")
-        for m in q + p:
-            if m.bit_length() > MAX_MODULUS_BITS:
-                raise ConfigurationError(
-                    f"modulus {m} has {m.bit_length()} bits; every modulus must be below 2**{MAX_MODULUS_BITS}"
-                )
-            if not is_ntt_friendly(m, n):
-                raise ConfigurationError(
-                    f"modulus {m} is not an NTT-friendly prime for N={n}: it must be an odd prime with q = 1 (mod {2 * n})"
-                )
-        if len(set(q + p)) != len(q) + len(p):
-            raise ConfigurationError("moduli must be pairwise distinct")
         scale = float(literal.scale)
-        if not math.isfinite(scale) or scale <= 1.0:
-            raise ConfigurationError(f"scale must be a finite float > 1, got {literal.scale!r}")
-        if not math.isfinite(literal.sigma) or literal.sigma <= 0:
-            raise ConfigurationError(f"sigma must be positive, got {literal.sigma!r}")
+        sigma = float(literal.sigma)
         dnum = len(q) if literal.dnum is None else literal.dnum
-        if not isinstance(dnum, int) or not 1 <= dnum <= len(q):
+        if q and (not isinstance(dnum, int) or not 1 <= dnum <= len(q)):
             raise ConfigurationError(f"dnum must be an int in [1, {len(q)}], got {literal.dnum!r}")
-        log_qp = sum(math.log2(m) for m in q + p)
-        bound = SECURITY_BOUNDS_128.get(n)
-        if not insecure:
-            if bound is None:
-                raise InsecureParametersError(
-                    f"no 128-bit HE-standard bound is tabulated for N={n} (known: {sorted(SECURITY_BOUNDS_128)}); "
-                    "pass insecure=True to use this set for testing only"
-                )
-            if log_qp > bound:
-                raise InsecureParametersError(
-                    f"log2(QP) = {log_qp:.1f} bits exceeds the 128-bit HE-standard bound of {bound} bits for N={n}; "
-                    "use fewer or smaller primes, a larger N, or pass insecure=True for testing only"
-                )
-        return cls(
-            name=literal.name,
-            ring_degree=n,
-            q_moduli=q,
-            p_moduli=p,
-            scale=scale,
-            digits=balanced_digits(len(q), dnum),
-            sigma=float(literal.sigma),
-            insecure=bool(bound is None or log_qp > bound),
-        )
+        fields = dict(name=literal.name, ring_degree=n, q_moduli=q, p_moduli=p, scale=scale,
+                      digits=balanced_digits(len(q), dnum) if q else (), sigma=sigma)
+        issue = cls(**fields, insecure=True).security_issue()  # validated except for the bound
+        if issue is not None and not insecure:
+            raise InsecureParametersError(f"{issue}; pass insecure=True for testing only")
+        return cls(**fields, insecure=issue is not None)
 
     @classmethod
     def preset(cls, name: str, *, insecure: bool = False) -> Parameters:

@@ -108,3 +108,50 @@ def test_context_identity_is_stable_and_parameter_sensitive():
     c = CkksContext(Parameters.preset("test-n4096-scale30", insecure=True))
     assert a.context_id == b.context_id != c.context_id
     assert len(a.context_id) == 16 and int(a.context_id, 16) >= 0
+
+
+def test_sigma_below_the_standard_error_is_insecure():
+    """The 128-bit bounds assume sigma >= 8/sqrt(2 pi); a smaller error (e.g. 1e-6: every
+    sample 0) would let the secret follow from the public key."""
+    from fhelium_cupy.ckks.params import SIGMA_MIN_128
+
+    assert abs(SIGMA_MIN_128 - 3.1915) < 1e-4
+    literal = ParametersLiteral(log_n=14, q_bits=(40,) * 3, p_bits=(50,), sigma=1e-6)
+    with pytest.raises(InsecureParametersError, match="sigma"):
+        Parameters.from_literal(literal)
+    weak = Parameters.from_literal(literal, insecure=True)
+    assert weak.insecure and "sigma" in weak.security_issue()
+    assert Parameters.from_literal(ParametersLiteral(log_n=14, q_bits=(40,) * 3, p_bits=(50,))).security_issue() is None
+    with pytest.raises(InsecureParametersError, match="sigma"):
+        CkksEngine(literal)
+
+
+def test_replace_or_direct_construction_cannot_skip_the_bound():
+    """Parameters validates itself however it is made: dataclasses.replace of a secure preset
+    with more primes or a zero error, or direct construction, needs insecure=True too."""
+    import dataclasses
+
+    base = Parameters.preset("slots8192-scale40-depth7")
+    extra = tuple(m for m in generate_ntt_primes(40, 20, base.ring_degree) if m not in base.moduli)[:3]
+    assert len(extra) == 3 and base.log2_qp + 3 * 39 > SECURITY_BOUNDS_128[base.ring_degree]
+    more = dict(q_moduli=base.q_moduli + extra, digits=balanced_digits(len(base.q_moduli) + len(extra),
+                                                                        len(base.q_moduli) + len(extra)))
+    with pytest.raises(InsecureParametersError, match="exceeds"):
+        dataclasses.replace(base, **more)
+    assert dataclasses.replace(base, **more, insecure=True).insecure
+    with pytest.raises(ConfigurationError, match="sigma"):
+        dataclasses.replace(base, sigma=0.0)
+    with pytest.raises(InsecureParametersError, match="sigma"):
+        dataclasses.replace(base, sigma=1.0)
+    with pytest.raises(InsecureParametersError, match="no 128-bit"):
+        Parameters(name="x", ring_degree=4096 // 2, q_moduli=tuple(generate_ntt_primes(30, 2, 2048)),
+                   p_moduli=tuple(generate_ntt_primes(31, 1, 2048)), scale=2.0**30, digits=((0,), (1,)))
+    with pytest.raises(ConfigurationError, match="partition"):
+        dataclasses.replace(base, digits=((0, 1),))
+    with pytest.raises(ConfigurationError, match="NTT-friendly"):
+        dataclasses.replace(base, p_moduli=(base.p_moduli[0] + 2,))
+    with pytest.raises(ConfigurationError, match="scale"):
+        dataclasses.replace(base, scale=40)
+    # an engine built from such a set needs its own opt-in as before
+    with pytest.raises(InsecureParametersError):
+        CkksEngine(dataclasses.replace(base, **more, insecure=True))
