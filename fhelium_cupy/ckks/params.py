@@ -9,7 +9,7 @@ on log2(QP)) and returns an immutable object. Presets are named literals.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigurationError, InsecureParametersError
 from .primes import MAX_MODULUS_BITS, generate_ntt_primes, is_ntt_friendly
@@ -202,12 +202,13 @@ class Parameters:
         dnum = len(q) if literal.dnum is None else literal.dnum
         if q and (not isinstance(dnum, int) or not 1 <= dnum <= len(q)):
             raise ConfigurationError(f"dnum must be an int in [1, {len(q)}], got {literal.dnum!r}")
-        fields = dict(name=literal.name, ring_degree=n, q_moduli=q, p_moduli=p, scale=scale,
-                      digits=balanced_digits(len(q), dnum) if q else (), sigma=sigma)
-        issue = cls(**fields, insecure=True).security_issue()  # validated except for the bound
+        params = cls(name=literal.name, ring_degree=n, q_moduli=q, p_moduli=p, scale=scale,
+                     digits=balanced_digits(len(q), dnum) if q else (), sigma=sigma,
+                     insecure=True)  # validated here except for the bound
+        issue = params.security_issue()
         if issue is not None and not insecure:
             raise InsecureParametersError(f"{issue}; pass insecure=True for testing only")
-        return cls(**fields, insecure=issue is not None)
+        return replace(params, insecure=issue is not None)
 
     @classmethod
     def preset(cls, name: str, *, insecure: bool = False) -> Parameters:
