@@ -7,6 +7,7 @@ __all__ = [
     "ConfigurationError",
     "CudaGraphCaptureError",
     "CudaGraphInputError",
+    "CudaGraphOutputError",
     "CudaUnavailableError",
     "ExecutionError",
     "ExecutionInputError",
@@ -63,6 +64,24 @@ class CudaGraphCaptureError(ExecutionError):
 
 def _rebuild_capture_error(stage: str, function_name: str, detail: str) -> CudaGraphCaptureError:
     return CudaGraphCaptureError(stage=stage, function_name=function_name, detail=detail)
+
+
+class CudaGraphOutputError(CudaGraphCaptureError, TypeError):
+    """The captured callable's output is unsupported: a leaf or container that is not an
+    array, registered value, list, tuple, dict or None; an array off the capture device; a
+    value without arrays; or a pool member's output that changed between warmup and capture.
+
+    A ``CudaGraphCaptureError`` (with ``stage``) that is also a ``TypeError``: the spec's
+    ``capture`` raises ``TypeError`` for an unsupported output leaf and ``CudaGraphCaptureError``
+    when output validation fails.
+    """
+
+    def __reduce__(self):
+        return (_rebuild_output_error, (self.stage, self.function_name, self.detail))
+
+
+def _rebuild_output_error(stage: str, function_name: str, detail: str) -> CudaGraphOutputError:
+    return CudaGraphOutputError(stage=stage, function_name=function_name, detail=detail)
 
 
 class CudaUnavailableError(FHEliumError, RuntimeError):

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 __all__ = [
     "RegisteredValueType",
     "SerializableValue",
@@ -159,11 +161,14 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
     """Turn metadata into a hashable, deterministic form.
 
     Mappings become tuples of ``(key, frozen)`` sorted by key; lists and tuples become
-    tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and ``bytes`` pass through.
+    tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and ``bytes`` pass through, and
+    NumPy scalars become their Python kind (``np.int64(1)`` -> ``1``, ``np.bool_`` -> ``bool``).
     Anything else raises ``TypeError`` naming the path.
     """
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
+    if isinstance(value, (np.bool_, np.integer, np.floating)):
+        return value.item()
     if isinstance(value, Mapping):
         items = []
         for key in value:

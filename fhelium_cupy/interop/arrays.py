@@ -19,6 +19,7 @@ from .devices import CPU, Device
 
 __all__ = [
     "LeafKind",
+    "check_plain_torch",
     "data_pointer",
     "element_strides",
     "is_array_leaf",
@@ -105,19 +106,49 @@ def leaf_dtype(leaf: Any) -> np.dtype:
     return leaf.dtype
 
 
+def check_plain_torch(leaf: Any) -> None:
+    """Refuse torch tensors whose bytes are not their values or that have no bytes to copy.
+
+    A lazily conjugated or negated view (``is_conj()``, ``is_neg()``, e.g. ``x.conj().imag``)
+    shares the bytes of its base, and only reading it through torch applies the sign; a
+    byte copy would silently lose it. Sparse and other non-strided layouts and tensors on
+    devices other than CPU and CUDA (``meta``) have no strided storage to copy.
+
+    Raises:
+        TypeError: naming the fix (``resolve_conj()``, ``resolve_neg()``, ``to_dense()``).
+    """
+    torch = loaded_torch()
+    if torch is not None and leaf.layout is not torch.strided:
+        raise TypeError(f"torch tensors with layout {leaf.layout} are not supported; pass a dense tensor (to_dense())")
+    if leaf.device.type not in ("cpu", "cuda"):
+        raise TypeError(f"torch tensors on {leaf.device.type} are not supported; use CPU or CUDA tensors")
+    if leaf.is_conj():
+        raise TypeError(
+            "a lazily conjugated torch view (is_conj()) shares its base's bytes, which are not its values; "
+            "call resolve_conj() first"
+        )
+    if leaf.is_neg():
+        raise TypeError(
+            "a lazily negated torch view (is_neg(), e.g. x.conj().imag) shares its base's bytes, which are not "
+            "its values; call resolve_neg() first"
+        )
+
+
 def element_strides(leaf: Any) -> tuple[int, ...]:
     """Strides in elements (torch convention) for any leaf.
 
     Raises:
-        ValueError: if a NumPy/CuPy byte stride is not a multiple of the item size.
+        TypeError: if a NumPy/CuPy byte stride is not a multiple of the item size, or a torch
+            tensor is not a plain strided CPU/CUDA tensor (``check_plain_torch``).
     """
     if leaf_kind(leaf) == "torch":
+        check_plain_torch(leaf)
         return tuple(int(s) for s in leaf.stride())
     itemsize = leaf.dtype.itemsize
     out = []
     for s in leaf.strides:
         if s % itemsize:
-            raise ValueError(f"array stride {s} bytes is not a multiple of its item size {itemsize}")
+            raise TypeError(f"array stride {s} bytes is not a multiple of its item size {itemsize}")
         out.append(s // itemsize)
     return tuple(out)
 

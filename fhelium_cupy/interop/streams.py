@@ -11,6 +11,7 @@ API keeps its meaning.
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from .capabilities import loaded_torch, require_cupy
 from .devices import Device
 
 __all__ = [
+    "is_event_sequence",
     "current_stream_getter",
     "event_handle",
     "event_handles",
@@ -166,11 +168,16 @@ def event_handle(event: object) -> int | None:
     raise TypeError(f"{type(event).__name__} is not a CUDA event; pass a cupy.cuda.Event or torch.cuda.Event")
 
 
+def is_event_sequence(wait_for: object) -> bool:
+    """True for any sequence of events (list, tuple, deque, ...), False for one event."""
+    return isinstance(wait_for, (Sequence, collections.deque)) and not isinstance(wait_for, (str, bytes))
+
+
 def event_handles(wait_for: object | Sequence[object] | None) -> tuple[int, ...]:
-    """Normalize ``None``, one event, or a list/tuple of events to raw handles (validated first)."""
+    """Normalize ``None``, one event, or a sequence of events to raw handles (validated first)."""
     if wait_for is None:
         return ()
-    events = wait_for if isinstance(wait_for, (list, tuple)) else (wait_for,)
+    events: Any = wait_for if is_event_sequence(wait_for) else (wait_for,)
     handles = []
     for ev in events:
         handle = event_handle(ev)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CudaGraphCaptureError
+from ..errors import CudaGraphCaptureError, CudaGraphOutputError
 from ..interop.arrays import leaf_device
 from ..interop.capabilities import loaded_torch, require_cupy
 from ..interop.devices import Device
 from ..interop.streams import resolve_stream
-from ._output import OutputPlan, OutputSpec, allocate_retained, describe_output
+from ._output import OutputLeafError, OutputPlan, OutputSpec, allocate_retained, describe_output
 from .arena import GraphArena
 from .buffer import MEMCPY_DEFAULT, ReusableValueBuffer
 from .pool import CudaGraphPool
@@ -286,7 +286,8 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
             buffer.close()
             if arena is not None:
                 arena.close()
-            raise CudaGraphCaptureError(stage=stage, function_name=function_name(function), detail=str(error)) from error
+            error_type = CudaGraphOutputError if isinstance(error, OutputLeafError) else CudaGraphCaptureError
+            raise error_type(stage=stage, function_name=function_name(function), detail=str(error)) from error
         buffer._prune()  # the initial copy completed: drop the references to the examples
     own = buffer.nbytes + (output.nbytes if pool is not None else 0)
     used = arena.used_bytes if arena is not None else 0

@@ -22,7 +22,7 @@ from ..values import is_registered_value, registered_type_of, value_type_info
 from .buffer import MEMCPY_DEFAULT
 from .signature import TensorSignature
 
-__all__ = ["OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "check_output", "describe_output"]
+__all__ = ["OutputLeafError", "OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "check_output", "describe_output"]
 
 
 # Structure nodes (tuples, cheap to walk):
@@ -31,8 +31,12 @@ __all__ = ["OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "ch
 Node = tuple
 
 
+class OutputLeafError(TypeError):
+    """An unsupported output tree (capture reports it as ``CudaGraphOutputError``)."""
+
+
 def _unsupported(obj: object) -> TypeError:
-    return TypeError(
+    return OutputLeafError(
         "CUDA Graph outputs must be arrays (CuPy or torch CUDA tensors), registered values, nested "
         f"list/tuple/dict containers, or None (actual={type(obj).__name__})"
     )
@@ -43,7 +47,7 @@ def _check_array(array: Any, device: Device, what: str) -> None:
     if kind is None:
         raise _unsupported(array)
     if kind == "numpy" or leaf_device(array) != device:
-        raise TypeError(f"CUDA Graph output {what} is not on the capture device {device}")
+        raise OutputLeafError(f"CUDA Graph output {what} is not on the capture device {device}")
 
 
 def _walk(out: object, device: Device, leaves: list[Any], values: list[Any]) -> Node:
@@ -53,7 +57,7 @@ def _walk(out: object, device: Device, leaves: list[Any], values: list[Any]) -> 
         info = value_type_info(out)
         tensors = out.value_tensors()  # type: ignore[attr-defined]
         if not tensors:
-            raise TypeError(f"CUDA Graph output {info.type_name} has no tensors")
+            raise OutputLeafError(f"CUDA Graph output {info.type_name} has no tensors")
         names = tuple(sorted(tensors))
         for name in names:
             _check_array(tensors[name], device, f"value {info.type_name}.{name}")
@@ -243,7 +247,7 @@ class OutputPlan:
         structure = _walk(out, device, leaves, values)
         difference = spec.difference(OutputSpec(structure, leaves, values))
         if difference is not None:
-            raise TypeError(f"the captured output differs from the last warmup output: {difference}")
+            raise OutputLeafError(f"the captured output differs from the last warmup output: {difference}")
         copies = []
         for leaf, target in zip(leaves, storage):
             dst_low, span = leaf_span(target)

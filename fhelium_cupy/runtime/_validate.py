@@ -132,7 +132,10 @@ def _compile_value(expected: ValueSignature, array_types: frozenset[type]) -> Ch
         if registered_type_of(value) is not entry:
             return False
         items = value.value_metadata()
-        if items != metadata or not types_match(items):
+        try:
+            if items != metadata or not types_match(items):
+                return False
+        except (TypeError, ValueError):  # an item whose == has no answer (an array): the walk says why
             return False
         arrays = value.value_tensors()
         if len(arrays) != count:

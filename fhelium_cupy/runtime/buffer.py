@@ -29,7 +29,7 @@ from ..interop.arrays import (
 )
 from ..interop.capabilities import cupy_or_none, require_cupy
 from ..interop.devices import CPU, Device, as_device
-from ..interop.streams import event_handles, resolve_stream
+from ..interop.streams import event_handles, is_event_sequence, resolve_stream
 from .copy_handle import CopyHandle
 from .signature import TensorSignature, ValueTreeSignature
 
@@ -86,6 +86,13 @@ def _iter_example_leaves(signature: ValueTreeSignature, example: object) -> list
     leaves: list[Any] = []
     signature.collect_leaves(example, "example", leaves)
     return leaves
+
+
+def _unindexed_cuda(spec: object) -> bool:
+    """``"cuda"`` or ``torch.device("cuda")``: a CUDA target without an index."""
+    if isinstance(spec, str):
+        return spec.strip().lower() == "cuda"
+    return type(spec).__module__.startswith("torch") and getattr(spec, "type", None) == "cuda" and spec.index is None  # type: ignore[attr-defined]
 
 
 def _check_aliasing(leaves: Sequence[Any]) -> None:
@@ -169,8 +176,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
         Raises:
             TypeError: unsupported leaf or container (the message names the path).
-            ValueError: no array leaves; examples span several devices without
-                ``device``; ``pin_memory`` with a non-CPU target; overlapping leaves.
+            ValueError: no array leaves; examples span several devices without an
+                indexed ``device`` (``"cuda"`` alone is ambiguous there); ``pin_memory`` with a non-CPU target; overlapping leaves.
             CudaUnavailableError: a CUDA target or pinned memory without CuPy/GPU.
         """
         signature = ValueTreeSignature.from_value(example)
@@ -181,16 +188,13 @@ class ReusableValueBuffer(Generic[_ValueT]):
                 "and bind scalars and control objects statically"
             )
         leaves = _iter_example_leaves(signature, example)
-        if device is None:
-            devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
-            if len(devices) != 1:
-                raise ValueError(
-                    "ReusableValueBuffer requires an indexed target device when example tensors span multiple "
-                    f"devices: devices={devices}; pass device='cpu' or device='cuda:N'"
-                )
-            target = leaf_device(leaves[0])
-        else:
-            target = as_device(device)
+        devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
+        if len(devices) != 1 and (device is None or _unindexed_cuda(device)):
+            raise ValueError(
+                "ReusableValueBuffer requires an indexed target device when example tensors span multiple "
+                f"devices: devices={devices}; pass device='cpu' or device='cuda:N'"
+            )
+        target = leaf_device(leaves[0]) if device is None else as_device(device)
         if pin_memory and target.type != "cpu":
             raise ValueError(f"pin_memory=True requires a CPU target device, got {target}; pass device='cpu' or drop pin_memory")
         if target.type == "cuda" or pin_memory:
@@ -305,7 +309,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         if self._device.type == "cpu":
             if stream is not None:
                 raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream; omit stream= (CPU copies are synchronous)")
-            if wait_for is not None and (not isinstance(wait_for, (list, tuple)) or len(wait_for)):
+            if wait_for is not None and (not is_event_sequence(wait_for) or len(wait_for)):  # type: ignore[arg-type]
                 raise ValueError(
                     "CPU ReusableValueBuffer does not accept CUDA events; synchronize the producer first and omit wait_for="
                 )

@@ -24,9 +24,18 @@ from ._validate import leaf_collector
 from .arena import GraphArena
 from .buffer import CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
-from .signature import ValueTreeSignature
+from .signature import TensorSignature, ValueSignature, ValueTreeSignature
 
-__all__ = ["CudaGraphCaptureStats", "CudaGraphProgram"]
+# The spec's page for this module also lists the pool and the signature classes: re-exported
+# from the modules that define them.
+__all__ = [
+    "CudaGraphCaptureStats",
+    "CudaGraphPool",
+    "CudaGraphProgram",
+    "TensorSignature",
+    "ValueSignature",
+    "ValueTreeSignature",
+]
 
 _OutputT = TypeVar("_OutputT")
 _CLOSED = "CUDA Graph program is closed"
@@ -196,8 +205,8 @@ class CudaGraphProgram(Generic[_OutputT]):
             CudaUnavailableError: CuPy or a GPU is missing.
             CudaGraphCaptureError: warmup, capture, output validation or the first
                 replay failed (``stage`` says which; the original error is the cause).
-                An unsupported *output* leaf surfaces here, with the ``TypeError`` as
-                its cause, not as a bare ``TypeError``.
+                An unsupported *output* leaf raises its subclass ``CudaGraphOutputError``,
+                which is also a ``TypeError``.
         """
         _capture.check_arguments(function, warmup, check_input_liveness, pool)
         if function is None:

@@ -335,8 +335,18 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
             f"{expected.type_name} v{expected.schema_version}, actual={info.type_name} v{info.schema_version}"
         )
     metadata = value.value_metadata()  # type: ignore[attr-defined]
-    if metadata != expected._metadata_dict or not _item_types_match(metadata, expected._metadata_item_types):
-        frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[call-overload]
+    try:
+        same = metadata == expected._metadata_dict and _item_types_match(metadata, expected._metadata_item_types)
+    except (TypeError, ValueError):  # e.g. an array item: == has no single truth value
+        same = False
+    if not same:
+        try:
+            frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[call-overload]
+        except TypeError as error:
+            raise _mismatch(
+                f"Execution {path} value signature differs from the buffer: {expected.type_name} metadata cannot "
+                f"be compared ({error})"
+            ) from None
         if frozen != expected._metadata_dict or _type_skeleton(tuple(sorted(frozen.items()))) != expected._metadata_types:
             for key in sorted(set(frozen) | set(expected._metadata_dict)):
                 want = expected._metadata_dict.get(key, "<missing>")

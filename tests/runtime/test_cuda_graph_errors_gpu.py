@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fhelium_cupy.errors import CudaGraphCaptureError, ExecutionError
+from fhelium_cupy.errors import CudaGraphCaptureError, CudaGraphOutputError, ExecutionError
 from fhelium_cupy.runtime import CudaGraphPool, CudaGraphProgram, _capture
 from tests.helpers.gpu_spin import cycles_for_ms
 from tests.helpers.graph_workloads import affine, affine_np, long_affine
@@ -70,6 +70,8 @@ def test_unsupported_output_fails_in_the_first_stage_that_sees_it(cp, warmup, st
     with pytest.raises(CudaGraphCaptureError) as info:
         CudaGraphProgram.capture(returns_int, example_inputs=(cp.zeros(8),), warmup=warmup)
     assert info.value.stage == stage
+    # the spec's capture raises TypeError for an unsupported output leaf: the error is both
+    assert type(info.value) is CudaGraphOutputError and isinstance(info.value, TypeError)
     assert isinstance(info.value.__cause__, TypeError)
     assert "actual=int" in info.value.detail
     _next_capture_works(cp)
