@@ -46,11 +46,14 @@ def slots_to_coefficients(message: np.ndarray, n: int, scale: float) -> np.ndarr
     """``[..., k]`` complex/real slots (``k <= N/2``, zero padded) -> int64 coefficients ``[..., N]``.
 
     Raises:
-        ValueError: if a scaled coefficient does not fit comfortably in int64 (|c| >= 2**62).
+        ValueError: NaN or infinite values, more than N/2 slots, or a scaled coefficient that
+            does not fit comfortably in int64 (|c| >= 2**62).
     """
     message = np.asarray(message)
     if message.ndim == 0:
         message = message.reshape(1)
+    if not np.all(np.isfinite(message)):
+        raise ValueError("the message holds NaN or infinite values")
     half = n // 2
     if message.shape[-1] > half:
         raise ValueError(f"message has {message.shape[-1]} slots but the ring has only {half}")

@@ -14,6 +14,7 @@ conjugation keys to the chain's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,15 +35,27 @@ __all__ = ["CkksEngine", "host_message"]
 
 
 def host_message(message: Any) -> np.ndarray:
-    """NumPy view/copy of a NumPy, CuPy or torch (CPU or CUDA) message, or a sequence."""
+    """NumPy view/copy of a NumPy, CuPy or torch (CPU or CUDA) message, or a sequence.
+
+    Raises:
+        TypeError: the message is not numeric (bool, integer, float or complex values).
+    """
     if isinstance(message, np.ndarray):
-        return message
-    module = type(message).__module__
-    if module.startswith("torch"):
-        return message.detach().cpu().numpy()
-    if module.startswith("cupy"):
-        return message.get()
-    return np.asarray(message)
+        array = message
+    else:
+        module = type(message).__module__
+        if module.startswith("torch"):
+            array = message.detach().resolve_conj().resolve_neg().cpu().numpy()
+        elif module.startswith("cupy"):
+            array = message.get()
+        else:
+            try:
+                array = np.asarray(message)
+            except (TypeError, ValueError) as error:
+                raise TypeError(f"a message must be an array or a sequence of numbers ({error})") from None
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"a message must hold numbers (bool, int, float or complex), got dtype {array.dtype}")
+    return array
 
 
 def _make_backend(context: CkksContext, device: str):
@@ -160,14 +173,30 @@ class CkksEngine(EvaluationMixin):
         takes; ``"coefficient"`` the coefficient/standard form ``encrypt`` takes.
         ``modulus_basis="QP"`` adds the special primes' limbs (the same integer polynomial
         reduced mod P too): the weights ``linear_transform`` takes.
+
+        Raises:
+            TypeError: the message is not numeric.
+            ValueError: NaN or infinite values, more than ``num_slots`` values, a bad scale,
+                or scaled coefficients that the level's primes cannot hold (|c| must stay
+                below half their product; it would wrap and decode to garbage).
         """
         if modulus_basis not in ("Q", "QP"):
             raise ValueError(f"modulus_basis must be 'Q' or 'QP', got {modulus_basis!r}")
         if polynomial_domain not in ("ntt", "coefficient"):
             raise ValueError(f"polynomial_domain must be 'ntt' or 'coefficient', got {polynomial_domain!r}")
         scale = self.parameters.scale if scale is None else float(scale)
+        if not math.isfinite(scale) or scale <= 0:
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
         rows = self.context.prime_ids(level) + (self.context.p_ids if modulus_basis == "QP" else ())
         coefficients = slots_to_coefficients(host_message(message), self.context.ring_degree, scale)
+        modulus = math.prod(self.context.moduli[r] for r in rows)
+        peak = int(np.max(np.abs(coefficients), initial=0))
+        if 2 * peak >= modulus:  # the residues would wrap around: decrypts to garbage, silently
+            raise ValueError(
+                f"the scaled message reaches |coefficient| = 2**{math.log2(peak):.1f}, but the {len(rows)} primes "
+                f"at level {level} ({modulus_basis} basis) hold only |coefficient| < 2**{math.log2(modulus) - 1:.1f}; "
+                "use a smaller scale, smaller values or a level with more primes"
+            )
         data = self.backend.asarray(integers_to_rns(coefficients, [self.context.moduli[r] for r in rows]))
         pt = Plaintext(data, level=level, scale=scale, prime_ids=rows, modulus_basis=modulus_basis,
                        context_id=self.context.context_id)

@@ -126,3 +126,34 @@ def test_cuda_without_a_cupy_backend_raises_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "fhelium_cupy.ckks.backends.cupy_backend", None)
     with pytest.raises(CudaUnavailableError, match="device='cpu'"):
         CkksEngine("test-n4096-scale40", device="cuda", insecure=True)
+
+
+def test_encode_refuses_what_would_wrap_or_is_not_a_number(e):
+    """|coefficient| must stay below half the product of the level's primes: past it the
+    residues wrap and the plaintext decodes to garbage with no error."""
+    import math
+
+    import numpy as np
+
+    last = e.context.max_level
+    q_last = e.context.moduli[e.context.prime_ids(last)[0]]
+    fits = 0.4 * q_last / e.parameters.scale  # a message constant over every slot: value * scale in c_0
+    slots = e.num_slots
+    np.testing.assert_allclose(e.decode(e.encode(np.full(slots, fits), level=last)).real, fits, rtol=1e-6)
+    with pytest.raises(ValueError, match="hold only"):
+        e.encode(np.full(slots, 2 * fits), level=last)  # 0.8 q: decoded as 0.8 q - q before this check
+    with pytest.raises(ValueError, match="hold only"):
+        e.encrypt_message(np.full(slots, 2 * fits), level=last)
+    big = math.prod(e.context.moduli[r] for r in e.context.prime_ids(0)) / e.parameters.scale
+    assert big > 1e6  # level 0 holds far more
+    e.encode([1e6] * 4, level=0)
+    for bad in ([np.nan, 1.0], [np.inf], [1.0, -np.inf]):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            e.encode(bad)
+    for scale in (float("nan"), 0.0, -2.0**40):
+        with pytest.raises(ValueError, match="scale"):
+            e.encode([1.0], scale=scale)
+    with pytest.raises(TypeError, match="numbers"):
+        e.encode("abc")
+    with pytest.raises(TypeError, match="numbers"):
+        e.encode([object()])
