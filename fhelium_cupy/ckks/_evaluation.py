@@ -45,6 +45,8 @@ class EvaluationMixin:
         @property
         def keys(self) -> KeyChain: ...
 
+        def _check_own_secret(self, ct: Ciphertext, op: str) -> None: ...
+
     # --- linear ----------------------------------------------------------------------
     def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """``a + b``: equal level, scale, domain and shape; output in the same state."""
@@ -191,7 +193,9 @@ class EvaluationMixin:
         """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged."""
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")
-        key = self.keys.relinearization_key() if key is None else key
+        if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
+            self._check_own_secret(ct, "relinearize")
+            key = self.keys.relinearization_key()
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c2, c2_ntt = self._modup_input(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain)
@@ -222,7 +226,11 @@ class EvaluationMixin:
         self, ct: Ciphertext, key: ConjugationKey | None = None, *, output_domain: str = "coefficient"
     ) -> Ciphertext:
         """Complex-conjugate every slot; level/scale kept."""
-        key = self.keys.conjugation_key() if key is None else key
+        if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
+            check_ciphertext(self, ct, "conjugate", components=(2,))
+            _check_output_domain(output_domain, "conjugate")
+            self._check_own_secret(ct, "conjugate")
+            key = self.keys.conjugation_key()
         return self._galois(ct, key, output_domain, "conjugate", ConjugationKey)
 
     def rotate_hoisted_with_keys(

@@ -144,6 +144,17 @@ class CkksEngine(EvaluationMixin):
             return self.generate_keys()
         return self._keys
 
+    def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
+        """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys
+        (an operation on a foreign ciphertext must not leave a new random secret behind)."""
+        if self._keys is None:
+            raise ForeignKeyError(
+                f"{op}: the engine holds no keys, so the ciphertext (under secret {ct.key_id}) is not under its "
+                "secret; call generate_keys(secret_key) to adopt that secret first"
+            )
+        if ct.key_id != self._keys.key_id:
+            raise ForeignKeyError(f"{op}: ciphertext is under secret {ct.key_id}, the engine holds {self._keys.key_id}")
+
     def relinearization_key(self) -> RelinearizationKey:
         return self.keys.relinearization_key()
 
@@ -254,10 +265,7 @@ class CkksEngine(EvaluationMixin):
     def decrypt(self, ciphertext: Ciphertext) -> Plaintext:
         """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale)."""
         check_ciphertext(self, ciphertext, "decrypt")
-        if ciphertext.key_id != self.keys.key_id:
-            raise ForeignKeyError(
-                f"decrypt: ciphertext is under secret {ciphertext.key_id}, the engine holds {self.keys.key_id}"
-            )
+        self._check_own_secret(ciphertext, "decrypt")
         rows = ciphertext.prime_ids
         host = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
         return Plaintext(

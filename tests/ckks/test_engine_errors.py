@@ -157,3 +157,25 @@ def test_encode_refuses_what_would_wrap_or_is_not_a_number(e):
         e.encode("abc")
     with pytest.raises(TypeError, match="numbers"):
         e.encode([object()])
+
+
+def test_an_operation_on_a_foreign_ciphertext_never_generates_keys(other_key_engine):
+    """decrypt, relinearize and conjugate (with the engine's own lazily made keys) check the
+    ciphertext's secret before generating anything: no random secret or key is left behind."""
+    import numpy as np
+
+    foreign = other_key_engine.encrypt_message(np.ones(4))
+    ntt = other_key_engine.coefficient_domain_to_ntt_domain(foreign)
+    ct3 = other_key_engine.multiply(ntt, ntt)
+    fresh = CkksEngine("test-n4096-scale40", insecure=True)
+    with pytest.raises(StateMismatchError):
+        fresh.conjugate("not a ciphertext")
+    for call in (lambda: fresh.decrypt(foreign), lambda: fresh.conjugate(foreign), lambda: fresh.relinearize(ct3)):
+        with pytest.raises(ForeignKeyError, match="holds no keys"):
+            call()
+    assert fresh._keys is None  # nothing was generated
+    chain = fresh.generate_keys()
+    for call in (lambda: fresh.conjugate(foreign), lambda: fresh.relinearize(ct3)):
+        with pytest.raises(ForeignKeyError, match="engine holds"):
+            call()
+    assert chain._conj is None and chain._relin is None
