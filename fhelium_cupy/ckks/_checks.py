@@ -27,6 +27,14 @@ def _residency(engine, value, op: str) -> None:
         )
 
 
+def _ring_degree(engine, value, op: str) -> None:
+    n = value.data.shape[-1]
+    if n != engine.context.ring_degree:
+        raise StateMismatchError(
+            f"{op}: {type(value).__name__} has {n} coefficients per limb, the engine's ring {engine.context.ring_degree}"
+        )
+
+
 def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, components: tuple[int, ...] = (2, 3)) -> None:
     if type(ct) is not Ciphertext:
         raise StateMismatchError(f"{op} expects a Ciphertext, got {type(ct).__name__}")
@@ -47,6 +55,7 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
         )
     if ct.component_count not in components:
         raise StateMismatchError(f"{op} needs a ciphertext with {components} components, got {ct.component_count}")
+    _ring_degree(engine, ct, op)
     _residency(engine, ct, op)
 
 
@@ -73,6 +82,7 @@ def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: st
     rows = engine.context.prime_ids(pt.level) if 0 <= pt.level <= engine.context.max_level else None
     if rows is None or pt.prime_ids != (rows if basis == "Q" else rows + engine.context.p_ids):
         raise StateMismatchError(f"{op}: plaintext prime_ids {pt.prime_ids} do not match level {pt.level} in basis {basis}")
+    _ring_degree(engine, pt, op)
     _residency(engine, pt, op)
 
 

@@ -37,7 +37,8 @@ def save_value(value: Any, path: str | os.PathLike) -> Path:
     """Write ``value`` (any registered CKKS value, on any device) to ``path``.
 
     The file format follows the suffix: ``.npz`` is always NumPy; otherwise safetensors
-    if installed, else ``.npz`` is appended. Returns the path written.
+    if installed, else ``.npz`` is appended. Returns the path written. A ``SecretKey`` is
+    written readable by its owner only (mode 0600), whatever the umask.
     """
     entry = value_type_info(value)
     header = {
@@ -49,12 +50,18 @@ def save_value(value: Any, path: str | os.PathLike) -> Path:
     data = np.ascontiguousarray(to_device(value.data, "cpu"))
     path = Path(path)
     st = _safetensors()
+    secret = entry.type_name == "ckks.SecretKey"
     if path.suffix != ".npz" and st is not None:
         st.save_file({"data": data}, str(path), metadata={"header": json.dumps(header)})
+        if secret:
+            os.chmod(path, 0o600)
         return path
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    with open(path, "wb") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o666)
+    if secret:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+    with os.fdopen(fd, "wb") as handle:
         np.savez(handle, data=data, header=np.array(json.dumps(header)))
     return path
 
@@ -89,7 +96,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         device: target device (default: the engine's, else ``"cpu"``).
 
     Raises:
-        SerializationError: bad header, unknown type, schema version or malformed data.
+        SerializationError: bad header, unknown type, schema version or malformed data (with
+            an engine or context: also limbs of another ring degree, or residues at or above
+            their primes).
         ForeignContextError: the value was made under another parameter set.
         ForeignKeyError: the value is under another secret key than the engine's.
     """
@@ -123,10 +132,29 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     kwargs = {k: v for k, v in meta.items() if k not in _DERIVED.get(entry.type_name, _DERIVED["*"])}
     if "prime_ids" in kwargs:
         kwargs["prime_ids"] = tuple(kwargs["prime_ids"])
+    if context is not None:
+        _check_residues(path, data, kwargs.get("prime_ids"), context)
     try:
         return entry.cls(to_device(np.ascontiguousarray(data), target), **kwargs)
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
+
+
+def _check_residues(path: Any, data: np.ndarray, prime_ids: Any, context: Any) -> None:
+    """The ring degree and every residue below its prime (the kernels' precondition: a larger
+    word would silently corrupt results)."""
+    if data.ndim < 2 or data.shape[-1] != context.ring_degree:
+        raise SerializationError(
+            f"{path}: data of shape {data.shape} does not hold limbs of the context's {context.ring_degree} coefficients"
+        )
+    if prime_ids is None or len(prime_ids) != data.shape[-2]:
+        return  # the value's constructor names the mismatch
+    try:
+        moduli = np.array([context.moduli[int(i)] for i in prime_ids], dtype=np.uint64)
+    except (IndexError, TypeError, ValueError) as error:
+        raise SerializationError(f"{path}: prime_ids {prime_ids} do not name the context's primes ({error})") from error
+    if np.any(data >= moduli[:, None]):
+        raise SerializationError(f"{path}: residues must lie below their primes; the data is corrupt or not from this context")
 
 
 _KEY_DERIVED = ("level", "scale", "polynomial_domain", "modulus_basis", "residue_representation")

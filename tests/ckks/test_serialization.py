@@ -64,3 +64,52 @@ def test_loading_refuses_foreign_context_foreign_key_and_bad_headers(tmp_path):
     garbage.write_bytes(b"not a file")
     with pytest.raises(SerializationError):
         load_value(garbage)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_secret_keys_are_written_for_their_owner_only(tmp_path, suffix):
+    import os
+    import stat
+
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    e = make_engine("test-n4096-scale40")
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / f"sk{suffix}"
+        target.write_bytes(b"")
+        os.chmod(target, 0o644)  # an existing, world-readable file keeps no such mode
+        path = save_value(e.keys.secret_key, target)
+        ct_path = save_value(e.encrypt_message(random_message(e, 1)), tmp_path / f"ct{suffix}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    if suffix == ".npz":  # other values follow the umask (safetensors itself writes 0600)
+        assert stat.S_IMODE(os.stat(ct_path).st_mode) == 0o644
+    np.testing.assert_array_equal(load_value(path, engine=e).data, e.keys.secret_key.data)
+
+
+def test_loading_checks_residues_and_ring_degree_against_the_context(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 1))
+    good = save_value(ct, tmp_path / "ct.npz")
+    with np.load(good) as archive:
+        header, data = str(archive["header"]), archive["data"]
+    big = data.copy()
+    big[..., 0, 5] = e.context.moduli[ct.prime_ids[0]]  # one word equal to its prime
+    np.savez(tmp_path / "big.npz", data=big, header=np.array(header))
+    with pytest.raises(SerializationError, match="below their primes"):
+        load_value(tmp_path / "big.npz", engine=e)
+    half = np.ascontiguousarray(data[..., : data.shape[-1] // 2])
+    np.savez(tmp_path / "half.npz", data=half, header=np.array(header))
+    with pytest.raises(SerializationError, match="coefficients"):
+        load_value(tmp_path / "half.npz", context=e.context)
+    loaded = load_value(good, engine=e)
+    np.testing.assert_array_equal(loaded.data, ct.data)
+    # a value of the wrong ring degree made by hand is refused by every operation, not crashed on
+    from fhelium_cupy.errors import StateMismatchError
+
+    forged = ct._with_data(np.ascontiguousarray(ct.data[..., : ct.data.shape[-1] // 2]))
+    for call in (lambda: e.decrypt(forged), lambda: e.add(forged, forged), lambda: e.coefficient_domain_to_ntt_domain(forged)):
+        with pytest.raises(StateMismatchError, match="coefficients per limb"):
+            call()
