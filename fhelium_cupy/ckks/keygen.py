@@ -23,7 +23,13 @@ __all__ = ["KeyChain", "KeyGenerator", "galois_element_for_step", "normalize_rot
 
 
 def normalize_rotation_step(step: int, num_slots: int) -> int:
-    """Step modulo ``num_slots`` mapped into ``[-num_slots/2, num_slots/2)``."""
+    """Step modulo ``num_slots`` mapped into ``[-num_slots/2, num_slots/2)``.
+
+    Raises:
+        TypeError: ``step`` is not an integer (``1.5`` or ``"1"`` are not rotated by 1).
+    """
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise TypeError(f"a rotation step must be an int, got {type(step).__name__} {step!r}")
     r = int(step) % num_slots
     return r - num_slots if r >= num_slots // 2 else r
 
@@ -58,6 +64,12 @@ class KeyGenerator:
         if sk.context_id != self.context.context_id:
             raise ForeignContextError(
                 f"secret key belongs to context {sk.context_id}, this generator to {self.context.context_id}"
+            )
+        qp = self.context.qp_ids
+        if tuple(sk.prime_ids) != qp or tuple(sk.data.shape[-2:]) != (len(qp), self.context.ring_degree):
+            raise StateMismatchError(
+                f"a secret key must hold every Q and P prime {qp} over {self.context.ring_degree} coefficients, "
+                f"got prime_ids {sk.prime_ids} and shape {tuple(sk.data.shape)}"
             )
 
     def _small_ntt(self, coefficients: np.ndarray, rows: tuple[int, ...]):

@@ -47,6 +47,8 @@ __all__ = [
 def periodic_message(x, num_slots: int) -> np.ndarray:
     """Repeat ``x`` (length ``n`` dividing ``num_slots``) to fill every slot."""
     x = host_message(x)
+    if x.ndim == 0:
+        raise ValueError("periodic_message needs a vector (length n dividing the slot count), got a scalar")
     n = x.shape[-1]
     if n == 0 or num_slots % n:
         raise ValueError(f"vector length {n} must divide the slot count {num_slots}")
@@ -56,8 +58,8 @@ def periodic_message(x, num_slots: int) -> np.ndarray:
 def matrix_diagonals(matrix, num_slots: int) -> np.ndarray:
     """``[n, num_slots]`` slot vectors ``d_k[j] = A[j mod n, (j - k) mod n]``."""
     a = host_message(matrix)
-    n = a.shape[0]
-    if a.shape != (n, n) or num_slots % n:
+    n = a.shape[0] if a.ndim else 0
+    if n == 0 or a.shape != (n, n) or num_slots % n:
         raise ValueError(f"matrix must be square with a size dividing {num_slots}, got shape {a.shape}")
     j = np.arange(num_slots)
     return np.stack([a[j % n, (j - k) % n] for k in range(n)])

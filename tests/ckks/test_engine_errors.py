@@ -179,3 +179,25 @@ def test_an_operation_on_a_foreign_ciphertext_never_generates_keys(other_key_eng
         with pytest.raises(ForeignKeyError, match="engine holds"):
             call()
     assert chain._conj is None and chain._relin is None
+
+
+def test_clear_errors_for_malformed_helper_inputs(e):
+    import numpy as np
+
+    from fhelium_cupy.ckks import SecretKey, matrix_diagonals, periodic_message
+
+    with pytest.raises(TypeError, match="rotation step must be an int"):
+        e.rotation_key(1.5)
+    with pytest.raises(TypeError, match="rotation step must be an int"):
+        e.rotation_key("1")
+    assert e.rotation_key(np.int64(3)).rotation_step == 3
+    with pytest.raises(ValueError, match="scalar"):
+        periodic_message(1.0, e.num_slots)
+    with pytest.raises(ValueError, match="square"):
+        matrix_diagonals(np.zeros((0, 0)), e.num_slots)
+    sk = e.keys.secret_key
+    fewer = SecretKey(sk.data[:-1], prime_ids=sk.prime_ids[:-1], context_id=sk.context_id, key_id=sk.key_id)
+    other = CkksEngine("test-n4096-scale40", insecure=True)
+    with pytest.raises(StateMismatchError, match="every Q and P prime"):
+        other.generate_keys(fewer)
+    assert other._keys is None
