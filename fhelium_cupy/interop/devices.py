@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from .capabilities import require_cupy
@@ -10,36 +9,67 @@ from .capabilities import require_cupy
 __all__ = ["Device", "as_device", "current_cuda_index"]
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
+class Device(str):
     """A resolved device: ``Device("cpu")`` or ``Device("cuda", index)`` with a concrete index.
+
+    It *is* the string ``"cpu"`` or ``"cuda:N"`` (a ``str`` subclass), so torch accepts it
+    wherever it takes a device (``tensor.to(program.device)``, ``torch.zeros(..., device=)``),
+    and it compares equal to that string and to the equal ``torch.device`` (either way
+    round), as the spec's ``torch.device``-typed properties promise; ``.type`` and
+    ``.index`` read as on a ``torch.device``. Immutable.
 
     Unlike FHElium 0.30.0 (bug 7.1), an unindexed ``"cuda"`` is always resolved to the
     current CUDA device when normalized, so device comparisons never fail spuriously.
     """
 
     type: Literal["cpu", "cuda"]
-    index: int | None = None
+    index: int | None  # type: ignore[assignment]  # shadows str.index, as torch.device.index reads
 
-    def __post_init__(self) -> None:
-        if self.type == "cpu":
-            if self.index is not None:
+    def __new__(cls, type: str, index: int | None = None) -> Device:  # noqa: A002 - torch.device's name
+        if type == "cpu":
+            if index is not None:
                 raise ValueError("a CPU device has no index")
-        elif self.type == "cuda":
-            if not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
-                raise ValueError(f"a CUDA device needs a non-negative index, got {self.index!r}")
+            name = "cpu"
+        elif type == "cuda":
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise ValueError(f"a CUDA device needs a non-negative index, got {index!r}")
+            index = int(index)
+            name = f"cuda:{index}"
         else:
-            raise ValueError(f"device type must be 'cpu' or 'cuda', got {self.type!r}")
+            raise ValueError(f"device type must be 'cpu' or 'cuda', got {type!r}")
+        self = super().__new__(cls, name)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", index)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Device is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        kind = type(other)
+        if kind is Device or kind is str:
+            return str.__eq__(self, other)
+        if kind.__module__.startswith("torch") and kind.__name__ == "device":
+            return str.__eq__(self, str(other))
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+    def __reduce__(self):  # the string alone would not rebuild (type, index)
+        return (Device, (self.type, self.index))
 
     @property
     def is_cuda(self) -> bool:
         return self.type == "cuda"
 
     def __str__(self) -> str:
-        return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
+        return str.__str__(self)
 
     def __repr__(self) -> str:
-        return f"Device({str(self)!r})"
+        return f"Device({str.__str__(self)!r})"
 
 
 CPU = Device("cpu")

@@ -231,7 +231,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
     @property
     def device(self) -> Device:
-        """Target residency (available after close)."""
+        """Target residency (available after close): a ``Device``, the string ``"cpu"`` or
+        ``"cuda:N"``, equal to the ``torch.device`` and accepted by torch."""
         return self._device
 
     @property

@@ -250,7 +250,8 @@ class CudaGraphProgram(Generic[_OutputT]):
 
     @property
     def device(self) -> Device:
-        """CUDA device of the capture (available after close)."""
+        """CUDA device of the capture (available after close): a ``Device``, the string
+        ``"cuda:N"`` that torch accepts and that equals ``torch.device("cuda", N)``."""
         return self._device
 
     @property

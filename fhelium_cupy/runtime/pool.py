@@ -59,7 +59,8 @@ class CudaGraphPool:
 
     @property
     def device(self) -> Device:
-        """CUDA device owning the pool's scratch storage."""
+        """CUDA device owning the pool's scratch storage (a ``Device``: the string ``"cuda:N"``,
+        equal to the ``torch.device`` and accepted by torch)."""
         return self._device
 
     @property

@@ -90,3 +90,32 @@ def test_torch_examples_give_torch_targets_and_accept_numpy_sources():
     buffer.copy_from({"a": np.arange(6, dtype=np.int64).reshape(2, 3), "b": torch.ones(3, dtype=torch.float64)})
     assert buffer.value["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
     np.testing.assert_array_equal(buffer.value["b"], np.ones(3))
+
+
+def test_device_is_the_string_torch_accepts_and_equals_the_torch_device():
+    """The spec types the ``device`` properties as ``torch.device``: a ``Device`` is the
+    string torch takes, equal to the torch.device either way round, and rebuilt by pickle."""
+    import pickle
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from fhelium_cupy.interop import Device
+    from fhelium_cupy.runtime import ReusableValueBuffer
+
+    cuda = Device("cuda", 1)
+    assert cuda == "cuda:1" and cuda == torch.device("cuda", 1) and torch.device("cuda", 1) == cuda
+    assert cuda != torch.device("cuda", 0) and cuda != Device("cuda", 0) and not (cuda != "cuda:1")
+    assert (cuda.type, cuda.index, cuda.is_cuda, repr(cuda)) == ("cuda", 1, True, "Device('cuda:1')")
+    assert {cuda: 1}["cuda:1"] == 1 and pickle.loads(pickle.dumps(cuda)) == cuda
+    assert type(pickle.loads(pickle.dumps(cuda))) is Device
+    with pytest.raises(AttributeError):
+        cuda.index = 0
+    for bad in (("cuda", None), ("cuda", -1), ("cpu", 0), ("tpu", 0), ("cuda", True)):
+        with pytest.raises(ValueError):
+            Device(*bad)
+    buffer = ReusableValueBuffer.like((torch.zeros(2),), device="cpu")
+    assert buffer.device == torch.device("cpu")
+    assert torch.ones(2).to(buffer.device).device == torch.device("cpu")
+    assert torch.zeros(1, device=buffer.device).device.type == "cpu"
+    buffer.close()
