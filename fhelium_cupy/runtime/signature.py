@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ExecutionInputError
-from ..interop.arrays import element_strides, leaf_dtype, leaf_kind, leaf_requires_grad
+from ..interop.arrays import element_strides, leaf_dtype, leaf_kind, leaf_requires_grad, numpy_dtype_of
 from ..values import freeze_metadata, is_registered_value, value_envelope, value_type_info
 
 __all__ = ["TensorSignature", "TreeKind", "ValueSignature", "ValueTreeSignature"]
@@ -43,20 +43,31 @@ class TensorSignature:
         shape: dimensions.
         stride: strides in elements (torch convention; NumPy byte strides are divided by
             the item size).
-        dtype: the NumPy dtype (torch and CuPy dtypes map to it).
-        layout: always ``"strided"`` (the only layout the bridges support).
+        dtype: the NumPy dtype (a torch or CuPy dtype given here maps to it).
+        layout: ``"strided"`` (``torch.strided`` given here maps to it): the only layout the
+            bridges support; sparse and other layouts are refused as leaves.
         requires_grad: torch autograd flag of the payload (always False for NumPy/CuPy).
+
+    All five are required, as in the spec.
+
+    Raises:
+        TypeError: a dtype NumPy cannot represent.
+        ValueError: a layout other than strided, or shape and stride of different lengths.
     """
 
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     dtype: np.dtype
-    layout: str = "strided"
-    requires_grad: bool = False
+    layout: str
+    requires_grad: bool
     _byte_strides: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "dtype", numpy_dtype_of(self.dtype))
+        if self.layout not in ("strided",) and str(self.layout) != "torch.strided":
+            raise ValueError(f"only the strided layout is supported, got {self.layout!r}")
+        object.__setattr__(self, "layout", "strided")
+        object.__setattr__(self, "requires_grad", bool(self.requires_grad))
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
         if len(self.shape) != len(self.stride):

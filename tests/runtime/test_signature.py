@@ -40,7 +40,7 @@ def test_value_signature_sorts_metadata_and_freezes_containers():
     assert keys == sorted(keys)
     extras = dict(sig.metadata)["extras"]
     assert extras == (("a", (("y", (3,)), ("z", 1))), ("b", (1, 2)))
-    assert sig.tensors == (("data", TensorSignature((4,), (1,), np.dtype(np.uint64))),)
+    assert sig.tensors == (("data", TensorSignature((4,), (1,), np.dtype(np.uint64), "strided", False)),)
     hash(sig)
 
 
@@ -186,3 +186,16 @@ def test_numpy_scalars_in_metadata_count_as_their_python_kind():
     sig.validate(ToyValue(np.zeros(4, np.uint64), scale=np.float64(2.0**40), extras=None))  # type: ignore[arg-type]
     with pytest.raises(ExecutionInputError, match="'scale'"):
         sig.validate(ToyValue(np.zeros(4, np.uint64), scale=np.float64(2.0**41), extras=None))  # type: ignore[arg-type]
+
+
+def test_tensor_signature_takes_the_spec_s_torch_typed_arguments_all_required():
+    torch = pytest.importorskip("torch")
+    sig = TensorSignature((4,), (1,), torch.float32, torch.strided, False)
+    assert sig == TensorSignature.from_tensor(torch.zeros(4)) == TensorSignature((4,), (1,), np.float32, "strided", False)
+    assert sig.dtype == np.dtype(np.float32) and sig.layout == "strided"
+    with pytest.raises(TypeError):
+        TensorSignature((4,), (1,), np.float32)  # layout and requires_grad are required
+    with pytest.raises(ValueError, match="strided"):
+        TensorSignature((4,), (1,), torch.float32, torch.sparse_coo, False)
+    with pytest.raises(TypeError, match="no NumPy equivalent"):
+        TensorSignature((4,), (1,), torch.bfloat16, torch.strided, False)
