@@ -25,6 +25,7 @@ from ..interop.streams import resolve_stream
 from ._output import OutputLeafError, OutputPlan, OutputSpec, allocate_retained, describe_output
 from .arena import GraphArena
 from .buffer import MEMCPY_DEFAULT, ReusableValueBuffer
+from .memory import memory_snapshot
 from .pool import CudaGraphPool
 from .signature import ValueTreeSignature
 
@@ -289,9 +290,9 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
             error_type = CudaGraphOutputError if isinstance(error, OutputLeafError) else CudaGraphCaptureError
             raise error_type(stage=stage, function_name=function_name(function), detail=str(error)) from error
         buffer._prune()  # the initial copy completed: drop the references to the examples
-    own = buffer.nbytes + (output.nbytes if pool is not None else 0)
-    used = arena.used_bytes if arena is not None else 0
-    reserved = arena.reserved_bytes if arena is not None else pool._arena.reserved_bytes  # type: ignore[union-attr]
+    # The spec's stats: process allocator snapshots after capture (CuPy's default pool on
+    # the device plus every open graph arena on it), not this program's own footprint.
+    snapshot = memory_snapshot(device)
     return CaptureParts(
         device=device,
         buffer=buffer,
@@ -302,6 +303,6 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
         warmup_seconds=warmup_seconds,
         capture_seconds=capture_seconds,
         first_replay_seconds=first_seconds,
-        allocated_bytes=int(own + used),
-        reserved_bytes=int(own + reserved),
+        allocated_bytes=snapshot.allocated_bytes,
+        reserved_bytes=snapshot.reserved_bytes,
     )

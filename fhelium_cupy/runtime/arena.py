@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import bisect
 import threading
+import weakref
 from typing import Any
 
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 
-__all__ = ["ALLOCATION_UNIT", "GraphArena"]
+__all__ = ["ALLOCATION_UNIT", "GraphArena", "live_arena_bytes"]
+
+# Every arena not yet collected (live_arena_bytes: the process-wide allocator snapshot).
+_LIVE: weakref.WeakSet[GraphArena] = weakref.WeakSet()
 
 ALLOCATION_UNIT = 512  # bytes; CuPy's allocation unit, keeps every block 512-byte aligned
 _MIN_CHUNK = 2 << 20  # 2 MiB
@@ -156,6 +160,17 @@ class _Block:
             pass
 
 
+def live_arena_bytes(device: Device) -> tuple[int, int]:
+    """``(used, reserved)`` bytes of every open arena on ``device`` in this process: the
+    graph-private share of the process's device allocations (outside CuPy's pool)."""
+    used = reserved = 0
+    for arena in list(_LIVE):
+        if not arena.closed and arena.device == device:
+            used += arena.used_bytes
+            reserved += arena.reserved_bytes
+    return used, reserved
+
+
 class GraphArena:
     """Graph-private device memory for captures on one CUDA device.
 
@@ -179,6 +194,7 @@ class GraphArena:
         self._free = _FreeList()
         self._chunks: list[Any] = []
         self._closed = False
+        _LIVE.add(self)
 
     @property
     def device(self) -> Device:

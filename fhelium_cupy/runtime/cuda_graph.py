@@ -43,22 +43,21 @@ _CLOSED = "CUDA Graph program is closed"
 
 @dataclass(frozen=True)
 class CudaGraphCaptureStats:
-    """One-time construction costs and the program's device memory after capture.
+    """One-time construction costs and the process's device memory after capture.
 
     Attributes:
         warmup_iterations: number of uncaptured warmup evaluations requested.
         warmup_seconds: host time of the whole warmup stage (fresh buffers and syncs included).
         capture_seconds: host time of the capture, output validation and graph instantiation.
         first_replay_seconds: host time of the synchronized first graph launch.
-        memory_allocated_bytes: device bytes this program keeps live after capture: its
-            input buffer, its retained output storage (pool programs), and the blocks of
-            its own graph arena still viewed by arrays (the graph's outputs and any
-            escaped temporaries). Program-specific, unlike FHElium's process-wide
-            ``torch.cuda.memory_allocated``.
-        memory_reserved_bytes: device bytes held on this program's behalf: the input
-            buffer and retained outputs plus every chunk of the graph-private arena
-            (which the graph reuses as scratch on each replay). For a pool program the
-            arena is the pool's shared scratch, counted in full at capture time.
+        memory_allocated_bytes: CUDA allocator bytes live after capture, process-wide on
+            the capture device (the spec's snapshot, not a per-graph footprint): CuPy's
+            default pool in use plus every open graph arena's blocks in use
+            (``runtime.memory.memory_snapshot().allocated_bytes``).
+        memory_reserved_bytes: CUDA allocator bytes reserved after capture, likewise
+            process-wide: CuPy's default pool held plus every open graph arena's chunks
+            (``memory_snapshot().reserved_bytes``). A program's own graph memory is its
+            arena (``CudaGraphPool.scratch_reserved_bytes`` for pool members).
     """
 
     warmup_iterations: int

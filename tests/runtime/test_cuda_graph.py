@@ -165,3 +165,23 @@ def test_arena_free_list_best_fit_and_coalescing():
     free.release(second, 0, 6000)  # after close: accounting only, no reuse
     assert free.used_bytes() == 0
     assert free.intervals(second) == [(6000, 2192)]  # closed: the range was not given back
+
+
+def test_memory_snapshot_counts_open_graph_arenas_of_its_device():
+    from fhelium_cupy.runtime.arena import GraphArena, live_arena_bytes
+    from fhelium_cupy.runtime.memory import MemorySnapshot
+
+    snap = MemorySnapshot(Device("cuda", 0), 0, 100, 50, pool_used_bytes=7, pool_reserved_bytes=9,
+                          arena_used_bytes=3, arena_reserved_bytes=4)
+    assert (snap.allocated_bytes, snap.reserved_bytes) == (10, 13)
+    before = live_arena_bytes(Device("cuda", 0))
+    arena = GraphArena(Device("cuda", 0))  # no chunk yet: nothing reserved
+    assert live_arena_bytes(Device("cuda", 0)) == before
+    arena._free.add_chunk(4 << 20)  # as malloc does, without a GPU
+    assert live_arena_bytes(Device("cuda", 0)) == (before[0], before[1] + (4 << 20))
+    elsewhere = GraphArena(Device("cuda", 1))
+    elsewhere._free.add_chunk(2 << 20)
+    assert live_arena_bytes(Device("cuda", 0)) == (before[0], before[1] + (4 << 20))  # another device's
+    arena.close()
+    assert live_arena_bytes(Device("cuda", 0)) == before
+    elsewhere.close()

@@ -244,6 +244,34 @@ def test_mismatched_inputs_fail_before_anything_moves(cp):
     program.close()
 
 
+def test_stats_memory_fields_are_process_allocator_snapshots(cp):
+    """The spec: "Memory fields are process allocator snapshots, not graph-exclusive
+    incremental footprints": an eager array live during capture counts, and so does the
+    graph arena of this and of every other open program on the device."""
+    import gc
+
+    from fhelium_cupy.runtime.memory import memory_snapshot
+
+    gc.collect()  # arenas of programs earlier tests dropped without closing
+    baseline = memory_snapshot(Device("cuda", cp.cuda.runtime.getDevice())).arena_reserved_bytes
+    other = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 16),), warmup=1)
+    eager = cp.zeros(64 << 20, dtype=cp.uint8)  # 64 MiB from CuPy's pool
+    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 16),), warmup=1)
+    stats = program.stats
+    pool = cp.get_default_memory_pool()
+    arenas = program._arena.reserved_bytes + other._arena.reserved_bytes
+    assert stats.memory_allocated_bytes >= eager.nbytes + program._arena.used_bytes + other._arena.used_bytes
+    assert stats.memory_reserved_bytes >= pool.used_bytes() + arenas
+    assert stats.memory_reserved_bytes >= stats.memory_allocated_bytes
+    now = memory_snapshot(program.device)  # nothing allocated since the capture's snapshot
+    assert (now.allocated_bytes, now.reserved_bytes) == (stats.memory_allocated_bytes, stats.memory_reserved_bytes)
+    assert now.arena_reserved_bytes == baseline + arenas
+    del eager
+    program.close()
+    other.close()
+    assert memory_snapshot(program.device).arena_reserved_bytes == baseline  # closed arenas leave it
+
+
 def test_allocation_storm_between_replays_leaves_graph_and_eager_memory_intact(cp):
     """DESIGN decision 3: eager allocations never receive graph memory, and vice versa."""
     rng = np.random.default_rng(8)
