@@ -254,9 +254,10 @@ def test_stats_memory_fields_are_process_allocator_snapshots(cp):
 
     gc.collect()  # arenas of programs earlier tests dropped without closing
     baseline = memory_snapshot(Device("cuda", cp.cuda.runtime.getDevice())).arena_reserved_bytes
-    other = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 16),), warmup=1)
+    example = cp.zeros(1 << 16)  # kept alive: the snapshot below must see the same arrays
+    other = CudaGraphProgram.capture(affine, example_inputs=(example,), warmup=1)
     eager = cp.zeros(64 << 20, dtype=cp.uint8)  # 64 MiB from CuPy's pool
-    program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 16),), warmup=1)
+    program = CudaGraphProgram.capture(affine, example_inputs=(example,), warmup=1)
     stats = program.stats
     pool = cp.get_default_memory_pool()
     arenas = program._arena.reserved_bytes + other._arena.reserved_bytes
