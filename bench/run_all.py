@@ -33,7 +33,7 @@ from bench.ops import H200_BANDWIDTH, bench_ops, floor_bytes, parameter_summary
 __all__ = ["DEFAULT_CPU_PRESET", "DEFAULT_CUDA_PRESET", "main", "markdown", "parse_preset", "print_table", "run"]
 
 DEFAULT_CUDA_PRESET = "slots8192-scale40-depth7"
-DEFAULT_CPU_PRESET = "test-n4096-scale40"
+DEFAULT_CPU_PRESET = "slots8192-scale40-depth7"  # 128-bit: test presets need --insecure, never implied
 SCHEMA = "fhelium-cupy-bench/1"
 
 
@@ -86,8 +86,6 @@ def run(
 
     start = time.perf_counter()
     plan = [parse_preset(spec, device, tuple(sizes)) for spec in presets]
-    if device == "cpu" and all(spec is None for spec in presets):
-        insecure = True  # the CPU default preset is the insecure N=2^12 test set
     for name, _ in plan:
         Parameters.preset(name, insecure=insecure)  # validate every preset before measuring anything
     results: dict[str, Any] = {

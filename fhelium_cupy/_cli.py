@@ -131,10 +131,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     preset, insecure = args.preset, args.insecure
     if preset is None:
         preset = _demo.DEFAULT_CUDA_PRESET if device == "cuda" else _demo.DEFAULT_CPU_PRESET
-        if device == "cpu":
-            insecure = True
-            print(f"note        CPU run: using the fast insecure test preset {preset} (N=2^12); "
-                  "pass --preset slots8192-scale40-depth7 for 128-bit parameters", flush=True)
     _check_preset(preset)
     _demo.run_demo(device=device, preset=preset, size=args.size, insecure=insecure, replays=args.replays,
                    show_progress=not args.no_progress, method=args.method)
@@ -169,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                       help="auto (default): cuda when a GPU is usable, else cpu (NumPy engine, no graphs)")
     demo.add_argument("--preset", default=None,
-                      help="CKKS preset (default: slots8192-scale40-depth7 on cuda, the insecure test-n4096-scale40 on cpu)")
+                      help="CKKS preset (default: slots8192-scale40-depth7; the faster test-n4096-scale40 needs --insecure)")
     demo.add_argument("--size", type=_positive_int, default=8, help="matrix size n (divides the slot count; default 8)")
     demo.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
     demo.add_argument("--replays", type=_non_negative_int, default=4, help="graph replays with new inputs (default 4)")

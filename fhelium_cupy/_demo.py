@@ -32,7 +32,7 @@ __all__ = [
     "run_demo",
 ]
 
-DEFAULT_CPU_PRESET = "test-n4096-scale40"  # N=2^12: insecure, finishes in seconds on NumPy
+DEFAULT_CPU_PRESET = "slots8192-scale40-depth7"  # 128-bit as on the GPU (no implicit insecure opt-in): ~7 s on NumPy
 DEFAULT_CUDA_PRESET = "slots8192-scale40-depth7"  # N=2^14: FHElium example 18's preset
 
 

@@ -32,9 +32,10 @@ def test_info_runs_as_a_module_and_names_the_package_and_cuda_state() -> None:
     assert re.search(r"^cuda\s+(available|unavailable)", result.stdout, re.M)
 
 
-def test_demo_on_cpu_uses_the_test_preset_and_decrypts_within_1e_4(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_on_cpu_uses_the_128_bit_preset_and_decrypts_within_1e_4(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--device", "cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out
+    assert "slots8192-scale40-depth7" in out and "INSECURE" not in out  # no implicit insecure opt-in
     errors = [float(v) for v in re.findall(r"max abs error ([0-9.eE+-]+)", out)]
     assert errors, out
     assert max(errors) < 1e-4, out
@@ -89,7 +90,8 @@ def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path,
     env = results["environment"]
     for key in ("date", "python", "numpy", "cupy", "torch"):
         assert key in env
-    preset = results["presets"]["test-n4096-scale40"]
+    assert not results["config"]["insecure"]  # the CPU default is the 128-bit preset, never implied insecure
+    preset = results["presets"]["slots8192-scale40-depth7"]
     assert preset["matvec"][0]["size"] == 4
     assert preset["matvec"][0]["max_abs_error"] < 1e-4
     assert preset["matvec"][0]["eager"]["latency"]["median_ms"] > 0
