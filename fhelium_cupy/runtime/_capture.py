@@ -43,17 +43,25 @@ __all__ = [
 
 
 
-def check_arguments(function: object, warmup: object, check_input_liveness: object, pool: object) -> None:
+def check_arguments(
+    function: object, warmup: object, check_input_liveness: object, pool: object, example_inputs: object = ()
+) -> None:
     """Argument checks of ``capture`` that need no device (``function=None`` is the decorator form).
 
     Raises:
-        TypeError: non-callable ``function``; ``warmup`` not an int (bools rejected);
+        TypeError: non-callable ``function``; ``example_inputs`` not a tuple or list (a bare
+            array would be split into its rows); ``warmup`` not an int (bools rejected);
             ``check_input_liveness`` not a bool; ``pool`` not a ``CudaGraphPool``.
         ValueError: negative ``warmup``; a pool with ``warmup < 1``.
         ExecutionError: the pool is closed.
     """
     if function is not None and not callable(function):
         raise TypeError("function must be callable")
+    if type(example_inputs) is not tuple and type(example_inputs) is not list:
+        raise TypeError(
+            f"example_inputs must be a tuple of the positional arguments, e.g. (x,) for one array; got "
+            f"{type(example_inputs).__name__}"
+        )
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
         raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")
     if warmup < 0:

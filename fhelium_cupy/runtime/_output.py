@@ -20,7 +20,7 @@ from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..values import is_registered_value, registered_type_of, value_type_info
 from .buffer import MEMCPY_DEFAULT
-from .signature import TensorSignature
+from .signature import TensorSignature, check_plain_container
 
 __all__ = ["OutputLeafError", "OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "check_output", "describe_output"]
 
@@ -68,6 +68,11 @@ def _walk(out: object, device: Device, leaves: list[Any], values: list[Any]) -> 
         _check_array(out, device, "tensor")
         leaves.append(out)
         return ("tensor",)
+    if type(out) is not list and type(out) is not tuple and type(out) is not dict:
+        try:
+            check_plain_container(out, "CUDA Graph output")
+        except TypeError as error:
+            raise OutputLeafError(str(error)) from None
     if isinstance(out, list):
         return ("list", tuple(_walk(item, device, leaves, values) for item in out))
     if isinstance(out, tuple):

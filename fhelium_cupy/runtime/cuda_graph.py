@@ -181,8 +181,11 @@ class CudaGraphProgram(Generic[_OutputT]):
         Args:
             function: callable whose Python control flow and CUDA work are fixed. Its
                 output must be ``None``, a CuPy array or torch CUDA tensor, a registered
-                value, or nested lists/tuples/dicts of those, on the capture device.
-            example_inputs: CUDA-resident positional prototypes.
+                value, or nested plain lists/tuples/dicts of those (no namedtuple or
+                other subclass: outputs are rebuilt as plain containers), on the capture
+                device.
+            example_inputs: CUDA-resident positional prototypes: a tuple (or list) of the
+                arguments, ``(x,)`` for one array; containers inside are plain too.
             warmup: number of fresh-buffer side-stream evaluations before capture.
             check_input_liveness: accepted for FHElium compatibility (``torch.cuda.graph``
                 has this option). Liveness always holds here: the program owns copies of
@@ -195,8 +198,9 @@ class CudaGraphProgram(Generic[_OutputT]):
             A ready :class:`CudaGraphProgram`, or a decorator producing one.
 
         Raises:
-            TypeError: ``function`` is not callable, ``warmup``/``check_input_liveness``
-                have the wrong type, or an input leaf is unsupported.
+            TypeError: ``function`` is not callable, ``example_inputs`` is not a tuple or
+                list, ``warmup``/``check_input_liveness`` have the wrong type, or an input
+                leaf or container is unsupported.
             ValueError: negative ``warmup``; no array in the examples; examples not on
                 one CUDA device; aliased examples; a pool capture without warmup or on
                 another device.
@@ -207,7 +211,7 @@ class CudaGraphProgram(Generic[_OutputT]):
                 An unsupported *output* leaf raises its subclass ``CudaGraphOutputError``,
                 which is also a ``TypeError``.
         """
-        _capture.check_arguments(function, warmup, check_input_liveness, pool)
+        _capture.check_arguments(function, warmup, check_input_liveness, pool, example_inputs)
         if function is None:
 
             def decorator(fn: Callable[..., _OutputT]) -> CudaGraphProgram[_OutputT]:

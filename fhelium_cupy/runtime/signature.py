@@ -25,7 +25,7 @@ from ..errors import ExecutionInputError
 from ..interop.arrays import element_strides, leaf_dtype, leaf_kind, leaf_requires_grad, numpy_dtype_of
 from ..values import freeze_metadata, is_registered_value, value_envelope, value_type_info
 
-__all__ = ["TensorSignature", "TreeKind", "ValueSignature", "ValueTreeSignature"]
+__all__ = ["TensorSignature", "TreeKind", "ValueSignature", "ValueTreeSignature", "check_plain_container"]
 
 TreeKind = Literal["tensor", "value", "list", "tuple", "dict"]
 
@@ -208,13 +208,14 @@ class ValueTreeSignature:
             return cls("value", signature)
         if leaf_kind(value) is not None:
             return cls("tensor", TensorSignature.from_tensor(value))
-        if isinstance(value, list):
+        if type(value) is list:
             return cls("list", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
-        if isinstance(value, tuple):
+        if type(value) is tuple:
             return cls("tuple", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
-        if isinstance(value, dict):
+        if type(value) is dict:
             keys = _canonical_keys(value)
             return cls("dict", None, tuple(cls._build(value[k], f"{path}[{k!r}]") for k in keys), keys)
+        check_plain_container(value, path)
         raise TypeError(_UNSUPPORTED.format(name=_describe(value), path=path))
 
     def validate(self, value: object, *, path: str = "value") -> None:
@@ -290,6 +291,18 @@ class ValueTreeSignature:
     def nbytes(self) -> int:
         """Logical bytes of all arrays in the tree."""
         return sum(sig.nbytes for sig in self.leaf_signatures())
+
+
+def check_plain_container(value: object, path: str) -> None:
+    """Refuse list/tuple/dict subclasses (namedtuple, OrderedDict, defaultdict, ...): buffers
+    and outputs are rebuilt as plain containers, which would silently drop their type (a
+    namedtuple's attribute access would fail inside the captured function)."""
+    for base in (tuple, list, dict):
+        if isinstance(value, base) and type(value) is not base:
+            raise TypeError(
+                f"{path} is a {type(value).__name__}, a {base.__name__} subclass: containers are rebuilt as plain "
+                f"{base.__name__}s, so pass a plain {base.__name__} ({base.__name__}(...))"
+            )
 
 
 def _canonical_keys(mapping: Mapping) -> tuple[object, ...]:

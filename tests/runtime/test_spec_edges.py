@@ -152,3 +152,24 @@ def test_cuda_graph_module_has_every_name_of_its_spec_page():
     assert set(names) <= set(module.__all__)
     for name in names:
         assert getattr(module, name) is not None
+
+
+def test_container_subclasses_and_bare_example_arrays_are_refused():
+    """Buffers and outputs are rebuilt as plain containers (FHElium bug 7.8 erased a
+    namedtuple's type silently); a bare array as example_inputs would be split into rows."""
+    from collections import OrderedDict, namedtuple
+
+    from fhelium_cupy.runtime import CudaGraphProgram
+
+    Pair = namedtuple("Pair", "a b")
+    for tree, name in ((Pair(np.zeros(2), np.zeros(2)), "Pair"), (OrderedDict(x=np.zeros(2)), "OrderedDict"),
+                       ([Pair(np.zeros(2), np.zeros(2))], "Pair")):
+        with pytest.raises(TypeError, match=f"{name}, a .* subclass"):
+            ValueTreeSignature.from_value(tree)
+        with pytest.raises(TypeError, match=name):
+            ReusableValueBuffer.like(tree, device="cpu")
+    with pytest.raises(OutputLeafError, match="Pair, a tuple subclass"):
+        describe_output(Pair(None, None), Device("cuda", 0))
+    for bare in (np.zeros((3, 4)), {"x": np.zeros(2)}):
+        with pytest.raises(TypeError, match=r"example_inputs must be a tuple"):
+            CudaGraphProgram.capture(lambda x: x, example_inputs=bare)
