@@ -288,7 +288,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         """Borrowed output: the tree around the fixed output arrays (see the class notes).
 
         Its storage is overwritten by the next replay; use ``replay(..., copy_output=True)``
-        for independent ownership.
+        for independent ownership. If the callable returns one of its inputs unchanged, the
+        borrowed output is the input buffer itself, so the next ``copy_inputs_from``
+        overwrites it already, before any replay.
         """
         self._require_open()
         return self._output.borrow()  # type: ignore[return-value]
@@ -348,8 +350,9 @@ class CudaGraphProgram(Generic[_OutputT]):
 
         Args:
             copy_handle: the handle returned by the latest ``copy_inputs_from``; the
-                replay stream waits on its event without blocking the host. Omit it only
-                to replay the current payload again.
+                replay stream waits on its event without blocking the host. The replay
+                consumes it: passing it again raises. Omit it only to replay the current
+                payload again.
             copy_output: return independent storage instead of the borrowed output.
             synchronize: synchronize the device before returning.
 
