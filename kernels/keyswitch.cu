@@ -229,7 +229,23 @@ extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, const u64* c
 // Read-only global load of a key word: the key tables arrive as addresses (key_ptrs), which
 // the compiler can only treat as generic pointers (LD); the keys live in global memory, so the
 // non-coherent global path is valid and lets the loads be batched like the digit loads.
-__device__ __forceinline__ u64 load_key_word(const u64* p) { return __ldg(p); }
+// FHE_KEY_LOAD_CS=1 (default): streaming loads (ld.global.cs, evict-first in L1 and L2). Every
+// key word is read once per key switch, so it should not push out of L2 what is read again: the
+// digits, which the hoisted kernels gather once per rotation. Measured on the H200 (2026-11-29
+// s7, two pairs side by side, bench/kernels_gpu.py): N=2^14 7-rotation linear transform
+// 84.5 / 85.4 -> 72.6 / 73.7 us, 7 hoisted key switches 116.9 / 117.5 -> 110.6 / 111.2 us,
+// rotation 73.5 / 75.2 -> 67.2 / 67.7 us; N=2^16 linear transform 661 -> 637 us, the rest
+// unchanged (its digits do not fit in L2). 0: the read-only path (__ldg).
+#ifndef FHE_KEY_LOAD_CS
+#define FHE_KEY_LOAD_CS 1
+#endif
+__device__ __forceinline__ u64 load_key_word(const u64* p) {
+#if FHE_KEY_LOAD_CS
+  return __ldcs(p);
+#else
+  return __ldg(p);
+#endif
+}
 
 // Digits of key_inner_product whose loads are issued together before their products.
 #ifndef FHE_KIP_GROUP
