@@ -49,7 +49,7 @@ def check_arguments(
     """Argument checks of ``capture`` that need no device (``function=None`` is the decorator form).
 
     Raises:
-        TypeError: non-callable ``function``; ``example_inputs`` not a tuple or list (a bare
+        TypeError: non-callable ``function``; ``example_inputs`` not a sequence (a bare
             array would be split into its rows); ``warmup`` not an int (bools rejected);
             ``check_input_liveness`` not a bool; ``pool`` not a ``CudaGraphPool``.
         ValueError: negative ``warmup``; a pool with ``warmup < 1``.
@@ -57,10 +57,10 @@ def check_arguments(
     """
     if function is not None and not callable(function):
         raise TypeError("function must be callable")
-    if type(example_inputs) is not tuple and type(example_inputs) is not list:
+    if not isinstance(example_inputs, Sequence) or isinstance(example_inputs, (str, bytes)):
         raise TypeError(
-            f"example_inputs must be a tuple of the positional arguments, e.g. (x,) for one array; got "
-            f"{type(example_inputs).__name__}"
+            f"example_inputs must be a sequence (tuple) of the positional arguments, e.g. (x,) for one array; "
+            f"got {type(example_inputs).__name__}"
         )
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)):
         raise TypeError(f"warmup must be an int, got {type(warmup).__name__}")

@@ -122,7 +122,9 @@ def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
         return
     cupy = require_cupy("copying a CUDA array to the host")
     with cupy.cuda.Device(dev.index):
-        cupy.cuda.get_current_stream().synchronize()  # order after the source's producer
+        # order after the source's producer: the caller's current stream, a non-default
+        # torch stream included (resolve_stream), as for every other copy here
+        resolve_stream(None, dev).synchronize()
         cupy.cuda.runtime.memcpy(dst_low, src_low, n, MEMCPY_DEFAULT)
 
 

@@ -184,7 +184,7 @@ class CudaGraphProgram(Generic[_OutputT]):
                 value, or nested plain lists/tuples/dicts of those (no namedtuple or
                 other subclass: outputs are rebuilt as plain containers), on the capture
                 device.
-            example_inputs: CUDA-resident positional prototypes: a tuple (or list) of the
+            example_inputs: CUDA-resident positional prototypes: a sequence (tuple) of the
                 arguments, ``(x,)`` for one array; containers inside are plain too.
             warmup: number of fresh-buffer side-stream evaluations before capture.
             check_input_liveness: accepted for FHElium compatibility (``torch.cuda.graph``
@@ -198,8 +198,8 @@ class CudaGraphProgram(Generic[_OutputT]):
             A ready :class:`CudaGraphProgram`, or a decorator producing one.
 
         Raises:
-            TypeError: ``function`` is not callable, ``example_inputs`` is not a tuple or
-                list, ``warmup``/``check_input_liveness`` have the wrong type, or an input
+            TypeError: ``function`` is not callable, ``example_inputs`` is not a
+                sequence, ``warmup``/``check_input_liveness`` have the wrong type, or an input
                 leaf or container is unsupported.
             ValueError: negative ``warmup``; no array in the examples; examples not on
                 one CUDA device; aliased examples; a pool capture without warmup or on

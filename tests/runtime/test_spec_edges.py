@@ -171,5 +171,5 @@ def test_container_subclasses_and_bare_example_arrays_are_refused():
     with pytest.raises(OutputLeafError, match="Pair, a tuple subclass"):
         describe_output(Pair(None, None), Device("cuda", 0))
     for bare in (np.zeros((3, 4)), {"x": np.zeros(2)}):
-        with pytest.raises(TypeError, match=r"example_inputs must be a tuple"):
+        with pytest.raises(TypeError, match=r"example_inputs must be a sequence"):
             CudaGraphProgram.capture(lambda x: x, example_inputs=bare)
