@@ -162,13 +162,13 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
 
     Mappings become tuples of ``(key, frozen)`` sorted by key; lists and tuples become
     tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and ``bytes`` pass through, and
-    NumPy scalars become their Python kind (``np.int64(1)`` -> ``1``, ``np.bool_`` -> ``bool``).
+    NumPy scalars become their Python kind (``np.int64(1)`` -> ``1``, ``np.str_`` -> ``str``).
     Anything else raises ``TypeError`` naming the path.
     """
+    if isinstance(value, np.generic):  # first: np.float64 and np.str_ subclass float and str
+        return freeze_metadata(value.item(), _path=_path)
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
-    if isinstance(value, (np.bool_, np.integer, np.floating)):
-        return value.item()
     if isinstance(value, Mapping):
         items = []
         for key in value:

@@ -20,10 +20,12 @@ def scales_match(a: float, b: float) -> bool:
 
 def _residency(engine, value, op: str) -> None:
     on_host = isinstance(value.data, np.ndarray)
-    if on_host != (engine.backend.xp is np):
+    gpu = engine.backend.device_id
+    if on_host != (gpu is None) or (not on_host and value.data.device.id != gpu):
+        where = "cpu" if gpu is None else f"cuda:{gpu}"
         raise StateMismatchError(
-            f"{op}: {type(value).__name__} lives on {value.device} but the engine runs on {engine.device}; "
-            f"move it with .to({engine.device!r})"
+            f"{op}: {type(value).__name__} lives on {value.device} but the engine runs on {where}; "
+            f"move it with .to({where!r})"
         )
 
 

@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
+from ..interop.arrays import leaf_kind, numpy_dtype_of
+from ..interop.capabilities import loaded_torch
+from ..interop.devices import as_device
 from ._checks import check_ciphertext, check_plaintext
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
@@ -43,19 +46,36 @@ def host_message(message: Any) -> np.ndarray:
     if isinstance(message, np.ndarray):
         array = message
     else:
-        module = type(message).__module__
-        if module.startswith("torch"):
-            array = message.detach().resolve_conj().resolve_neg().cpu().numpy()
-        elif module.startswith("cupy"):
+        kind = leaf_kind(message)
+        if kind == "torch":
+            array = _torch_message(message)
+        elif kind == "cupy":
             array = message.get()
         else:
             try:
                 array = np.asarray(message)
-            except (TypeError, ValueError) as error:
-                raise TypeError(f"a message must be an array or a sequence of numbers ({error})") from None
+            except (TypeError, ValueError, RuntimeError) as error:  # torch items raise RuntimeError
+                raise TypeError(
+                    f"a message must be an array or a sequence of numbers ({' '.join(str(error).split())})"
+                ) from None
     if array.dtype.kind not in "biufc":
         raise TypeError(f"a message must hold numbers (bool, int, float or complex), got dtype {array.dtype}")
     return array
+
+
+def _torch_message(tensor: Any) -> np.ndarray:
+    """Host NumPy values of a torch message: any dense CPU/CUDA tensor, whatever its autograd
+    state, lazy bits or float format (bfloat16 and float8 widen exactly to float64, complex32
+    to complex128)."""
+    torch: Any = loaded_torch()  # a torch tensor exists, so torch is imported
+    if tensor.device.type not in ("cpu", "cuda") or tensor.layout is not torch.strided:
+        raise TypeError(f"a torch message must be a dense CPU or CUDA tensor, got {tensor.device.type} / {tensor.layout}")
+    tensor = tensor.detach().resolve_conj().resolve_neg()
+    try:
+        numpy_dtype_of(tensor.dtype)
+    except TypeError:  # formats NumPy lacks: exact in the wider type
+        tensor = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
+    return tensor.cpu().numpy()
 
 
 def _make_backend(context: CkksContext, device: str):
@@ -82,7 +102,8 @@ class CkksEngine(EvaluationMixin):
     Args:
         preset: preset name (``fhelium_cupy.ckks.preset_names()``), ``Parameters`` or
             ``ParametersLiteral``.
-        device: ``"cpu"`` (exact NumPy backend) or ``"cuda"``/``"cuda:N"`` (CuPy backend).
+        device: ``"cpu"`` (exact NumPy backend) or ``"cuda"``/``"cuda:N"`` (CuPy backend);
+            an int, ``torch.device`` or ``cupy.cuda.Device`` names a device too.
         insecure: allow sets above the 128-bit HE-standard bound (tests only).
 
     Raises:
@@ -93,7 +114,7 @@ class CkksEngine(EvaluationMixin):
     def __init__(
         self,
         preset: str | Parameters | ParametersLiteral = "slots8192-scale40-depth7",
-        device: str = "cpu",
+        device: object = "cpu",
         *,
         insecure: bool = False,
     ) -> None:
@@ -110,7 +131,9 @@ class CkksEngine(EvaluationMixin):
             parameters = Parameters.preset(preset, insecure=insecure)
         self.parameters = parameters
         self.context = CkksContext(parameters)
-        self.device = str(device)
+        # "cpu", "cuda" or "cuda:N"; also an int, torch.device or cupy.cuda.Device (as_device)
+        unindexed = isinstance(device, str) and device.strip().lower() == "cuda"
+        self.device = "cuda" if unindexed else str(as_device(device))
         self.backend = _make_backend(self.context, self.device)
         self.key_generator = KeyGenerator(self.context, self.backend)
         self._keys: KeyChain | None = None

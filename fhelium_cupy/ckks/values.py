@@ -20,6 +20,8 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 
 from ..errors import StateMismatchError
+from ..interop.arrays import leaf_kind
+from ..interop.capabilities import require_cupy
 from ..interop.devices import as_device
 from ..values import register_value_type
 
@@ -57,12 +59,16 @@ def to_device(array: Any, device: object) -> Any:
     CUDA device CuPy); no copy if it is already there.
 
     Raises:
-        ValueError, TypeError: ``device`` is not a device description.
+        ValueError, TypeError: ``device`` is not a device description, or ``array`` is not a
+            NumPy or CuPy array.
+        CudaUnavailableError: a CUDA device without CuPy or a GPU.
     """
     target = as_device(device)
+    if leaf_kind(array) not in ("numpy", "cupy"):
+        raise TypeError(f"to_device moves NumPy or CuPy arrays, got {type(array).__name__}")
     if target.type == "cpu":
         return array if isinstance(array, np.ndarray) else array.get()
-    import cupy  # noqa: PLC0415 - lazy on purpose: no CUDA work at import time
+    cupy = require_cupy(f"moving a value to {target}")
 
     if not isinstance(array, np.ndarray) and array.device.id == target.index:
         return array
@@ -95,6 +101,8 @@ class CkksValue:
 
     def _set(self, **fields: Any) -> None:
         for name, value in fields.items():
+            if isinstance(value, np.generic):  # np.int64 level, np.str_ ids: their Python kind
+                value = value.item()
             object.__setattr__(self, name, value)
 
     def _with_data(self, data: Any, **changes: Any):
@@ -113,11 +121,11 @@ class CkksValue:
 
     def with_value_tensors(self, tensors: Mapping[str, Any]):
         """Same type and metadata around the given ``data`` array (no copy; shape checked only)."""
-        data = tensors["data"]
-        if len(tensors) != 1 or tuple(data.shape) != tuple(self.data.shape):
+        data = tensors.get("data")
+        if len(tensors) != 1 or data is None or tuple(data.shape) != tuple(self.data.shape):
             raise StateMismatchError(
                 f"{type(self).__name__} needs exactly one tensor 'data' of shape {tuple(self.data.shape)}, "
-                f"got {sorted(tensors)} with shape {tuple(data.shape)}"
+                f"got {sorted(tensors)}" + ("" if data is None else f" with shape {tuple(data.shape)}")
             )
         return self._with_data(data)
 
@@ -163,6 +171,9 @@ def _init_rns(value: Any, data: Any, leading_dims: int, *, prime_ids: Sequence[i
 
 def _check_rns_state(value: Any, data: Any, *, leading_dims: int) -> None:
     name = type(value).__name__
+    if leaf_kind(data) not in ("numpy", "cupy"):
+        hint = "; convert torch tensors zero-copy with fhelium_cupy.interop.to_cupy / to_numpy" if leaf_kind(data) else ""
+        raise StateMismatchError(f"{name} data must be a NumPy or CuPy array, got {type(data).__name__}{hint}")
     if getattr(data, "dtype", None) != np.uint64:
         raise StateMismatchError(f"{name} data must be uint64, got {getattr(data, 'dtype', type(data).__name__)}")
     if data.ndim < leading_dims + 2:

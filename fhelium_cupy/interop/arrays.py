@@ -10,11 +10,13 @@ process on one), and tensors that require grad are detached before export.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, Literal
 
 import numpy as np
 
-from .capabilities import cupy_or_none, loaded_torch
+from .capabilities import cupy_or_none, loaded_torch, require_cupy
 from .devices import CPU, Device
 
 __all__ = [
@@ -51,14 +53,17 @@ def leaf_kind(obj: object) -> LeafKind | None:
     if kind is not None:
         return kind
     if isinstance(obj, np.ndarray):
+        if isinstance(obj, np.ma.MaskedArray):
+            return None  # its bytes under the mask are not its values
         kind = "numpy"
-    elif cls.__module__.startswith("cupy"):
-        cupy = cupy_or_none()
-        if cupy is not None and isinstance(obj, cupy.ndarray):
-            kind = "cupy"
-    elif cls.__module__.startswith("torch"):
+    else:
+        # the module name first: it answers without importing CuPy or torch; then, for
+        # subclasses defined elsewhere, isinstance against a framework already imported
+        cupy = cupy_or_none() if cls.__module__.startswith("cupy") else sys.modules.get("cupy")
         torch = loaded_torch()
-        if torch is not None and isinstance(obj, torch.Tensor):
+        if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type) and isinstance(obj, cupy.ndarray):
+            kind = "cupy"
+        elif torch is not None and isinstance(obj, torch.Tensor):
             kind = "torch"
     if kind is not None:
         _KIND_OF_CLASS[cls] = kind
@@ -90,14 +95,18 @@ def numpy_dtype_of(dtype: object) -> np.dtype:
     """The NumPy dtype equivalent to a NumPy, CuPy or torch dtype.
 
     Raises:
-        TypeError: for torch dtypes NumPy cannot represent (bfloat16, float8, ...).
+        TypeError: for torch dtypes NumPy cannot represent (bfloat16, float8, ...), and for
+            dtypes holding Python objects (their bytes are references, not values).
     """
     if type(dtype).__module__.startswith("torch"):
         table = _torch_dtype_table()
         if dtype not in table:
             raise TypeError(f"torch dtype {dtype} has no NumPy equivalent and cannot be staged")
         return table[dtype]
-    return np.dtype(dtype)  # type: ignore[call-overload]
+    result = np.dtype(dtype)  # type: ignore[call-overload]
+    if result.hasobject:
+        raise TypeError(f"dtype {result} holds Python object references, not values, and cannot be staged")
+    return result
 
 
 def leaf_dtype(leaf: Any) -> np.dtype:
@@ -114,6 +123,9 @@ def check_plain_torch(leaf: Any) -> None:
     byte copy would silently lose it. Sparse and other non-strided layouts and tensors on
     devices other than CPU and CUDA (``meta``) have no strided storage to copy.
 
+    Tensors with no storage of their own (``data_ptr()`` 0 or unavailable: DTensor,
+    FakeTensor, functional, vmap or wrapper-subclass tensors) have nothing to copy either.
+
     Raises:
         TypeError: naming the fix (``resolve_conj()``, ``resolve_neg()``, ``to_dense()``).
     """
@@ -122,6 +134,21 @@ def check_plain_torch(leaf: Any) -> None:
         raise TypeError(f"torch tensors with layout {leaf.layout} are not supported; pass a dense tensor (to_dense())")
     if leaf.device.type not in ("cpu", "cuda"):
         raise TypeError(f"torch tensors on {leaf.device.type} are not supported; use CPU or CUDA tensors")
+    if leaf.numel():
+        try:
+            if type(leaf) is torch.Tensor:  # type: ignore[union-attr]
+                pointer = leaf.data_ptr()  # functional and vmap tensors raise
+            else:  # subclasses: FakeTensor warns before it answers 0
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    pointer = leaf.data_ptr()
+        except RuntimeError:
+            pointer = 0
+        if not pointer:
+            raise TypeError(
+                f"this {type(leaf).__name__} has no addressable storage (a DTensor, FakeTensor, functional, vmap or "
+                "wrapper-subclass tensor); pass a plain tensor (DTensor.full_tensor(), or call outside tracing/vmap)"
+            )
     if leaf.is_conj():
         raise TypeError(
             "a lazily conjugated torch view (is_conj()) shares its base's bytes, which are not its values; "
@@ -207,24 +234,37 @@ def leaf_span(leaf: Any) -> tuple[int, int]:
 
 
 def to_cupy(leaf: Any) -> Any:
-    """Zero-copy CuPy view of a CUDA leaf (CuPy arrays pass through)."""
+    """Zero-copy CuPy view of a CUDA leaf (CuPy arrays pass through).
+
+    Raises:
+        TypeError: not a CUDA leaf, or a torch tensor whose bytes are not its values or that
+            has no storage (``check_plain_torch``), or a dtype NumPy has no equivalent for.
+    """
     kind = leaf_kind(leaf)
     if kind == "cupy":
         return leaf
     if kind == "torch" and leaf.device.type == "cuda":
-        cupy = cupy_or_none()
-        assert cupy is not None
+        check_plain_torch(leaf)  # DLPack exports a lazily negated view's base bytes: wrong signs
+        numpy_dtype_of(leaf.dtype)
+        cupy = require_cupy("a CuPy view of a torch CUDA tensor")
         return cupy.from_dlpack(leaf.detach())
     raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no CuPy view")
 
 
 def to_numpy(leaf: Any) -> np.ndarray:
-    """Zero-copy NumPy view of a CPU leaf (NumPy arrays pass through)."""
+    """Zero-copy NumPy view of a CPU leaf (NumPy arrays pass through).
+
+    Raises:
+        TypeError: not a CPU leaf, or a torch tensor that has no zero-copy NumPy view (lazy
+            conjugate/negative bit, no storage: ``check_plain_torch``; a dtype NumPy lacks).
+    """
     kind = leaf_kind(leaf)
     if kind == "numpy":
         return leaf
     if kind == "torch" and leaf.device.type == "cpu":
-        return leaf.detach().resolve_conj().resolve_neg().numpy()
+        check_plain_torch(leaf)
+        numpy_dtype_of(leaf.dtype)
+        return leaf.detach().numpy()
     raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no NumPy view")
 
 

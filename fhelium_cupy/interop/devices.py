@@ -16,7 +16,8 @@ class Device(str):
     wherever it takes a device (``tensor.to(program.device)``, ``torch.zeros(..., device=)``),
     and it compares equal to that string and to the equal ``torch.device`` (either way
     round), as the spec's ``torch.device``-typed properties promise; ``.type`` and
-    ``.index`` read as on a ``torch.device``. Immutable.
+    ``.index`` read as on a ``torch.device``. Immutable. It hashes as its string, so do not
+    mix ``Device`` and ``torch.device`` keys in one dict or set (use ``str(device)``).
 
     Unlike FHElium 0.30.0 (bug 7.1), an unindexed ``"cuda"`` is always resolved to the
     current CUDA device when normalized, so device comparisons never fail spuriously.

@@ -27,7 +27,7 @@ from ..interop.arrays import (
     span_nbytes,
     wrap_like,
 )
-from ..interop.capabilities import cupy_or_none, require_cupy
+from ..interop.capabilities import cupy_or_none, loaded_torch, require_cupy
 from ..interop.devices import CPU, Device, as_device
 from ..interop.streams import event_handles, is_event_sequence, resolve_stream
 from .copy_handle import CopyHandle
@@ -111,6 +111,15 @@ def _check_aliasing(leaves: Sequence[Any]) -> None:
             )
 
 
+def bump_autograd_versions(tensors: Sequence[Any]) -> None:
+    """Tell autograd that the payload under these torch tensors changed outside torch (as
+    ``copy_`` would): a graph that saved the old values then refuses ``backward()`` instead
+    of silently using the new ones."""
+    torch = loaded_torch()
+    if torch is not None and tensors:
+        torch.autograd.graph.increment_version(tensors)
+
+
 def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
     """Synchronous copy of ``n`` span bytes into host memory at ``dst_low``."""
     if n == 0:
@@ -157,6 +166,10 @@ class ReusableValueBuffer(Generic[_ValueT]):
             for i, (low, offset, span) in enumerate(zip(plan.target_lows, plan.low_offsets, plan.spans))
             if span
         )
+        # torch views of the storage: every payload copy bumps their autograd version, as
+        # torch's own copy_ would (a graph that saved the old values then refuses backward
+        # instead of silently using the new ones)
+        self._torch_targets = tuple(t for t, kind in zip(plan.targets, plan.kinds) if kind == "torch")
         self._token = object()
         # Unfinished copies, oldest first. They form a chain (each copy waits for the
         # newest unfinished one), so a completed copy implies all older ones completed.
@@ -318,6 +331,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
                 )
             for low, span, leaf in zip(self._plan.target_lows, self._plan.spans, leaves):
                 _copy_host_leaf(low, leaf, span)
+            if self._torch_targets:
+                bump_autograd_versions(self._torch_targets)
             return CopyHandle(event=None, device=self._device, sources=(), bytes_copied=self._nbytes, token=self._token)
         copy_stream = resolve_stream(stream, self._device)
         waits = event_handles(wait_for)
@@ -354,6 +369,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         issues input copies: ``copy_from``, ``copy_inputs_from`` and every ``replay``."""
         for i, low, offset, span in self._copy_plan:
             memcpy_async(low, data_pointer(leaves[i]) - offset, span, MEMCPY_DEFAULT, stream_ptr)
+        if self._torch_targets:
+            bump_autograd_versions(self._torch_targets)
 
     def _prune(self) -> None:
         inflight = self._inflight
@@ -391,6 +408,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._inflight.clear()
         self._plan = _Plan()
         self._copy_plan = ()
+        self._torch_targets = ()
         self._templates = []
         self._closed = True
 

@@ -207,7 +207,10 @@ class ValueTreeSignature:
                 )
             return cls("value", signature)
         if leaf_kind(value) is not None:
-            return cls("tensor", TensorSignature.from_tensor(value))
+            try:
+                return cls("tensor", TensorSignature.from_tensor(value))
+            except TypeError as error:
+                raise TypeError(f"{path}: {error}") from None
         if type(value) is list:
             return cls("list", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
         if type(value) is tuple:

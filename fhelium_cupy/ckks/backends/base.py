@@ -115,6 +115,7 @@ class CkksBackend(Protocol):
 
     name: str  # "numpy" or "cupy"
     xp: Any  # the array module
+    device_id: int | None  # the CUDA device of every array (None: host)
 
     # --- residency -------------------------------------------------------------
     def asarray(self, host: Array) -> Array: ...  # host uint64 -> backend array (copy)

@@ -128,6 +128,7 @@ class CupyBackend:
         self.xp = cp
         self.context = context
         self._device = self._parse_device(cp, device)
+        self.device_id = int(self._device.id)
         self._library = KernelLibrary.for_device(self._device.id, options=kernel_options)
         # launch geometry of the chunk kernels' build-time variants (kernels/ntt.cu)
         options = self._library.options

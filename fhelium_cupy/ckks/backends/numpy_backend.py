@@ -169,6 +169,7 @@ class NumpyBackend:
 
     name = "numpy"
     xp = np
+    device_id = None
 
     def __init__(self, context: RingContext, *, float_products: bool = True) -> None:
         self.context = context

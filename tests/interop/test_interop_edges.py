@@ -1,0 +1,134 @@
+"""Edges of values crossing frameworks found by the s7 interop audit: tensors without storage,
+object arrays, autograd versions, zero-copy views, message dtypes, value construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.errors import ExecutionInputError, StateMismatchError
+from fhelium_cupy.interop.arrays import leaf_kind, to_cupy, to_numpy
+from fhelium_cupy.runtime import ReusableValueBuffer, ValueTreeSignature
+from fhelium_cupy.values import freeze_metadata
+from tests.helpers.ckks_engines import make_engine
+
+torch = pytest.importorskip("torch")
+
+
+def test_torch_tensors_without_storage_are_refused_before_any_copy():
+    """A FakeTensor (what torch.export and make_fx trace with) has data_ptr() 0: copying it
+    read address 0 and killed the process."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.zeros(4)
+    with pytest.raises(TypeError, match="no addressable storage"):
+        ValueTreeSignature.from_value(fake)
+    buffer = ReusableValueBuffer.like((np.zeros(2), torch.zeros(4)), device="cpu")
+    with pytest.raises(ExecutionInputError, match="no addressable storage"):
+        buffer.copy_from((np.full(2, 9.0), fake))
+    np.testing.assert_array_equal(buffer.value[0], np.zeros(2))  # leaf 0 untouched
+    buffer.close()
+
+
+def test_object_arrays_are_refused():
+    objects = np.array(["a", "b"], dtype=object)
+    with pytest.raises(TypeError, match="object references"):
+        ValueTreeSignature.from_value(objects)
+    with pytest.raises(TypeError, match="object references"):
+        ReusableValueBuffer.like((objects,), device="cpu")
+
+
+def test_masked_arrays_are_not_leaves():
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    assert leaf_kind(masked) is None
+    with pytest.raises(TypeError, match="MaskedArray"):
+        ValueTreeSignature.from_value((masked,))
+
+
+def test_dtypes_numpy_lacks_are_refused_with_the_leaf_path():
+    with pytest.raises(TypeError, match=r"value\['layer'\]\[1\]: torch dtype torch.bfloat16"):
+        ValueTreeSignature.from_value({"layer": [torch.zeros(2), torch.zeros(2, dtype=torch.bfloat16)]})
+
+
+def test_a_copy_bumps_the_autograd_version_of_the_buffer_s_torch_views():
+    """The bytes change under torch's feet; torch's copy_ would bump the version so that a
+    graph which saved the old values refuses backward instead of using the new ones."""
+    buffer = ReusableValueBuffer.like((torch.ones(3, requires_grad=True),), device="cpu")
+    (x,) = buffer.value
+    y = (x * x).sum()  # saves x for backward
+    before = x._version
+    buffer.copy_from((torch.zeros(3, requires_grad=True),))
+    assert x._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    buffer.close()
+
+
+def test_zero_copy_views_refuse_lazy_bits_and_share_memory():
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    for view, fix in ((z.conj(), "resolve_conj"), (z.conj().imag, "resolve_neg")):
+        with pytest.raises(TypeError, match=fix):
+            to_numpy(view)
+        with pytest.raises(TypeError):
+            to_cupy(view)  # a CPU tensor has no CuPy view either way
+    t = torch.arange(4.0)
+    view = to_numpy(t)
+    view[0] = 7.0  # a view, as documented
+    assert t[0].item() == 7.0
+    with pytest.raises(TypeError, match="bfloat16"):
+        to_numpy(torch.zeros(2, dtype=torch.bfloat16))
+
+
+def test_subclasses_of_torch_tensor_defined_elsewhere_are_leaves():
+    class Activation(torch.Tensor):
+        pass
+
+    tagged = torch.arange(4.0).as_subclass(Activation)
+    assert leaf_kind(tagged) == "torch"
+    buffer = ReusableValueBuffer.like((torch.zeros(4),), device="cpu")
+    buffer.copy_from((tagged,))
+    np.testing.assert_array_equal(buffer.value[0].numpy(), np.arange(4.0))
+    buffer.close()
+
+
+def test_messages_in_any_torch_float_format_encode_exactly():
+    e = make_engine("test-n4096-scale40")
+    want = e.encode(np.array([1.5, -2.25, 0.5]))
+    for dtype in (torch.bfloat16, torch.float16, getattr(torch, "float8_e4m3fn", torch.float16)):
+        got = e.encode(torch.tensor([1.5, -2.25, 0.5], dtype=dtype))
+        np.testing.assert_array_equal(got.data, want.data)
+    np.testing.assert_array_equal(e.encode(torch.tensor([1.5, -2.25, 0.5], requires_grad=True)).data, want.data)
+    with pytest.raises(TypeError, match="dense CPU or CUDA"):
+        e.encode(torch.zeros(2, device="meta"))
+    with pytest.raises(TypeError, match="sequence of numbers"):
+        e.encode([torch.ones(1, requires_grad=True), torch.ones(1)])
+
+
+def test_value_construction_normalizes_numpy_scalars_and_names_bad_data():
+    from fhelium_cupy.ckks.values import Ciphertext, to_device
+
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(np.ones(4))
+    rebuilt = Ciphertext(ct.data, level=np.int64(ct.level), scale=np.float64(ct.scale), prime_ids=ct.prime_ids,
+                         context_id=np.str_(ct.context_id), key_id=np.str_(ct.key_id))
+    assert type(rebuilt.level) is int and type(rebuilt.context_id) is str and type(rebuilt.scale) is float
+    e.decrypt(rebuilt)
+    assert freeze_metadata({"id": np.str_("a"), "x": np.float64(1.5)}) == (("id", "a"), ("x", 1.5))
+    assert type(freeze_metadata(np.float64(1.5))) is float
+    with pytest.raises(StateMismatchError, match="to_cupy / to_numpy"):
+        Ciphertext(torch.from_numpy(ct.data), level=ct.level, scale=ct.scale, prime_ids=ct.prime_ids,
+                   context_id=ct.context_id, key_id=ct.key_id)
+    with pytest.raises(StateMismatchError, match="exactly one tensor 'data'"):
+        ct.with_value_tensors({"x": ct.data})
+    with pytest.raises(TypeError, match="NumPy or CuPy"):
+        to_device(torch.zeros(2), "cpu")
+
+
+def test_engine_device_accepts_what_as_device_accepts():
+    from fhelium_cupy.ckks import CkksEngine
+
+    for spec in ("CPU", " cpu", "cpu"):
+        assert CkksEngine("test-n4096-scale40", device=spec, insecure=True).device == "cpu"
+    with pytest.raises(ValueError, match="unknown device"):
+        CkksEngine("test-n4096-scale40", device="gpu", insecure=True)
