@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["emit_json"]
+__all__ = ["emit_json", "exit_without_gpu"]
+
+
+def exit_without_gpu(script: str) -> None:
+    """Exit with status 2 and one line on stderr, naming what is missing, when no CUDA GPU is
+    usable (instead of a traceback from deep inside CuPy)."""
+    from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        print(f"{script}: needs a CUDA GPU: {reason}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def emit_json(data: Any, path: str | Path | None = None, *, echo: bool = True) -> str:

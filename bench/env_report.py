@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import platform
-import sys
 
 
 def environment() -> dict:
@@ -47,9 +46,13 @@ def environment() -> dict:
 
 
 if __name__ == "__main__":
-    env = environment()
-    text = json.dumps(env, indent=2)
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Print (and optionally write) the machine and package versions as JSON.")
+    parser.add_argument("path", nargs="?", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+    text = json.dumps(environment(), indent=2)
     print(text)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
+    if args.path:
+        with open(args.path, "w") as fh:
             fh.write(text + "\n")

@@ -30,6 +30,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu  # noqa: E402
+
 __all__ = ["bench_program", "ciphertext_program", "main", "synthetic_program"]
 
 _STEP = r"""
@@ -144,22 +146,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--kernels", type=int, default=300)
     parser.add_argument("--ct-shape", default="2,8,16384", help="ciphertext-like input shape (uint64)")
+    parser.add_argument("--sync-every", type=int, default=64, help="drain the queue (untimed) every this many calls")
     args = parser.parse_args(argv)
+    exit_without_gpu("bench/graph_replay.py")
 
     import cupy
 
     results: dict[str, Any] = {"cupy": cupy.__version__, "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     program, inputs, function = synthetic_program(args.kernels)
-    results["synthetic"] = {"kernels": args.kernels, **bench_program(program, inputs, function=function, runs=args.runs, warmup=args.warmup)}
+    results["synthetic"] = {"kernels": args.kernels, **bench_program(program, inputs, function=function, runs=args.runs, warmup=args.warmup, sync_every=args.sync_every)}
     program.close()
     shape = tuple(int(s) for s in args.ct_shape.split(",") if s)
     program, inputs, function = ciphertext_program(shape)
-    results["ciphertext"] = {"shape": shape, **bench_program(program, inputs, function=function, runs=args.runs, warmup=args.warmup)}
+    results["ciphertext"] = {"shape": shape, **bench_program(program, inputs, function=function, runs=args.runs, warmup=args.warmup, sync_every=args.sync_every)}
     # the same ciphertext program fed from pinned host memory (H2D in the replay)
     from fhelium_cupy.runtime import pin_value_tree
 
     pinned = (pin_value_tree(cupy.asnumpy(inputs[0])),)
-    results["ciphertext_pinned_source"] = {"shape": shape, **bench_program(program, pinned, runs=max(200, args.runs // 10), warmup=20)}
+    results["ciphertext_pinned_source"] = {"shape": shape, **bench_program(program, pinned, runs=max(200, args.runs // 10), warmup=20, sync_every=args.sync_every)}
     program.close()
     from bench._report import emit_json
 

@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json
+from bench._report import emit_json, exit_without_gpu
 from bench._timing import cuda_sync, summarize, time_device_cupy, time_device_torch, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.device == "cuda":
+        exit_without_gpu("bench/matvec.py")
     from fhelium_cupy.ckks import CkksEngine
 
     engine = CkksEngine(args.preset, device=args.device, insecure=args.insecure)

@@ -9,7 +9,7 @@ Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [
   and reports each schedule's max decryption error against A x.
 * n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
   ``numpy.roll`` (precision check of the preset), and its eager/graph time.
-Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or bench/results).
+Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or ./bench_out).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
@@ -117,11 +118,12 @@ def rotation16(cp, preset: str, reps: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
+    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
     parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
     args = parser.parse_args()
+    exit_without_gpu("bench/matvec_gpu_quick.py")
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()

@@ -18,6 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu  # noqa: E402
 from bench._timing import time_host_pipelined  # noqa: E402
 
 KINDS = {"default": 4, "device_to_device": 3, "host_to_device": 1}
@@ -34,6 +35,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    exit_without_gpu("bench/memcpy_host.py")
     import cupy as cp
 
     runtime = cp.cuda.runtime

@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json
+from bench._report import emit_json, exit_without_gpu
 from bench._timing import time_device_cupy, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--insecure", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.device == "cuda":
+        exit_without_gpu("bench/ops.py")
     workload = MatvecWorkload.build(preset=args.preset, device=args.device, size=args.size, insecure=args.insecure)
     rows = bench_ops(workload, runs=args.runs, warmup=args.warmup)
     emit_json({"parameters": parameter_summary(args.preset), "ops": rows}, args.json)

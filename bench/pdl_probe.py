@@ -11,7 +11,8 @@ captured into a CUDA graph three ways and replayed side by side (CUDA-event medi
   (``griddepcontrol.launch_dependents``), so the next grid's blocks can be placed while this
   grid's last blocks still run.
 
-Every variant's final output is compared with the plain chain's. Usage (on a GPU):
+Every variant's final output is compared with the plain chain's. Usage (on a GPU; needs the
+``cuda-bindings`` package, which no extra of this project installs: ``pip install cuda-bindings``):
     PYTHONPATH=$PWD python3 bench/pdl_probe.py OUT_DIR [--chain 15] [--reps 50]
 """
 
@@ -29,6 +30,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402
 
 SOURCE = r"""
@@ -72,10 +74,11 @@ def pdl_launcher(cp):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench/results"))
+    parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
     parser.add_argument("--chain", type=int, default=15)
     parser.add_argument("--reps", type=int, default=50)
     args = parser.parse_args()
+    exit_without_gpu("bench/pdl_probe.py")
     import cupy as cp
 
     module = cp.RawModule(code=SOURCE, options=("--std=c++17",))

@@ -30,6 +30,8 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu  # noqa: E402
+
 
 def _profiler(cp, start: bool) -> None:
     """cudaProfilerStart/Stop (the range ncu --profile-from-start off records)."""
@@ -107,8 +109,11 @@ def summarize(path: Path) -> str:
             continue
         name = row["Kernel Name"].split("(")[0]
         value = float(row["Metric Value"].replace(",", ""))
-        unit = row.get("Metric Unit", "nsecond")
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, 1e-3)
+        unit = row.get("Metric Unit", "ns")
+        scales = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+        if unit not in scales:
+            raise ValueError(f"{path}: unknown time unit {unit!r} in the ncu log")
+        scale = scales[unit]
         if name not in totals:
             order.append(name)
         totals[name].append(value * scale)
@@ -129,6 +134,7 @@ def main() -> int:
     if args.summarize:
         print("\n".join(summarize(p) for p in args.summarize))
         return 0
+    exit_without_gpu("bench/profile_kernels.py")
     if args.workload is None:
         parser.error("name a workload or give --summarize")
     run(args.workload)

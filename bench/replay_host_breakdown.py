@@ -43,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json  # noqa: E402  (after the sys.path entry above)
+from bench._report import emit_json, exit_without_gpu  # noqa: E402  (after the sys.path entry above)
 from bench._timing import summarize_us  # noqa: E402
 from bench._timing import time_host_pipelined as _warm_us  # noqa: E402
 
@@ -307,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-runs", type=int, default=300)
     parser.add_argument("--fake", action="store_true", help="check the script on the CPU with a fake CuPy")
     args = parser.parse_args(argv)
+    if not args.fake:
+        exit_without_gpu("bench/replay_host_breakdown.py")
 
     results: dict[str, Any] = {
         "python": platform.python_version(),

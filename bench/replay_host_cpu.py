@@ -132,7 +132,9 @@ def measure(runs: int = 20000, profile: str | None = None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20000)
-    parser.add_argument("--profile", default=None, help="cProfile this operation of the ciphertext workload")
+    parser.add_argument("--profile", default=None,
+                        choices=("graph_launch", "replay", "replay_prepared", "replay_prepared_handle", "copy_inputs_from"),
+                        help="cProfile this operation of the ciphertext workload")
     parser.add_argument("--import-torch", action="store_true", help="import torch first (it is then in sys.modules)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)

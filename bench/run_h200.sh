@@ -9,6 +9,7 @@
 set -u
 OUT=${1:?usage: bash bench/run_h200.sh OUTPUT_DIR}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: the script changes to the repository root below
 LOG="$OUT/demo_and_examples.txt"
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
