@@ -56,9 +56,17 @@ def _info_rows() -> list[tuple[str, str]]:
             major, minor = nvrtc.getVersion()
             rows.append(("nvrtc", f"{major}.{minor}"))
         except Exception as error:
-            rows.append(("nvrtc", f"missing ({type(error).__name__}); pip install nvidia-cuda-nvrtc-cu12 or nvidia-cuda-nvrtc"))
+            rows.append(("nvrtc", "missing"))
+            rows.append(("nvrtc fix", f"{type(error).__name__}: pip install 'fhelium-cupy[cuda12]' or '[cuda13]' "
+                                      "(they bring nvidia-cuda-nvrtc)"))
         cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
         rows.append(("kernel cache", cache))
+    try:
+        from .runtime.kernels import kernel_source_dir
+
+        rows.append(("kernel sources", str(kernel_source_dir())))
+    except Exception as error:  # the loader names what is missing
+        rows.append(("kernel sources", f"missing ({' '.join(str(error).split())[:120]})"))
     try:
         from .ckks.params import preset_names
 

@@ -30,6 +30,12 @@ def test_info_runs_as_a_module_and_names_the_package_and_cuda_state() -> None:
     assert result.returncode == 0, result.stderr
     assert "fhelium_cupy" in result.stdout
     assert re.search(r"^cuda\s+(available|unavailable)", result.stdout, re.M)
+    sources = re.search(r"^kernel sources\s+(\S+)", result.stdout, re.M)
+    assert sources and Path(sources.group(1), "ntt.cu").is_file()  # where the loader found them
+    nvrtc = re.search(r"^nvrtc\s+(\S+)", result.stdout, re.M)
+    missing = re.search(r"^missing optional pieces\s+(.*)$", result.stdout, re.M)
+    if nvrtc and nvrtc.group(1) == "missing":  # a missing NVRTC is named with the extra that brings it
+        assert "nvrtc" in missing.group(1) and "fhelium-cupy[cuda12]" in result.stdout
 
 
 def test_demo_on_cpu_uses_the_128_bit_preset_and_decrypts_within_1e_4(capsys: pytest.CaptureFixture[str]) -> None:
