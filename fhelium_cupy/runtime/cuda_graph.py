@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
+from ..interop.arrays import leaf_kind
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
@@ -22,7 +23,7 @@ from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
 from .arena import GraphArena
-from .buffer import CopyHandle, ReusableValueBuffer
+from .buffer import CopyHandle, ReusableValueBuffer, bump_autograd_versions
 from .pool import CudaGraphPool
 from .signature import TensorSignature, ValueSignature, ValueTreeSignature
 
@@ -145,6 +146,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._enqueue_copies = input_buffer._enqueue_copies
         self._memcpy_async = self._runtime.memcpyAsync
         self._borrow = output.borrow
+        # torch output leaves: each launch rewrites them, so their autograd version moves on
+        # as a torch in-place op would (the buffer does the same for its input views)
+        self._torch_outputs = tuple(leaf for leaf in output.leaves if leaf_kind(leaf) == "torch")
         self._latest_copy: CopyHandle | None = None
         self._last_stream_ptr = 0  # stream of the newest replay-complete event (self._events.last)
         self._closed = False
@@ -429,6 +433,8 @@ class CudaGraphProgram(Generic[_OutputT]):
             if chain is not None and pool._last_stream_ptr != sptr:
                 self._runtime.streamWaitEvent(sptr, chain.ptr, 0)  # scratch is shared: serialize
         self._launch(stream)
+        if self._torch_outputs:
+            bump_autograd_versions(self._torch_outputs)
         if copy_output:
             with stream:
                 result = self._output.clone(stream)
@@ -467,6 +473,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._launch = None
         self._output = None  # type: ignore[assignment]
         self._borrow = None  # type: ignore[assignment]
+        self._torch_outputs = ()
         self._static_inputs = ()
         self._function = None  # type: ignore[assignment]
         self._latest_copy = None

@@ -325,6 +325,9 @@ def test_torch_tensors_in_and_out(cp):
         out = program.replay(source, synchronize=True)
         assert isinstance(out, torch.Tensor) and out.is_cuda
         torch.testing.assert_close(out.cpu(), source.cpu() * 2 + 1, rtol=0, atol=0)
+    before = program.output._version
+    program.replay(torch.ones(4, 256), synchronize=True)
+    assert program.output._version > before  # each launch rewrites it, as an in-place op would
     owned = program.replay(torch.ones(4, 256), copy_output=True, synchronize=True)
     assert isinstance(owned, torch.Tensor) and owned.data_ptr() != program.output.data_ptr()
     torch.testing.assert_close(owned.cpu(), torch.full((4, 256), 3.0), rtol=0, atol=0)
