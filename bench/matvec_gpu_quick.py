@@ -15,7 +15,6 @@ Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or ./bench_out).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,7 +26,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import emit_json, exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
@@ -130,9 +129,7 @@ def main() -> int:
     result = {"matvec": matvec(cp, args.reps, tuple(int(v) for v in args.fill.split(",") if v))}
     if args.n16 != "none":
         result["rotation_n16"] = rotation16(cp, args.n16, args.reps)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "matvec_gpu_quick.json").write_text(json.dumps(result, indent=1))
+    emit_json(result, Path(args.out_dir) / "matvec_gpu_quick.json", echo=False)
     return 0
 
 

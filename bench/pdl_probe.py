@@ -30,7 +30,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import emit_json, exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402
 
 SOURCE = r"""
@@ -117,9 +117,7 @@ def main() -> int:
         row["saved_per_kernel_us"] = round((row["plain_us"] - row["pdl_trigger_us"]) / args.chain, 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pdl_probe.json").write_text(json.dumps(rows, indent=1))
+    emit_json(rows, Path(args.out_dir) / "pdl_probe.json", echo=False)
     return 0
 
 

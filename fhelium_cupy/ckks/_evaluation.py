@@ -203,15 +203,22 @@ class EvaluationMixin:
         c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
 
-    def _galois(self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey]) -> Ciphertext:
+    def _galois(
+        self, ct: Ciphertext, key, output_domain: str, op: str, key_type: type[KeySwitchKey], own_key=None
+    ) -> Ciphertext:
         """One automorphism with key switch, in the hoisted form: ModUp of the unrotated c1, the
         permutation applied to the digits inside the inner product and to c0 inside the
         ModDown's last step (no separate automorphism or addition). Bit-identical to rotating
         first: the balanced digit decomposition commutes with automorphisms (it is
-        coefficient-wise, and centered lifting commutes with negation)."""
+        coefficient-wise, and centered lifting commutes with negation). With ``key=None``,
+        ``own_key()`` makes the engine's key, only once the operands checked out and only for
+        a ciphertext under the engine's own secret."""
         check_ciphertext(self, ct, op, components=(2,))
-        check_key(self, ct, key, op, key_type)
         domain = _check_output_domain(output_domain, op)
+        if key is None and own_key is not None:
+            self._check_own_secret(ct, op)
+            key = own_key()
+        check_key(self, ct, key, op, key_type)
         rows, xp = ct.prime_ids, self.backend.xp
         c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
         c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
@@ -226,12 +233,7 @@ class EvaluationMixin:
         self, ct: Ciphertext, key: ConjugationKey | None = None, *, output_domain: str = "coefficient"
     ) -> Ciphertext:
         """Complex-conjugate every slot; level/scale kept."""
-        if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
-            check_ciphertext(self, ct, "conjugate", components=(2,))
-            _check_output_domain(output_domain, "conjugate")
-            self._check_own_secret(ct, "conjugate")
-            key = self.keys.conjugation_key()
-        return self._galois(ct, key, output_domain, "conjugate", ConjugationKey)
+        return self._galois(ct, key, output_domain, "conjugate", ConjugationKey, lambda: self.keys.conjugation_key())
 
     def rotate_hoisted_with_keys(
         self, ct: Ciphertext, keys: Sequence[RotationKey], *, output_domain: str = "coefficient"

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
-from ..interop.arrays import leaf_kind, numpy_dtype_of
+from ..interop.arrays import check_plain_torch, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
-from ..interop.devices import as_device
+from ..interop.devices import as_device, is_unindexed_cuda
 from ._checks import check_ciphertext, check_plaintext
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
@@ -68,9 +68,12 @@ def _torch_message(tensor: Any) -> np.ndarray:
     state, lazy bits or float format (bfloat16 and float8 widen exactly to float64, complex32
     to complex128)."""
     torch: Any = loaded_torch()  # a torch tensor exists, so torch is imported
-    if tensor.device.type not in ("cpu", "cuda") or tensor.layout is not torch.strided:
-        raise TypeError(f"a torch message must be a dense CPU or CUDA tensor, got {tensor.device.type} / {tensor.layout}")
-    tensor = tensor.detach().resolve_conj().resolve_neg()
+    if tensor.layout is torch.strided and tensor.device.type in ("cpu", "cuda"):
+        tensor = tensor.detach().resolve_conj().resolve_neg()  # lazy bits: read the values
+    try:
+        check_plain_torch(tensor)  # what is left: layout, device, storage
+    except TypeError as error:
+        raise TypeError(f"a torch message must be a dense CPU or CUDA tensor: {error}") from None
     try:
         numpy_dtype_of(tensor.dtype)
     except TypeError:  # formats NumPy lacks: exact in the wider type
@@ -132,8 +135,7 @@ class CkksEngine(EvaluationMixin):
         self.parameters = parameters
         self.context = CkksContext(parameters)
         # "cpu", "cuda" or "cuda:N"; also an int, torch.device or cupy.cuda.Device (as_device)
-        unindexed = isinstance(device, str) and device.strip().lower() == "cuda"
-        self.device = "cuda" if unindexed else str(as_device(device))
+        self.device = "cuda" if is_unindexed_cuda(device) else str(as_device(device))
         self.backend = _make_backend(self.context, self.device)
         self.key_generator = KeyGenerator(self.context, self.backend)
         self._keys: KeyChain | None = None

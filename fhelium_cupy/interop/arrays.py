@@ -21,6 +21,7 @@ from .devices import CPU, Device
 
 __all__ = [
     "LeafKind",
+    "bump_autograd_versions",
     "check_plain_torch",
     "data_pointer",
     "element_strides",
@@ -159,6 +160,15 @@ def check_plain_torch(leaf: Any) -> None:
             "a lazily negated torch view (is_neg(), e.g. x.conj().imag) shares its base's bytes, which are not "
             "its values; call resolve_neg() first"
         )
+
+
+def bump_autograd_versions(tensors: tuple[Any, ...]) -> None:
+    """Tell autograd that the payload under these torch tensors changed outside torch (as
+    ``copy_`` would): a graph that saved the old values then refuses ``backward()`` instead
+    of silently using the new ones."""
+    torch = loaded_torch()
+    if torch is not None and tensors:
+        torch.autograd.graph.increment_version(tensors)
 
 
 def element_strides(leaf: Any) -> tuple[int, ...]:

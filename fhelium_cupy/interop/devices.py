@@ -6,7 +6,7 @@ from typing import Literal
 
 from .capabilities import require_cupy
 
-__all__ = ["Device", "as_device", "current_cuda_index"]
+__all__ = ["Device", "as_device", "current_cuda_index", "is_unindexed_cuda"]
 
 
 class Device(str):
@@ -80,6 +80,14 @@ def current_cuda_index() -> int:
     """CuPy's current device index (needs CuPy and a GPU)."""
     cupy = require_cupy("resolving the current CUDA device")
     return int(cupy.cuda.runtime.getDevice())
+
+
+def is_unindexed_cuda(spec: object) -> bool:
+    """``"cuda"`` or ``torch.device("cuda")``: a CUDA device without an index, which
+    ``as_device`` resolves to the current one."""
+    if isinstance(spec, str):
+        return spec.strip().lower() == "cuda"
+    return type(spec).__module__.startswith("torch") and getattr(spec, "type", None) == "cuda" and spec.index is None  # type: ignore[attr-defined]
 
 
 def as_device(spec: object) -> Device:

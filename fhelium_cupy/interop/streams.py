@@ -11,7 +11,6 @@ API keeps its meaning.
 
 from __future__ import annotations
 
-import collections
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -170,7 +169,7 @@ def event_handle(event: object) -> int | None:
 
 def is_event_sequence(wait_for: object) -> bool:
     """True for any sequence of events (list, tuple, deque, ...), False for one event."""
-    return isinstance(wait_for, (Sequence, collections.deque)) and not isinstance(wait_for, (str, bytes))
+    return isinstance(wait_for, Sequence) and not isinstance(wait_for, (str, bytes))
 
 
 def event_handles(wait_for: object | Sequence[object] | None) -> tuple[int, ...]:

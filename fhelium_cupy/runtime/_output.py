@@ -68,11 +68,7 @@ def _walk(out: object, device: Device, leaves: list[Any], values: list[Any]) -> 
         _check_array(out, device, "tensor")
         leaves.append(out)
         return ("tensor",)
-    if type(out) is not list and type(out) is not tuple and type(out) is not dict:
-        try:
-            check_plain_container(out, "CUDA Graph output")
-        except TypeError as error:
-            raise OutputLeafError(str(error)) from None
+    check_plain_container(out, "CUDA Graph output", OutputLeafError)
     if isinstance(out, list):
         return ("list", tuple(_walk(item, device, leaves, values) for item in out))
     if isinstance(out, tuple):

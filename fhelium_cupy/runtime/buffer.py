@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ExecutionError, ExecutionInputError
 from ..interop.arrays import (
+    bump_autograd_versions,
     data_pointer,
     leaf_device,
     leaf_kind,
@@ -27,8 +28,8 @@ from ..interop.arrays import (
     span_nbytes,
     wrap_like,
 )
-from ..interop.capabilities import cupy_or_none, loaded_torch, require_cupy
-from ..interop.devices import CPU, Device, as_device
+from ..interop.capabilities import cupy_or_none, require_cupy
+from ..interop.devices import CPU, Device, as_device, is_unindexed_cuda
 from ..interop.streams import event_handles, is_event_sequence, resolve_stream
 from .copy_handle import CopyHandle
 from .signature import TensorSignature, ValueTreeSignature
@@ -88,13 +89,6 @@ def _iter_example_leaves(signature: ValueTreeSignature, example: object) -> list
     return leaves
 
 
-def _unindexed_cuda(spec: object) -> bool:
-    """``"cuda"`` or ``torch.device("cuda")``: a CUDA target without an index."""
-    if isinstance(spec, str):
-        return spec.strip().lower() == "cuda"
-    return type(spec).__module__.startswith("torch") and getattr(spec, "type", None) == "cuda" and spec.index is None  # type: ignore[attr-defined]
-
-
 def _check_aliasing(leaves: Sequence[Any]) -> None:
     """Reject example trees whose arrays overlap in memory (disjoint views are fine)."""
     ranges = []
@@ -109,15 +103,6 @@ def _check_aliasing(leaves: Sequence[Any]) -> None:
                 "Aliased representative storage is not supported by ReusableValueBuffer; pass independent "
                 "values or keep the shared object outside the reusable payload"
             )
-
-
-def bump_autograd_versions(tensors: Sequence[Any]) -> None:
-    """Tell autograd that the payload under these torch tensors changed outside torch (as
-    ``copy_`` would): a graph that saved the old values then refuses ``backward()`` instead
-    of silently using the new ones."""
-    torch = loaded_torch()
-    if torch is not None and tensors:
-        torch.autograd.graph.increment_version(tensors)
 
 
 def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
@@ -204,7 +189,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             )
         leaves = _iter_example_leaves(signature, example)
         devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
-        if len(devices) != 1 and (device is None or _unindexed_cuda(device)):
+        if len(devices) != 1 and (device is None or is_unindexed_cuda(device)):
             raise ValueError(
                 "ReusableValueBuffer requires an indexed target device when example tensors span multiple "
                 f"devices: devices={devices}; pass device='cpu' or device='cuda:N'"

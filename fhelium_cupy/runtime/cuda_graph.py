@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import leaf_kind
+from ..interop.arrays import bump_autograd_versions, leaf_kind
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
@@ -23,7 +23,7 @@ from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
 from .arena import GraphArena
-from .buffer import CopyHandle, ReusableValueBuffer, bump_autograd_versions
+from .buffer import CopyHandle, ReusableValueBuffer
 from .pool import CudaGraphPool
 from .signature import TensorSignature, ValueSignature, ValueTreeSignature
 

@@ -296,13 +296,13 @@ class ValueTreeSignature:
         return sum(sig.nbytes for sig in self.leaf_signatures())
 
 
-def check_plain_container(value: object, path: str) -> None:
-    """Refuse list/tuple/dict subclasses (namedtuple, OrderedDict, defaultdict, ...): buffers
-    and outputs are rebuilt as plain containers, which would silently drop their type (a
-    namedtuple's attribute access would fail inside the captured function)."""
+def check_plain_container(value: object, path: str, error: type[TypeError] = TypeError) -> None:
+    """Refuse list/tuple/dict subclasses (namedtuple, OrderedDict, defaultdict, ...) with
+    ``error``: buffers and outputs are rebuilt as plain containers, which would silently drop
+    their type (a namedtuple's attribute access would fail inside the captured function)."""
     for base in (tuple, list, dict):
         if isinstance(value, base) and type(value) is not base:
-            raise TypeError(
+            raise error(
                 f"{path} is a {type(value).__name__}, a {base.__name__} subclass: containers are rebuilt as plain "
                 f"{base.__name__}s, so pass a plain {base.__name__} ({base.__name__}(...))"
             )

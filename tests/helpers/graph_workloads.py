@@ -56,6 +56,11 @@ def affine_np(x: np.ndarray) -> np.ndarray:
     return x * 2 + 1
 
 
+def random_tile(rng: Any, shape: tuple[int, ...] = (4, 1024)) -> Any:
+    """A float32 host tile of standard-normal values (the runtime GPU tests' inputs)."""
+    return rng.standard_normal(shape).astype(np.float32)
+
+
 def long_affine(cycles: int):
     """``affine`` preceded by a spin of ``cycles`` clocks on the same stream (reads input late)."""
 

@@ -15,6 +15,7 @@ from tests.helpers.graph_workloads import (
     affine,
     affine_np,
     long_affine,
+    random_tile,
     rawkernel_axpy,
     rawkernel_axpy_np,
     scale_value,
@@ -28,14 +29,10 @@ pytestmark = pytest.mark.gpu
 
 
 
-def _rand(rng, shape=(4, 1024)):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 
 def test_capture_then_sequential_replays_match_eager_results(cp):
     rng = np.random.default_rng(0)
-    x0 = cp.asarray(_rand(rng))
+    x0 = cp.asarray(random_tile(rng))
     with CudaGraphProgram.capture(affine, example_inputs=(x0,)) as program:
         stats = program.stats
         assert isinstance(stats, CudaGraphCaptureStats)
@@ -51,7 +48,7 @@ def test_capture_then_sequential_replays_match_eager_results(cp):
         np.testing.assert_array_equal(cp.asnumpy(program.output), affine_np(cp.asnumpy(x0)))
         ptr = program.output.data.ptr
         for _ in range(5):
-            host = _rand(rng)
+            host = random_tile(rng)
             out = program.replay(cp.asarray(host))
             assert out.data.ptr == ptr
             np.testing.assert_array_equal(cp.asnumpy(out), affine_np(host))
@@ -59,10 +56,10 @@ def test_capture_then_sequential_replays_match_eager_results(cp):
 
 def test_rawkernel_workload_with_two_inputs_replays_exactly(cp):
     rng = np.random.default_rng(1)
-    x, y = cp.asarray(_rand(rng, (3000,))), cp.asarray(_rand(rng, (3000,)))
+    x, y = cp.asarray(random_tile(rng, (3000,))), cp.asarray(random_tile(rng, (3000,)))
     program = CudaGraphProgram.capture(rawkernel_axpy, example_inputs=(x, y), warmup=1)
     for _ in range(4):
-        hx, hy = _rand(rng, (3000,)), _rand(rng, (3000,))
+        hx, hy = random_tile(rng, (3000,)), random_tile(rng, (3000,))
         out = program.replay(hx, cp.asarray(hy))
         np.testing.assert_array_equal(cp.asnumpy(out), rawkernel_axpy_np(hx, hy))
     program.close()
@@ -137,7 +134,7 @@ def test_partial_bound_static_state_is_kept_alive(cp):
 def test_borrowed_output_is_overwritten_and_owned_output_is_not(cp):
     rng = np.random.default_rng(4)
     program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros((4, 1024), cp.float32),))
-    h1, h2 = _rand(rng), _rand(rng)
+    h1, h2 = random_tile(rng), random_tile(rng)
     borrowed = program.replay(h1)
     owned = program.replay(h1, copy_output=True)
     assert owned.data.ptr != program.output.data.ptr
@@ -154,7 +151,7 @@ def test_replay_accepts_cuda_pageable_and_pinned_sources(cp, source_kind):
     rng = np.random.default_rng(5)
     program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
     for _ in range(3):
-        host = _rand(rng)
+        host = random_tile(rng)
         source = {"cupy": cp.asarray, "numpy": lambda a: a, "pinned": pin_value_tree}[source_kind](host)
         np.testing.assert_array_equal(cp.asnumpy(program.replay(source)), affine_np(host))
     program.close()
@@ -167,7 +164,7 @@ def test_pinned_copy_on_transfer_stream_never_overwrites_a_running_replay(cp):
     program = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
     transfer = cp.cuda.Stream(non_blocking=True)
     compute = cp.cuda.Stream(non_blocking=True)
-    h1, h2 = _rand(rng), _rand(rng)
+    h1, h2 = random_tile(rng), random_tile(rng)
     p1, p2 = pin_value_tree(h1), pin_value_tree(h2)
     with compute:
         first = program.replay(p1, copy_output=True)  # spins ~50 ms, then reads its input
@@ -187,7 +184,7 @@ def test_prefetch_overlaps_transfer_with_compute_and_results_are_right(cp):
     program = CudaGraphProgram.capture(long_affine(cycles_for_ms(5)), example_inputs=(cp.zeros((4, 1024), cp.float32),), warmup=1)
     transfer = cp.cuda.Stream(non_blocking=True)
     compute = cp.cuda.Stream(non_blocking=True)
-    hosts = [_rand(rng) for _ in range(6)]
+    hosts = [random_tile(rng) for _ in range(6)]
     pinned = [pin_value_tree(h) for h in hosts]
     results = []
     handle = program.copy_inputs_from(pinned[0], stream=transfer)
@@ -279,7 +276,7 @@ def test_allocation_storm_between_replays_leaves_graph_and_eager_memory_intact(c
     pool = cp.get_default_memory_pool()
     examples = (cp.zeros(1 << 16, cp.float32), cp.zeros(1 << 16, cp.float32))
     program = CudaGraphProgram.capture(rawkernel_axpy, example_inputs=examples)
-    hx, hy = _rand(rng, (1 << 16,)), _rand(rng, (1 << 16,))
+    hx, hy = random_tile(rng, (1 << 16,)), random_tile(rng, (1 << 16,))
     out = program.replay(hx, hy, synchronize=True)
     expected = rawkernel_axpy_np(hx, hy)
     for round_ in range(3):
@@ -288,7 +285,7 @@ def test_allocation_storm_between_replays_leaves_graph_and_eager_memory_intact(c
         pool.free_all_blocks()
         victims = [cp.full(1 << 16, float(i), dtype=cp.float32) for i in range(32)]
         np.testing.assert_array_equal(cp.asnumpy(out), expected)  # graph output untouched by eager work
-        hx, hy = _rand(rng, (1 << 16,)), _rand(rng, (1 << 16,))
+        hx, hy = random_tile(rng, (1 << 16,)), random_tile(rng, (1 << 16,))
         out = program.replay(hx, hy, synchronize=True)
         expected = rawkernel_axpy_np(hx, hy)
         np.testing.assert_array_equal(cp.asnumpy(out), expected)
@@ -302,7 +299,7 @@ def test_replay_follows_the_callers_current_stream_and_device(cp):
     program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(512, cp.float32),), warmup=1)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
     outs = []
-    hosts = [_rand(rng, (512,)) for _ in range(6)]
+    hosts = [random_tile(rng, (512,)) for _ in range(6)]
     for i, host in enumerate(hosts):
         with streams[i % 3]:
             outs.append(program.replay(host, copy_output=True))

@@ -16,6 +16,7 @@ from tests.helpers.graph_workloads import (
     affine,
     affine_np,
     long_affine,
+    random_tile,
     rawkernel_axpy,
     rawkernel_axpy_np,
     scale_value,
@@ -24,10 +25,6 @@ from tests.helpers.toy_values import ToyValue
 
 pytestmark = pytest.mark.gpu
 
-
-
-def _rand(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def test_pool_device_and_validation(cp):
@@ -49,7 +46,7 @@ def test_programs_share_scratch_but_not_outputs(cp):
         assert pool.scratch_reserved_bytes == reserved_after_a  # b reused a's scratch
         assert a.output.data.ptr != b.output.data.ptr
         assert a.pool is pool and b.pool is pool
-        ha, hb = _rand(np.random.default_rng(0), n), _rand(np.random.default_rng(1), n)
+        ha, hb = random_tile(np.random.default_rng(0), n), random_tile(np.random.default_rng(1), n)
         out_a = a.replay(ha)
         out_b = b.replay(hb, synchronize=True)
         np.testing.assert_array_equal(cp.asnumpy(out_a), affine_np(ha))  # b did not overwrite a's output
@@ -74,11 +71,11 @@ def test_shuffled_replay_order_keeps_every_output_intact(cp):
         kind, shape, program = programs[index]
         with streams[step % 2]:
             if kind == "affine":
-                host = _rand(rng, shape)
+                host = random_tile(rng, shape)
                 outputs[index] = program.replay(host)
                 expected[index] = affine_np(host)
             else:
-                hx, hy = _rand(rng, shape), _rand(rng, shape)
+                hx, hy = random_tile(rng, shape), random_tile(rng, shape)
                 outputs[index] = program.replay(hx, hy)
                 expected[index] = rawkernel_axpy_np(hx, hy)
     cp.cuda.runtime.deviceSynchronize()
@@ -98,7 +95,7 @@ def test_event_chain_serializes_members_across_streams(cp):
     b = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
     s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
     for _ in range(3):
-        ha, hb = _rand(rng, n), _rand(rng, n)
+        ha, hb = random_tile(rng, n), random_tile(rng, n)
         with s1:
             owned_a = a.replay(ha, copy_output=True)
         with s2:
@@ -131,13 +128,13 @@ def test_allocation_storm_between_pool_replays(cp):
     pool = CudaGraphPool(0)
     a = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 16, cp.float32),), pool=pool, warmup=1)
     b = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(1 << 15, cp.float32),), pool=pool, warmup=1)
-    ha = _rand(rng, 1 << 16)
+    ha = random_tile(rng, 1 << 16)
     out_a = a.replay(ha, synchronize=True)
     for _ in range(3):
         junk = [cp.full(int(n), 255, cp.uint8) for n in rng.integers(1, 1 << 20, size=64)]
         del junk
         cp.get_default_memory_pool().free_all_blocks()
-        hb = _rand(rng, 1 << 15)
+        hb = random_tile(rng, 1 << 15)
         out_b = b.replay(hb, synchronize=True)
         np.testing.assert_array_equal(cp.asnumpy(out_a), affine_np(ha))
         np.testing.assert_array_equal(cp.asnumpy(out_b), affine_np(hb))

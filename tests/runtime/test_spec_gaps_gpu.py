@@ -14,15 +14,11 @@ from fhelium_cupy.errors import ExecutionError
 from fhelium_cupy.interop import Device
 from fhelium_cupy.runtime import CudaGraphPool, CudaGraphProgram, ReusableValueBuffer, pin_value_tree
 from tests.helpers.gpu_spin import cycles_for_ms, spin_ms
-from tests.helpers.graph_workloads import affine, affine_np, long_affine
+from tests.helpers.graph_workloads import affine, affine_np, long_affine, random_tile
 from tests.helpers.torch_cuda import torch_with_cuda
 from tests.helpers.toy_values import ToyValue
 
 pytestmark = pytest.mark.gpu
-
-
-def _rand(rng, shape=(4, 1024)):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 # -- 1. CudaGraphPool.close() while member replays are running ---------------------------
@@ -48,7 +44,7 @@ def test_pool_close_waits_for_running_replays_and_closes_every_member(cp):
     pool = CudaGraphPool("cuda")
     a = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
     b = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
-    ha, hb = _rand(rng, (n,)), _rand(rng, (n,))
+    ha, hb = random_tile(rng, (n,)), random_tile(rng, (n,))
     compute = cp.cuda.Stream(non_blocking=True)
     with compute:
         owned_a = a.replay(pin_value_tree(ha), copy_output=True)  # spins ~100 ms before computing
@@ -80,7 +76,7 @@ def test_pool_outputs_do_not_preserve_input_output_or_output_output_aliases(cp):
 
     pool = CudaGraphPool("cuda")
     program = CudaGraphProgram.capture(aliased, example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
-    h1, h2 = _rand(rng, (n,)), _rand(rng, (n,))
+    h1, h2 = random_tile(rng, (n,)), random_tile(rng, (n,))
     out = program.replay(h1, synchronize=True)
     assert len({leaf.data.ptr for leaf in out}) == 4  # four independent storages
     out[1].fill(-1)  # overwriting one retained leaf leaves the others intact
@@ -173,10 +169,10 @@ def test_synchronize_true_returns_only_after_the_work_completed(cp):
         return cp.asnumpy(copy)
 
     with compute:
-        program.replay(_rand(rng))
+        program.replay(random_tile(rng))
     assert not compute.done  # control: without synchronize the spin is still running
     compute.synchronize()
-    h1, h2, h3 = _rand(rng), _rand(rng), _rand(rng)
+    h1, h2, h3 = random_tile(rng), random_tile(rng), random_tile(rng)
     with compute:
         borrowed = program.replay(h1, synchronize=True)
     assert compute.done
@@ -202,7 +198,7 @@ def test_direct_graph_launch_replays_the_current_input_payload(cp):
     transfer = cp.cuda.Stream(non_blocking=True)
     compute = cp.cuda.Stream(non_blocking=True)
     for _ in range(2):
-        host = _rand(rng)
+        host = random_tile(rng)
         spin_ms(50, stream=transfer)  # the copy lands late: the launch must wait for its event
         handle = program.copy_inputs_from(pin_value_tree(host), stream=transfer)
         compute.wait_event(handle.event)
@@ -221,7 +217,7 @@ def test_direct_graph_launch_replays_the_current_input_payload(cp):
 
 def test_cpu_target_buffer_copies_from_a_cupy_source(cp):
     rng = np.random.default_rng(106)
-    hx = _rand(rng)
+    hx = random_tile(rng)
     hv = rng.integers(0, 2**40, size=(2, 256), dtype=np.uint64)
     buffer = ReusableValueBuffer.like({"x": np.zeros_like(hx), "values": [ToyValue(np.zeros_like(hv), level=2)]})
     assert buffer.device == Device("cpu")
@@ -240,7 +236,7 @@ def test_cpu_target_buffer_copies_from_a_cupy_source(cp):
 
 def test_pinned_cpu_target_like_a_cuda_example(cp):
     rng = np.random.default_rng(107)
-    hx, hy = _rand(rng), rng.integers(-(2**40), 2**40, size=(3, 5), dtype=np.int64)
+    hx, hy = random_tile(rng), rng.integers(-(2**40), 2**40, size=(3, 5), dtype=np.int64)
     buffer = ReusableValueBuffer.like([cp.asarray(hx), cp.asarray(hy)], device="cpu", pin_memory=True)
     assert buffer.device == Device("cpu") and buffer.is_pinned
     for array in buffer.storage_arrays():
@@ -250,7 +246,7 @@ def test_pinned_cpu_target_like_a_cuda_example(cp):
     value = buffer.value
     np.testing.assert_array_equal(value[0], hx)
     np.testing.assert_array_equal(value[1], hy)
-    hx2, hy2 = _rand(rng), rng.integers(-(2**40), 2**40, size=(3, 5), dtype=np.int64)
+    hx2, hy2 = random_tile(rng), rng.integers(-(2**40), 2**40, size=(3, 5), dtype=np.int64)
     assert buffer.copy_from([cp.asarray(hx2), cp.asarray(hy2)]).event is None
     np.testing.assert_array_equal(buffer.value[0], hx2)
     np.testing.assert_array_equal(buffer.value[1], hy2)
@@ -260,7 +256,7 @@ def test_pinned_cpu_target_like_a_cuda_example(cp):
 def test_cpu_target_buffer_copies_from_a_torch_cuda_source(cp):
     torch = torch_with_cuda()
     rng = np.random.default_rng(108)
-    h1, h2 = _rand(rng, (4, 256)), _rand(rng, (4, 256))
+    h1, h2 = random_tile(rng, (4, 256)), random_tile(rng, (4, 256))
     buffer = ReusableValueBuffer.like(np.zeros((4, 256), np.float32))
     handle = buffer.copy_from(torch.from_numpy(h1).cuda() * 2)
     assert handle.event is None
