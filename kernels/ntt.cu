@@ -175,6 +175,38 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(co
 // thread's contiguous coefficients with 16-byte stores. Inverse: the mirror image.
 __device__ __forceinline__ int sm_pad(int x) { return x + (x >> 4); }
 
+// Barriers of the shared-memory exchanges. An exchange is round_store (the finished round's
+// layout), a barrier, round_load (the next round's layout). Only that barrier is needed: the
+// next exchange's round_store uses the layout this round_load used, so each thread writes
+// exactly the words it read itself (no cross-thread write-after-read), and after the last
+// round_load nothing touches shared memory. The barrier itself can be a __syncwarp when both
+// rounds keep each warp inside its own words: a full round (RS == LV, one group) with ltmin <= 5
+// maps warp w to chunk positions [w 2^(5 + LV), (w + 1) 2^(5 + LV)) whatever its ltmin, so an
+// exchange between two such rounds never crosses warps (needs whole warps: T >= 32).
+// FHE_NTT_EXCHANGE_SYNC=0 restores a __syncthreads() after every store and every load (A/B).
+#ifndef FHE_NTT_EXCHANGE_SYNC
+#define FHE_NTT_EXCHANGE_SYNC 1
+#endif
+template <int LV, int LC>
+__device__ __forceinline__ constexpr bool warp_local_round(int rs, int ltmin) {
+  return LC - LV >= 5 && rs == LV && ltmin <= 5;
+}
+// The barrier between round_store (round RSA stages, smallest stride 2^LTA) and round_load
+// (RSB, LTB).
+template <int LV, int LC, int RSA, int LTA, int RSB, int LTB>
+__device__ __forceinline__ void exchange_barrier() {
+  if constexpr (FHE_NTT_EXCHANGE_SYNC && warp_local_round<LV, LC>(RSA, LTA) && warp_local_round<LV, LC>(RSB, LTB))
+    __syncwarp();
+  else
+    __syncthreads();
+}
+// After round_load: nothing (FHE_NTT_EXCHANGE_SYNC=0: the old __syncthreads()).
+__device__ __forceinline__ void after_round_load() {
+#if !FHE_NTT_EXCHANGE_SYNC
+  __syncthreads();
+#endif
+}
+
 // (chunk, limb, batch entry) of this block of a chunk kernel (FHE_NTT_BATCH_FAST grid order).
 struct ChunkCoords {
   int chunk, limb, entry;
@@ -330,6 +362,27 @@ struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk
   }
 };
 
+// Forward full rounds p = P, P + LV, .. < LC (chunk stages p .. p + LV - 1; ltmin LC - p - LV),
+// each after an exchange from the previous round's layout (the first round's: RS0 stages).
+template <int LV, int LC, int P>
+__device__ __forceinline__ void forward_full_rounds(u64 (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)], u64* sm, int tid,
+                                                    int log_n, int base, const u64x2* w, u64 nq, u64 two_q) {
+  if constexpr (P < LC) {
+    constexpr int T = 1 << (LC - LV);
+    constexpr int RS0 = LC % LV ? LC % LV : LV;
+    constexpr int RSA = P == RS0 ? RS0 : LV;  // the previous round's stages and ltmin
+    constexpr int LTA = LC - P;
+    constexpr int LTB = LC - P - LV;
+    round_store<LV, RSA>(v, sm, tid, T, LTA);
+    exchange_barrier<LV, LC, RSA, LTA, LV, LTB>();
+    round_load<LV, LV>(v, sm, tid, T, LTB);
+    after_round_load();
+    forward_round_twiddles<LV, LV>(t, tid, T, P, log_n, LC, base, w);
+    forward_round_apply<LV, LV>(v, t, nq, two_q);
+    forward_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
+  }
+}
+
 template <int LV, int LC, class Store>
 __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q) {
@@ -340,16 +393,7 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
   forward_round_twiddles<LV, RS0>(t, tid, T, 0, log_n, LC, base, w);
   global_load<LV, RS0>(v, src, tid, T, LC - RS0);
   forward_round_apply<LV, RS0>(v, t, nq, two_q);
-#pragma unroll
-  for (int p = RS0; p < LC; p += LV) {
-    if (p == RS0) round_store<LV, RS0>(v, sm, tid, T, LC - RS0);
-    else round_store<LV, LV>(v, sm, tid, T, LC - p);  // the previous full round's ltmin
-    __syncthreads();
-    round_load<LV, LV>(v, sm, tid, T, LC - p - LV);
-    __syncthreads();
-    forward_round_twiddles<LV, LV>(t, tid, T, p, log_n, LC, base, w);
-    forward_round_apply<LV, LV>(v, t, nq, two_q);
-  }
+  forward_full_rounds<LV, LC, RS0>(v, t, sm, tid, log_n, base, w, nq, two_q);
 #pragma unroll
   for (int k = 0; k < (1 << LV); k += 2)  // last round: ltmin = 0
     store(k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
@@ -510,6 +554,23 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_moddown_co
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
 // LC % LV stages if any.
+// Inverse full rounds p = P, P + LV, .. < LC - LC % LV (chunk stages p .. p + LV - 1, ltmin p),
+// each after an exchange from the previous full round's layout (ltmin p - LV).
+template <int LV, int LC, int P>
+__device__ __forceinline__ void inverse_full_rounds(u64 (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)], u64* sm, int tid,
+                                                    int log_n, int base, const u64x2* w, u64 nq, u64 two_q) {
+  if constexpr (P < LC - LC % LV) {
+    constexpr int T = 1 << (LC - LV);
+    round_store<LV, LV>(v, sm, tid, T, P - LV);
+    exchange_barrier<LV, LC, LV, P - LV, LV, P>();
+    round_load<LV, LV>(v, sm, tid, T, P);
+    after_round_load();
+    inverse_round_twiddles<LV, LV>(t, tid, T, P, log_n, base, w);
+    inverse_round_apply<LV, LV>(v, t, nq, two_q);
+    inverse_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
+  }
+}
+
 template <int LV, int LC>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
                                               const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
@@ -532,18 +593,10 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
     }
   }
   inverse_round_apply<LV, LV>(v, t, nq, two_q);
-#pragma unroll
-  for (int p = LV; p < FULL_END; p += LV) {
-    round_store<LV, LV>(v, sm, tid, T, p - LV);
-    __syncthreads();
-    round_load<LV, LV>(v, sm, tid, T, p);
-    __syncthreads();
-    inverse_round_twiddles<LV, LV>(t, tid, T, p, log_n, base, w);
-    inverse_round_apply<LV, LV>(v, t, nq, two_q);
-  }
+  inverse_full_rounds<LV, LC, LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
   if constexpr (REST != 0) {
     round_store<LV, LV>(v, sm, tid, T, FULL_END - LV);
-    __syncthreads();
+    exchange_barrier<LV, LC, LV, FULL_END - LV, REST, FULL_END>();
     round_load<LV, REST>(v, sm, tid, T, FULL_END);
     inverse_round_twiddles<LV, REST>(t, tid, T, FULL_END, log_n, base, w);
     inverse_round_apply<LV, REST>(v, t, nq, two_q);
