@@ -241,10 +241,9 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // the loads before the round's shared-memory exchange instead measured no different on the
 // H200 (2026-11-29 s3: ptxas already schedules the read-only loads early).
 // Forward: stage i's 2^i pairs at offset 2^i - 1.
-// visit(slot, index) for each twiddle of the round: register slot, table index.
-template <int LV, int RS, class Visit>
-__device__ __forceinline__ void forward_round_twiddle_indices(int tid, int T, int p, int log_n, int log_chunk,
-                                                              int base, Visit visit) {
+template <int LV, int RS>
+__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
+                                                       int log_chunk, int base, const u64x2* tw) {
   const int ltmin = log_chunk - p - RS;
   const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
@@ -253,34 +252,9 @@ __device__ __forceinline__ void forward_round_twiddle_indices(int tid, int T, in
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
 #pragma unroll
-      for (int e = 0; e < (1 << i); ++e) visit(g * ((1 << RS) - 1) + (1 << i) - 1 + e, (pg << i) + e);
+      for (int e = 0; e < (1 << i); ++e) w[g * ((1 << RS) - 1) + (1 << i) - 1 + e] = tw[(pg << i) + e];
     }
   }
-}
-template <int LV, int RS>
-__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
-                                                       int log_chunk, int base, const u64x2* tw) {
-  forward_round_twiddle_indices<LV, RS>(tid, T, p, log_n, log_chunk, base,
-                                        [&](int slot, unsigned i) { w[slot] = tw[i]; });
-}
-
-// Twiddle prefetch into L1 in the forward (FHE_NTT_TW_PREFETCH) and inverse
-// (FHE_NTT_ITW_PREFETCH) chunk kernels: 0 none; 1 each round's twiddles while the round before
-// it runs (issued right after that round's own twiddle loads); 2 every round's at the start of
-// the chunk. A prefetch holds no register, so the round's own loads (issued right before use:
-// no registers left to hoist them) find their lines in L1.
-#ifndef FHE_NTT_TW_PREFETCH
-#define FHE_NTT_TW_PREFETCH 0
-#endif
-#ifndef FHE_NTT_ITW_PREFETCH
-#define FHE_NTT_ITW_PREFETCH 0
-#endif
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-template <int LV, int RS>
-__device__ __forceinline__ void forward_round_prefetch(int tid, int T, int p, int log_n, int log_chunk, int base,
-                                                       const u64x2* tw) {
-  forward_round_twiddle_indices<LV, RS>(tid, T, p, log_n, log_chunk, base,
-                                        [&](int, unsigned i) { prefetch_l1(tw + i); });
 }
 
 template <int LV, int RS>
@@ -306,9 +280,9 @@ __device__ __forceinline__ void forward_round_apply(u64 (&v)[(1 << LV)], const u
 // ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 // Stage i's 2^(RS-1-i) pairs at offset 2^RS - 2^(RS-i).
-template <int LV, int RS, class Visit>
-__device__ __forceinline__ void inverse_round_twiddle_indices(int tid, int T, int p, int log_n, int base,
-                                                              Visit visit) {
+template <int LV, int RS>
+__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
+                                                       int base, const u64x2* itw) {
   const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
@@ -317,19 +291,9 @@ __device__ __forceinline__ void inverse_round_twiddle_indices(int tid, int T, in
     for (int i = 0; i < RS; ++i) {
 #pragma unroll
       for (int e = 0; e < (1 << (RS - 1 - i)); ++e)
-        visit(g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e, (pg << (RS - 1 - i)) + e);
+        w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + e] = itw[(pg << (RS - 1 - i)) + e];
     }
   }
-}
-template <int LV, int RS>
-__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
-                                                       int base, const u64x2* itw) {
-  inverse_round_twiddle_indices<LV, RS>(tid, T, p, log_n, base, [&](int slot, unsigned i) { w[slot] = itw[i]; });
-}
-template <int LV, int RS>
-__device__ __forceinline__ void inverse_round_prefetch(int tid, int T, int p, int log_n, int base,
-                                                       const u64x2* itw) {
-  inverse_round_twiddle_indices<LV, RS>(tid, T, p, log_n, base, [&](int, unsigned i) { prefetch_l1(itw + i); });
 }
 
 template <int LV, int RS>
@@ -414,19 +378,8 @@ __device__ __forceinline__ void forward_full_rounds(u64 (&v)[(1 << LV)], u64x2 (
     round_load<LV, LV>(v, sm, tid, T, LTB);
     after_round_load();
     forward_round_twiddles<LV, LV>(t, tid, T, P, log_n, LC, base, w);
-    if constexpr (FHE_NTT_TW_PREFETCH == 1 && P + LV < LC)
-      forward_round_prefetch<LV, LV>(tid, T, P + LV, log_n, LC, base, w);
     forward_round_apply<LV, LV>(v, t, nq, two_q);
     forward_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
-  }
-}
-
-// Prefetch of the twiddles of the full rounds P, P + LV, .. < LC (FHE_NTT_TW_PREFETCH == 2).
-template <int LV, int LC, int P>
-__device__ __forceinline__ void forward_prefetch_all(int tid, int log_n, int base, const u64x2* w) {
-  if constexpr (P < LC) {
-    forward_round_prefetch<LV, LV>(tid, 1 << (LC - LV), P, log_n, LC, base, w);
-    forward_prefetch_all<LV, LC, P + LV>(tid, log_n, base, w);
   }
 }
 
@@ -439,8 +392,6 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
   u64x2 t[(1 << LV)];
   forward_round_twiddles<LV, RS0>(t, tid, T, 0, log_n, LC, base, w);
   global_load<LV, RS0>(v, src, tid, T, LC - RS0);
-  if constexpr (FHE_NTT_TW_PREFETCH == 1 && RS0 < LC) forward_round_prefetch<LV, LV>(tid, T, RS0, log_n, LC, base, w);
-  if constexpr (FHE_NTT_TW_PREFETCH == 2) forward_prefetch_all<LV, LC, RS0>(tid, log_n, base, w);
   forward_round_apply<LV, RS0>(v, t, nq, two_q);
   forward_full_rounds<LV, LC, RS0>(v, t, sm, tid, log_n, base, w, nq, two_q);
 #pragma unroll
@@ -605,22 +556,6 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_moddown_co
 // LC % LV stages if any.
 // Inverse full rounds p = P, P + LV, .. < LC - LC % LV (chunk stages p .. p + LV - 1, ltmin p),
 // each after an exchange from the previous full round's layout (ltmin p - LV).
-// Prefetch of the twiddles of the round at chunk stage P: a full round below LC - LC % LV, the
-// short last round at it, nothing past it.
-template <int LV, int LC, int P>
-__device__ __forceinline__ void inverse_next_prefetch(int tid, int log_n, int base, const u64x2* w) {
-  constexpr int T = 1 << (LC - LV);
-  if constexpr (P < LC - LC % LV) inverse_round_prefetch<LV, LV>(tid, T, P, log_n, base, w);
-  else if constexpr (P < LC) inverse_round_prefetch<LV, LC % LV>(tid, T, P, log_n, base, w);
-}
-template <int LV, int LC, int P>
-__device__ __forceinline__ void inverse_prefetch_all(int tid, int log_n, int base, const u64x2* w) {
-  if constexpr (P < LC) {
-    inverse_next_prefetch<LV, LC, P>(tid, log_n, base, w);
-    inverse_prefetch_all<LV, LC, P + LV>(tid, log_n, base, w);
-  }
-}
-
 template <int LV, int LC, int P>
 __device__ __forceinline__ void inverse_full_rounds(u64 (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)], u64* sm, int tid,
                                                     int log_n, int base, const u64x2* w, u64 nq, u64 two_q) {
@@ -631,7 +566,6 @@ __device__ __forceinline__ void inverse_full_rounds(u64 (&v)[(1 << LV)], u64x2 (
     round_load<LV, LV>(v, sm, tid, T, P);
     after_round_load();
     inverse_round_twiddles<LV, LV>(t, tid, T, P, log_n, base, w);
-    if constexpr (FHE_NTT_ITW_PREFETCH == 1) inverse_next_prefetch<LV, LC, P + LV>(tid, log_n, base, w);
     inverse_round_apply<LV, LV>(v, t, nq, two_q);
     inverse_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
   }
@@ -649,8 +583,6 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
   u64 v[(1 << LV)];
   u64x2 t[(1 << LV)];
   inverse_round_twiddles<LV, LV>(t, tid, T, 0, log_n, base, w);
-  if constexpr (FHE_NTT_ITW_PREFETCH == 1) inverse_next_prefetch<LV, LC, LV>(tid, log_n, base, w);
-  if constexpr (FHE_NTT_ITW_PREFETCH == 2) inverse_prefetch_all<LV, LC, LV>(tid, log_n, base, w);
   {  // round 0 (ltmin = 0): each thread's (1 << LV) coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << LV));
 #pragma unroll
