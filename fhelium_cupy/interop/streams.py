@@ -119,12 +119,14 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     """A ``cupy.cuda.Stream`` for ``stream`` on ``device``.
 
     ``None`` means the caller's current stream of ``device`` (see module docstring). A
-    CuPy stream passes through; a torch stream or a ``__cuda_stream__`` object is wrapped
-    without copying.
+    CuPy stream passes through; a torch stream (``torch.cuda.Stream``, or a device-generic
+    ``torch.Stream`` on a CUDA device, as ``torch.accelerator.current_stream()`` returns) or a
+    ``__cuda_stream__`` object is wrapped without copying.
 
     Raises:
         ValueError: the stream belongs to another device.
-        TypeError: the object is not a stream.
+        TypeError: the object is not a CUDA stream (a ``torch.Stream`` of another device type
+            included).
     """
     cupy = require_cupy("choosing a CUDA stream")
     if stream is None:
@@ -137,12 +139,15 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
         if index is not None and index != device.index:
             raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
         return result
+    elif _is_generic_torch(stream, "native_handle"):
+        _require_torch_cuda(stream, "stream")
+        result = _from_handle(int(stream.native_handle), stream)  # type: ignore[attr-defined]
     elif hasattr(stream, "__cuda_stream__"):
         result = cupy.cuda.Stream.from_external(stream)
     else:
         raise TypeError(
-            f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream "
-            "or an object with __cuda_stream__"
+            f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream, "
+            "a torch.Stream on a CUDA device or an object with __cuda_stream__"
         )
     index = stream_device_index(stream)
     if index is None:
@@ -152,8 +157,22 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     return result
 
 
+def _is_generic_torch(obj: object, handle_attr: str) -> bool:
+    """A device-generic ``torch.Stream`` / ``torch.Event`` (what ``torch.accelerator`` returns)."""
+    return type(obj).__module__.startswith("torch") and hasattr(type(obj), handle_attr) and hasattr(obj, "device")
+
+
+def _require_torch_cuda(obj: Any, what: str) -> None:
+    device = obj.device
+    if getattr(device, "type", None) != "cuda":
+        raise TypeError(f"{type(obj).__name__} on device {device} is not a CUDA {what}")
+
+
 def event_handle(event: object) -> int | None:
     """Raw ``cudaEvent_t`` of a CuPy or torch event; ``None`` for a torch event never recorded.
+
+    torch events are ``torch.cuda.Event`` or the device-generic ``torch.Event`` on a CUDA
+    device (its ``event_id`` is the native handle).
 
     Raises:
         TypeError: for objects that are not CUDA events.
@@ -164,7 +183,13 @@ def event_handle(event: object) -> int | None:
     if type(event).__module__.startswith("torch") and hasattr(event, "cuda_event"):
         handle = int(event.cuda_event)  # type: ignore[attr-defined]
         return handle or None
-    raise TypeError(f"{type(event).__name__} is not a CUDA event; pass a cupy.cuda.Event or torch.cuda.Event")
+    if _is_generic_torch(event, "event_id"):
+        _require_torch_cuda(event, "event")
+        return int(event.event_id) or None  # type: ignore[attr-defined]
+    raise TypeError(
+        f"{type(event).__name__} is not a CUDA event; pass a cupy.cuda.Event, a torch.cuda.Event or a "
+        "torch.Event on a CUDA device"
+    )
 
 
 def is_event_sequence(wait_for: object) -> bool:

@@ -35,6 +35,16 @@ _UNSUPPORTED = (
 )
 
 
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order element strides as torch gives them (a zero dimension counts as one)."""
+    strides = []
+    step = 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 @dataclass(frozen=True)
 class TensorSignature:
     """Device-independent array topology accepted by one execution buffer.
@@ -48,7 +58,11 @@ class TensorSignature:
             bridges support; sparse and other layouts are refused as leaves.
         requires_grad: torch autograd flag of the payload (always False for NumPy/CuPy).
 
-    All five are required, as in the spec.
+    All five are required, as in the spec. A shape with a zero dimension addresses no
+    element, so its strides carry no meaning and differ between frameworks (NumPy reports
+    ``(0, 0)`` for ``zeros((0, 3))``, torch ``(3, 1)``): such a signature stores the contiguous
+    strides torch gives (``stride[i]`` = product of ``max(shape[j], 1)``, ``j > i``), and every
+    empty array of that shape and dtype matches it, whatever strides it reports.
 
     Raises:
         TypeError: a dtype NumPy cannot represent.
@@ -61,6 +75,7 @@ class TensorSignature:
     layout: str
     requires_grad: bool
     _byte_strides: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _empty: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", numpy_dtype_of(self.dtype))
@@ -72,6 +87,9 @@ class TensorSignature:
         object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
         if len(self.shape) != len(self.stride):
             raise ValueError("shape and stride must have the same length")
+        object.__setattr__(self, "_empty", any(n == 0 for n in self.shape))
+        if self._empty:
+            object.__setattr__(self, "stride", _contiguous_strides(self.shape))
         object.__setattr__(self, "_byte_strides", tuple(s * self.dtype.itemsize for s in self.stride))
 
     @classmethod
@@ -100,7 +118,12 @@ class TensorSignature:
         """True when ``array`` has exactly this topology (device ignored)."""
         kind = leaf_kind(array)
         if kind == "cupy" or kind == "numpy":
-            return array.shape == self.shape and array.strides == self._byte_strides and array.dtype == self.dtype and not self.requires_grad
+            return (
+                array.shape == self.shape
+                and (self._empty or array.strides == self._byte_strides)
+                and array.dtype == self.dtype
+                and not self.requires_grad
+            )
         if kind == "torch":
             try:
                 return TensorSignature.from_tensor(array) == self

@@ -132,3 +132,31 @@ def test_engine_device_accepts_what_as_device_accepts():
         assert CkksEngine("test-n4096-scale40", device=spec, insecure=True).device == "cpu"
     with pytest.raises(ValueError, match="unknown device"):
         CkksEngine("test-n4096-scale40", device="gpu", insecure=True)
+
+
+def test_empty_arrays_share_one_signature_across_frameworks():
+    torch = pytest.importorskip("torch")
+    from fhelium_cupy.runtime import TensorSignature
+
+    # NumPy reports (0, 0) or the parent's strides for empty arrays, torch C strides
+    empties = [np.zeros((0, 3)), np.zeros((4, 3))[:0], np.zeros((3, 4)).T[:0], torch.zeros(0, 3, dtype=torch.float64)]
+    signatures = {TensorSignature.from_tensor(a) for a in empties}
+    assert len(signatures) == 1
+    (signature,) = signatures
+    assert signature.stride == (3, 1)
+    assert all(signature.matches(a) for a in empties)
+    assert TensorSignature(shape=(2, 0, 3), stride=(0, 0, 0), dtype=np.int64, layout="strided",
+                           requires_grad=False).stride == (3, 3, 1)
+    # shape and dtype still decide
+    assert not signature.matches(np.zeros((0, 4)))
+    assert not signature.matches(np.zeros((0, 3), np.float32))
+    assert not signature.matches(torch.zeros(0, 3, dtype=torch.float32))
+
+    buffer = ReusableValueBuffer.like({"empty": np.zeros((0, 3)), "x": np.arange(4.0)})
+    buffer.copy_from({"empty": torch.zeros(0, 3, dtype=torch.float64), "x": np.full(4, 7.0)}).synchronize()
+    buffer.copy_from({"empty": np.zeros((5, 3))[:0], "x": np.full(4, 8.0)}).synchronize()
+    np.testing.assert_array_equal(buffer.value["x"], np.full(4, 8.0))
+    with pytest.raises(ExecutionInputError):
+        buffer.copy_from({"empty": np.zeros((0, 4)), "x": np.full(4, 9.0)})
+    np.testing.assert_array_equal(buffer.value["x"], np.full(4, 8.0))  # nothing copied
+    buffer.close()

@@ -57,6 +57,55 @@ def test_event_handles_for_cupy_and_torch_events(cp):
         event_handles([object()])
 
 
+def _generic_torch_stream_and_event():
+    torch = torch_with_cuda()
+    if not hasattr(torch, "Stream") or not hasattr(torch, "Event"):
+        pytest.skip("this torch has no device-generic torch.Stream / torch.Event")
+    return torch
+
+
+def test_device_generic_torch_streams_resolve_to_their_native_handle(cp):
+    torch = _generic_torch_stream_and_event()
+    dev = Device("cuda", 0)
+    s = torch.Stream(device="cuda:0")
+    assert type(s) is torch.Stream
+    assert resolve_stream(s, dev).ptr == s.native_handle != 0
+    ts = torch.cuda.Stream()
+    with torch.cuda.stream(ts):
+        current = torch.accelerator.current_stream(0) if hasattr(torch, "accelerator") else ts
+        assert resolve_stream(current, dev).ptr == ts.cuda_stream
+    with pytest.raises(TypeError, match="is not a CUDA stream"):
+        resolve_stream(torch.Stream(device="cpu"), dev)
+
+
+def test_device_generic_torch_events_give_their_native_handle(cp):
+    torch = _generic_torch_stream_and_event()
+    e = torch.Event(device="cuda:0")
+    assert event_handles(e) == ()  # never recorded: nothing to wait for
+    e.record()
+    assert event_handles([e]) == (e.event_id,)
+    assert e.event_id != 0
+
+
+def test_copy_on_a_generic_torch_stream_after_a_generic_torch_event(cp):
+    torch = _generic_torch_stream_and_event()
+    n = 1 << 20
+    buffer = ReusableValueBuffer.like(cp.zeros(n, cp.float32), device="cuda")
+    src = torch.empty(n, dtype=torch.float32, device="cuda")
+    producer = torch.Stream(device="cuda:0")
+    transfer = torch.Stream(device="cuda:0")
+    ready = torch.Event(device="cuda:0")
+    with torch.cuda.stream(torch.cuda.Stream(stream_id=producer.stream_id, device_index=producer.device_index,
+                                             device_type=producer.device_type)):
+        torch.cuda._sleep(5_000_000)  # the producer is still busy when the copy is enqueued
+        src.fill_(3.0)
+        ready.record()
+    handle = buffer.copy_from(src, stream=transfer, wait_for=[ready])
+    handle.synchronize()
+    assert bool((buffer.value == 3.0).all())
+    buffer.close()
+
+
 @pytest.mark.parametrize("source_kind", ["cupy", "numpy", "pinned", "torch_cpu", "torch_cuda"])
 def test_cuda_buffer_accepts_every_source_kind_at_fixed_addresses(cp, source_kind):
     rng = np.random.default_rng(1)
