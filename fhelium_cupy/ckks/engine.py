@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
-from ..interop.arrays import check_plain_torch, leaf_kind, numpy_dtype_of
+from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
 from ..interop.devices import as_device, is_unindexed_cuda
 from ._checks import check_ciphertext, check_plaintext
@@ -75,8 +75,10 @@ def _torch_message(tensor: Any) -> np.ndarray:
     except TypeError as error:
         raise TypeError(f"a torch message must be a dense CPU or CUDA tensor: {error}") from None
     try:
-        numpy_dtype_of(tensor.dtype)
-    except TypeError:  # formats NumPy lacks: exact in the wider type
+        widen = is_torch_only_dtype(numpy_dtype_of(tensor.dtype))
+    except TypeError:  # other formats NumPy lacks: the wider type decides what they hold
+        widen = True
+    if widen:  # exact in the wider type
         tensor = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
     return tensor.cpu().numpy()
 

@@ -3,6 +3,13 @@
 Every supported leaf is described by the same facts: its framework (``"numpy"``,
 ``"cupy"`` or ``"torch"``), its device, its shape, its strides *in elements*, its NumPy
 dtype, its ``requires_grad`` flag (torch only) and the byte range it spans in memory.
+
+torch dtypes NumPy lacks (bfloat16, the float8 formats, complex32) are described by a
+*tag*: a one-field structured NumPy dtype named after the torch dtype over an unsigned
+integer of its size (``[("torch.bfloat16", "<u2")]``). A tag equals no numeric dtype, so a
+signature keeps such leaves apart from integers of the same size; the runtime stores their
+payload as those unsigned integers (``storage_dtype``) and hands it out as torch views of
+the original dtype (``wrap_like(..., dtype=tag)``). Tagged leaves have no NumPy or CuPy view.
 Views between frameworks are zero-copy through DLPack (``to_cupy``, ``to_numpy``,
 ``wrap_like``); torch never receives a negative-stride array (torch aborts the whole
 process on one), and tensors that require grad are detached before export.
@@ -26,6 +33,7 @@ __all__ = [
     "data_pointer",
     "element_strides",
     "is_array_leaf",
+    "is_torch_only_dtype",
     "leaf_device",
     "leaf_dtype",
     "leaf_kind",
@@ -34,6 +42,7 @@ __all__ = [
     "low_offset_bytes",
     "numpy_dtype_of",
     "span_nbytes",
+    "storage_dtype",
     "to_cupy",
     "to_numpy",
     "wrap_like",
@@ -92,18 +101,58 @@ def _torch_dtype_table() -> dict[Any, np.dtype]:
     return _TORCH_TO_NUMPY
 
 
+# torch dtypes NumPy lacks whose bytes are their values: staged through a tag (module docstring)
+_TORCH_ONLY_NAMES = (
+    "bfloat16", "complex32", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+)
+_TAG_PREFIX = "torch."
+
+
+def _torch_only_tag(dtype: Any) -> np.dtype | None:
+    name = str(dtype).removeprefix(_TAG_PREFIX)
+    torch = loaded_torch()
+    if torch is None or name not in _TORCH_ONLY_NAMES or getattr(torch, name, None) != dtype:
+        return None
+    return np.dtype([(_TAG_PREFIX + name, f"<u{dtype.itemsize}")])
+
+
+def is_torch_only_dtype(dtype: np.dtype) -> bool:
+    """True for the tag of a torch dtype NumPy lacks (module docstring)."""
+    names = dtype.names
+    return names is not None and len(names) == 1 and names[0].startswith(_TAG_PREFIX)
+
+
+def storage_dtype(dtype: np.dtype) -> np.dtype:
+    """The NumPy dtype storage of ``dtype`` is allocated with: a tag's unsigned integer, else itself."""
+    if is_torch_only_dtype(dtype):
+        return dtype.fields[dtype.names[0]][0]  # type: ignore[index]
+    return dtype
+
+
+def _torch_dtype_of_tag(dtype: np.dtype) -> Any:
+    torch = loaded_torch()
+    assert torch is not None and dtype.names is not None  # a tag exists only once torch is imported
+    return getattr(torch, dtype.names[0].removeprefix(_TAG_PREFIX))
+
+
 def numpy_dtype_of(dtype: object) -> np.dtype:
     """The NumPy dtype equivalent to a NumPy, CuPy or torch dtype.
 
+    torch dtypes NumPy lacks but whose bytes are their values (bfloat16, float8, complex32)
+    give their tag (module docstring).
+
     Raises:
-        TypeError: for torch dtypes NumPy cannot represent (bfloat16, float8, ...), and for
-            dtypes holding Python objects (their bytes are references, not values).
+        TypeError: for other torch dtypes NumPy cannot represent (quantized, bit-packed),
+            and for dtypes holding Python objects (their bytes are references, not values).
     """
     if type(dtype).__module__.startswith("torch"):
         table = _torch_dtype_table()
-        if dtype not in table:
+        if dtype in table:
+            return table[dtype]
+        tag = _torch_only_tag(dtype)
+        if tag is None:
             raise TypeError(f"torch dtype {dtype} has no NumPy equivalent and cannot be staged")
-        return table[dtype]
+        return tag
     result = np.dtype(dtype)  # type: ignore[call-overload]
     if result.hasobject:
         raise TypeError(f"dtype {result} holds Python object references, not values, and cannot be staged")
@@ -243,6 +292,11 @@ def leaf_span(leaf: Any) -> tuple[int, int]:
     return data_pointer(leaf) - low_offset_bytes(shape, strides, itemsize), span_nbytes(shape, strides, itemsize)
 
 
+def _require_numpy_equivalent(dtype: Any, framework: str) -> None:
+    if is_torch_only_dtype(numpy_dtype_of(dtype)):
+        raise TypeError(f"torch dtype {dtype} has no {framework} equivalent, so a tensor of it has no {framework} view")
+
+
 def to_cupy(leaf: Any) -> Any:
     """Zero-copy CuPy view of a CUDA leaf (CuPy arrays pass through).
 
@@ -255,7 +309,7 @@ def to_cupy(leaf: Any) -> Any:
         return leaf
     if kind == "torch" and leaf.device.type == "cuda":
         check_plain_torch(leaf)  # DLPack exports a lazily negated view's base bytes: wrong signs
-        numpy_dtype_of(leaf.dtype)
+        _require_numpy_equivalent(leaf.dtype, "CuPy")
         cupy = require_cupy("a CuPy view of a torch CUDA tensor")
         return cupy.from_dlpack(leaf.detach())
     raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no CuPy view")
@@ -273,20 +327,26 @@ def to_numpy(leaf: Any) -> np.ndarray:
         return leaf
     if kind == "torch" and leaf.device.type == "cpu":
         check_plain_torch(leaf)
-        numpy_dtype_of(leaf.dtype)
+        _require_numpy_equivalent(leaf.dtype, "NumPy")
         return leaf.detach().numpy()
     raise TypeError(f"{type(leaf).__name__} on {leaf_device(leaf)} has no NumPy view")
 
 
-def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False) -> Any:
+def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False, dtype: np.dtype | None = None) -> Any:
     """Present ``storage`` (a NumPy or CuPy array) as a leaf of framework ``kind``, zero-copy.
 
     ``kind == "torch"`` wraps through DLPack (CUDA) or ``torch.from_numpy`` (CPU). Negative
-    strides are refused before torch sees them.
+    strides are refused before torch sees them. ``dtype``: the leaf's dtype when it is a tag
+    (storage then holds its unsigned integers, ``storage_dtype``): the torch view gets the
+    tagged torch dtype.
 
     Raises:
         ValueError: negative strides for a torch leaf.
+        TypeError: a tag for a NumPy or CuPy leaf.
     """
+    tagged = dtype is not None and is_torch_only_dtype(dtype)
+    if tagged and kind != "torch":
+        raise TypeError(f"{dtype} is a torch-only dtype: it has no {kind} leaf")
     if kind == "torch":
         torch = loaded_torch()
         if torch is None:
@@ -297,6 +357,8 @@ def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False) -> A
             tensor = torch.from_numpy(storage)
         else:
             tensor = torch.from_dlpack(storage)
+        if tagged:
+            tensor = tensor.view(_torch_dtype_of_tag(dtype))  # type: ignore[arg-type]
         if requires_grad:
             tensor.requires_grad_(True)
         return tensor

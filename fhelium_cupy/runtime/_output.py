@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, span_nbytes, wrap_like
+from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, span_nbytes, storage_dtype, wrap_like
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..values import is_registered_value, registered_type_of, value_type_info
@@ -190,20 +190,22 @@ def allocate_retained(spec: OutputSpec, device: Device) -> list[Any]:
     out = []
     for sig, kind in zip(spec.signatures, spec.kinds):
         storage = allocate_like(sig, device)
-        out.append(wrap_like(storage, kind) if kind == "torch" else storage)  # type: ignore[arg-type]
+        out.append(wrap_like(storage, kind, dtype=sig.dtype) if kind == "torch" else storage)  # type: ignore[arg-type]
     return out
 
 
 def allocate_like(signature: TensorSignature, device: Device) -> Any:
-    """Independent CuPy storage with ``signature``'s exact shape and strides (normal allocator)."""
+    """Independent CuPy storage with ``signature``'s exact shape and strides (normal allocator;
+    a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
     cupy = require_cupy("retained output storage")
-    itemsize = signature.dtype.itemsize
+    dtype = storage_dtype(signature.dtype)
+    itemsize = dtype.itemsize
     byte_strides = tuple(s * itemsize for s in signature.stride)
     low_offset = low_offset_bytes(signature.shape, signature.stride, itemsize)
     span = span_nbytes(signature.shape, signature.stride, itemsize)
     with cupy.cuda.Device(device.index):
         mem = cupy.cuda.alloc(max(span, 1))
-        return cupy.ndarray(signature.shape, signature.dtype, memptr=mem + low_offset, strides=byte_strides)
+        return cupy.ndarray(signature.shape, dtype, memptr=mem + low_offset, strides=byte_strides)
 
 
 class OutputPlan:
@@ -288,8 +290,9 @@ class OutputPlan:
         copies = []
         for layout in self._layouts:
             mem = cupy.cuda.alloc(max(layout.span, 1))
-            array = cupy.ndarray(layout.shape, layout.dtype, memptr=mem + layout.low_offset, strides=layout.byte_strides)
+            array = cupy.ndarray(layout.shape, storage_dtype(layout.dtype), memptr=mem + layout.low_offset,
+                                 strides=layout.byte_strides)
             if layout.span:
                 runtime.memcpyAsync(mem.ptr, layout.low, layout.span, MEMCPY_DEFAULT, sptr)
-            copies.append(wrap_like(array, "torch") if layout.kind == "torch" else array)
+            copies.append(wrap_like(array, "torch", dtype=layout.dtype) if layout.kind == "torch" else array)
         return _rebuild(self.structure, iter(copies), iter(self.templates))

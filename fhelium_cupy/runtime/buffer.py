@@ -26,6 +26,7 @@ from ..interop.arrays import (
     leaf_span,
     low_offset_bytes,
     span_nbytes,
+    storage_dtype,
     wrap_like,
 )
 from ..interop.capabilities import cupy_or_none, require_cupy
@@ -45,8 +46,10 @@ MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addr
 
 
 def _allocate(sig: TensorSignature, device: Device, pinned: bool) -> Any:
-    """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array)."""
-    itemsize = sig.dtype.itemsize
+    """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array;
+    a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
+    dtype = storage_dtype(sig.dtype)
+    itemsize = dtype.itemsize
     span = span_nbytes(sig.shape, sig.stride, itemsize)
     offset = low_offset_bytes(sig.shape, sig.stride, itemsize)
     byte_strides = tuple(s * itemsize for s in sig.stride)
@@ -56,11 +59,11 @@ def _allocate(sig: TensorSignature, device: Device, pinned: bool) -> Any:
             raw = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(span, 1)), dtype=np.uint8, count=max(span, 1))
         else:
             raw = np.empty(max(span, 1), dtype=np.uint8)
-        return np.ndarray(sig.shape, sig.dtype, buffer=raw, offset=offset, strides=byte_strides)
+        return np.ndarray(sig.shape, dtype, buffer=raw, offset=offset, strides=byte_strides)
     cupy = require_cupy("a CUDA buffer")
     with cupy.cuda.Device(device.index):
         mem = cupy.cuda.alloc(max(span, 1))
-        return cupy.ndarray(sig.shape, sig.dtype, memptr=mem + offset, strides=byte_strides)
+        return cupy.ndarray(sig.shape, dtype, memptr=mem + offset, strides=byte_strides)
 
 
 def _target_kind(example_leaf: Any, device: Device) -> str:
@@ -206,7 +209,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             storage = _allocate(sig, target, pin_memory)
             kind = _target_kind(leaf, target)
             plan.storages.append(storage)
-            plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad))  # type: ignore[arg-type]
+            plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad, dtype=sig.dtype))  # type: ignore[arg-type]
             low, span = leaf_span(storage)
             plan.target_lows.append(low)
             plan.low_offsets.append(low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize))

@@ -53,7 +53,9 @@ class TensorSignature:
         shape: dimensions.
         stride: strides in elements (torch convention; NumPy byte strides are divided by
             the item size).
-        dtype: the NumPy dtype (a torch or CuPy dtype given here maps to it).
+        dtype: the NumPy dtype (a torch or CuPy dtype given here maps to it; a torch dtype
+            NumPy lacks, such as ``torch.bfloat16``, maps to its tag, a one-field structured
+            dtype that equals no numeric dtype: see ``fhelium_cupy.interop.arrays``).
         layout: ``"strided"`` (``torch.strided`` given here maps to it): the only layout the
             bridges support; sparse and other layouts are refused as leaves.
         requires_grad: torch autograd flag of the payload (always False for NumPy/CuPy).

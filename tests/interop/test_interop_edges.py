@@ -46,9 +46,9 @@ def test_masked_arrays_are_not_leaves():
         ValueTreeSignature.from_value((masked,))
 
 
-def test_dtypes_numpy_lacks_are_refused_with_the_leaf_path():
-    with pytest.raises(TypeError, match=r"value\['layer'\]\[1\]: torch dtype torch.bfloat16"):
-        ValueTreeSignature.from_value({"layer": [torch.zeros(2), torch.zeros(2, dtype=torch.bfloat16)]})
+def test_dtypes_that_cannot_be_staged_are_refused_with_the_leaf_path():
+    with pytest.raises(TypeError, match=r"value\['layer'\]\[1\]: torch dtype torch.uint4"):
+        ValueTreeSignature.from_value({"layer": [torch.zeros(2), torch.empty(2, dtype=torch.uint4)]})
 
 
 def test_a_copy_bumps_the_autograd_version_of_the_buffer_s_torch_views():
@@ -160,3 +160,65 @@ def test_empty_arrays_share_one_signature_across_frameworks():
         buffer.copy_from({"empty": np.zeros((0, 4)), "x": np.full(4, 9.0)})
     np.testing.assert_array_equal(buffer.value["x"], np.full(4, 8.0))  # nothing copied
     buffer.close()
+
+
+TORCH_ONLY_DTYPES = [
+    getattr(torch, name)
+    for name in ("bfloat16", "complex32", "float8_e4m3fn", "float8_e5m2")
+    if hasattr(torch, name)
+]
+
+
+def _random_bits(shape, dtype):
+    """A tensor of ``dtype`` holding random bit patterns (every byte its own value)."""
+    raw = torch.randint(0, 256, (*shape, dtype.itemsize), dtype=torch.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def _same_bits(a, b) -> bool:
+    same_size = {1: torch.int8, 2: torch.int16, 4: torch.int32}[a.dtype.itemsize]
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(same_size), b.view(same_size))
+
+
+@pytest.mark.parametrize("dtype", TORCH_ONLY_DTYPES, ids=str)
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_torch_only_dtypes_are_staged_as_their_own_dtype(dtype):
+    from fhelium_cupy.interop.arrays import is_torch_only_dtype, numpy_dtype_of, storage_dtype
+    from fhelium_cupy.runtime import TensorSignature
+
+    tag = numpy_dtype_of(dtype)
+    assert is_torch_only_dtype(tag) and tag.itemsize == dtype.itemsize
+    assert storage_dtype(tag) == np.dtype(f"u{dtype.itemsize}")
+    unsigned = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32}[dtype.itemsize]
+    # a tag equals no numeric dtype: an unsigned tensor of the same size is another signature
+    assert TensorSignature.from_tensor(torch.zeros(3, dtype=unsigned)) != TensorSignature.from_tensor(
+        torch.zeros(3, dtype=dtype))
+    assert TensorSignature((3,), (1,), dtype, torch.strided, False) == TensorSignature.from_tensor(
+        torch.zeros(3, dtype=dtype))
+
+    example = {"w": _random_bits((4, 6), dtype)[:, ::2], "x": np.zeros(3)}
+    buffer = ReusableValueBuffer.like(example, device="cpu")
+    target = buffer.value["w"]
+    assert target.dtype == dtype and target.stride() == (6, 2) and target.shape == (4, 3)  # the example's strides
+    address = target.data_ptr()
+    for _ in range(2):
+        source = {"w": _random_bits((4, 6), dtype)[:, ::2], "x": np.arange(3.0)}
+        buffer.copy_from(source).synchronize()
+        assert buffer.value["w"].data_ptr() == address
+        assert _same_bits(buffer.value["w"], source["w"])
+    before = buffer.value["w"].clone()
+    with pytest.raises(ExecutionInputError):  # same bytes, other dtype: refused, nothing copied
+        buffer.copy_from({"w": torch.zeros(4, 3, dtype=unsigned), "x": np.full(3, 5.0)})
+    assert _same_bits(buffer.value["w"], before)
+    np.testing.assert_array_equal(buffer.value["x"], np.arange(3.0))
+    with pytest.raises(TypeError, match="no NumPy view"):
+        to_numpy(buffer.value["w"])
+    buffer.close()
+
+
+def test_a_bfloat16_signature_differs_from_float16_and_int16():
+    from fhelium_cupy.runtime import TensorSignature
+
+    signatures = {TensorSignature.from_tensor(torch.zeros(2, dtype=d))
+                  for d in (torch.bfloat16, torch.float16, torch.int16, torch.uint16)}
+    assert len(signatures) == 4

@@ -288,3 +288,32 @@ def test_like_with_cpu_and_cuda_examples_needs_an_indexed_target(cp):
     np.testing.assert_array_equal(cp.asnumpy(value["host"]), host)
     np.testing.assert_array_equal(cp.asnumpy(value["device"]), np.arange(8, dtype=np.int64) * 5)
     buffer.close()
+
+
+def test_bfloat16_torch_tensors_in_and_out_of_a_graph(cp):
+    """torch dtypes NumPy lacks are staged as their own dtype (a tag over uint16 storage)."""
+    torch = torch_with_cuda()
+    from fhelium_cupy.errors import CudaGraphInputError
+
+    def double(x):
+        out = torch.from_dlpack(cp.empty(tuple(x.shape), cp.uint16)).view(torch.bfloat16)  # CuPy-allocated
+        torch.add(x, x, out=out)  # exact in bfloat16
+        return out
+
+    example = torch.zeros(4, 256, dtype=torch.bfloat16, device="cuda")
+    program = CudaGraphProgram.capture(double, example_inputs=(example,), warmup=2)
+    assert program.output.dtype == torch.bfloat16
+    for source in (torch.randn(4, 256, device="cuda").bfloat16(), torch.randn(4, 256).bfloat16()):
+        out = program.replay(source, synchronize=True)
+        assert out.dtype == torch.bfloat16 and out.is_cuda
+        assert torch.equal(out.cpu(), source.cpu() * 2)
+    source = torch.randn(4, 256, device="cuda").bfloat16()
+    owned = program.replay(source, copy_output=True, synchronize=True)
+    assert owned.dtype == torch.bfloat16 and owned.data_ptr() != program.output.data_ptr()
+    program.replay(torch.zeros(4, 256, dtype=torch.bfloat16, device="cuda"), synchronize=True)
+    assert torch.equal(owned.cpu(), source.cpu() * 2)  # owned storage: not overwritten
+    for wrong in (torch.zeros(4, 256, dtype=torch.float16, device="cuda"),
+                  torch.zeros(4, 256, dtype=torch.int16, device="cuda")):
+        with pytest.raises(CudaGraphInputError):
+            program.replay(wrong)
+    program.close()
