@@ -215,16 +215,17 @@ def _keyswitch(galois: bool, domain: str = "coefficient") -> Case:
 
 def _keyswitch_many(domain: str) -> Case:
     """Batched hoisting: three (key, Galois element) pairs, one of them without permutation,
-    with and without the rotated c0; references from coefficient-domain single key switches."""
+    with and without the rotated c0, over a batch of two; references from coefficient-domain
+    single key switches."""
 
     def run(gpu, ref, ctx, rng, lv):
         rows = lv["ks"]
-        c = rand(ctx, rows, (1,), rng)
+        c = rand(ctx, rows, (2,), rng)  # a batch of 2: entries (key, component, batch entry)
         digits = ref.modup(c, rows)
         keys = [random_key(ctx, rng) for _ in range(3)]
         n = ctx.ring_degree
         gs = [5, None, pow(5, 3, 2 * n)]
-        c0 = rand(ctx, rows, (1,), rng)
+        c0 = rand(ctx, rows, (2,), rng)
         c0_in = ref.ntt_forward(c0, rows) if domain == "ntt" else c0
         gpu_keys = [gpu.asarray(k) for k in keys]
         got = gpu.keyswitch_from_digits_many(gpu.asarray(digits), gpu_keys, rows, gs, domain=domain)

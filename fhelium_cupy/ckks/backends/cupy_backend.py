@@ -766,7 +766,7 @@ class CupyBackend:
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
             self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides)
             return out
-        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, out_strides=out_strides)
+        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, out_strides=out_strides)
         if c0 is not None:
             gs = tuple(1 if g is None else int(g) % (2 * n) for g in galois_elements)
             maps = self._cached(("coefmaps", gs),
