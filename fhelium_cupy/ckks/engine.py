@@ -31,7 +31,7 @@ from .crypto import decrypt_phase, encrypt_rns
 from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, RelinearizationKey, RotationKey, SecretKey
-from .params import Parameters, ParametersLiteral
+from .params import Parameters, ParametersLiteral, require_opt_in_flag
 from .values import Ciphertext, ModulusBasis, Plaintext
 
 __all__ = ["CkksEngine", "host_message"]
@@ -123,6 +123,7 @@ class CkksEngine(EvaluationMixin):
         *,
         insecure: bool = False,
     ) -> None:
+        require_opt_in_flag(insecure)
         if isinstance(preset, Parameters):
             if preset.insecure and not insecure:
                 raise InsecureParametersError(

@@ -115,6 +115,7 @@ class Parameters:
     insecure: bool = field(default=False)
 
     def __post_init__(self) -> None:
+        require_opt_in_flag(self.insecure)
         n = self.ring_degree
         if not isinstance(n, int) or n < 2 or n & (n - 1) or n > 1 << 17:
             raise ConfigurationError(f"ring_degree must be a power of two in [2, 2**17], got {n!r}")
@@ -148,7 +149,7 @@ class Parameters:
             )
         issue = self.security_issue()
         if issue is not None and not self.insecure:
-            raise InsecureParametersError(f"{issue}; pass insecure=True for testing only")
+            raise InsecureParametersError(f"{issue}; pass insecure=True (CLI: --insecure) for testing only")
 
     def security_issue(self) -> str | None:
         """Why this set is below 128-bit security (HE standard, ternary secret), or None.
@@ -174,13 +175,18 @@ class Parameters:
     def from_literal(cls, literal: ParametersLiteral, *, insecure: bool = False) -> Parameters:
         """Validate ``literal`` (generating primes from bit sizes when needed).
 
+        ``insecure`` must be a bool: a string such as ``"false"`` read from a config file is
+        refused, not taken as an opt-in.
+
         Raises:
             ConfigurationError: bad ring size, non-NTT-friendly / duplicate / oversize
                 primes, bad scale, sigma or digit count.
             InsecureParametersError: the set is below 128-bit security (``security_issue``:
                 log2(QP) above the bound for N, no tabulated bound for N, or sigma below
                 ``SIGMA_MIN_128``) and ``insecure`` is False.
+            TypeError: ``insecure`` is not a bool.
         """
+        require_opt_in_flag(insecure)
         if not isinstance(literal, ParametersLiteral):
             raise ConfigurationError(f"expected a ParametersLiteral, got {type(literal).__name__}")
         if not isinstance(literal.log_n, int) or not 1 <= literal.log_n <= 17:
@@ -207,12 +213,13 @@ class Parameters:
                      insecure=True)  # validated here except for the bound
         issue = params.security_issue()
         if issue is not None and not insecure:
-            raise InsecureParametersError(f"{issue}; pass insecure=True for testing only")
+            raise InsecureParametersError(f"{issue}; pass insecure=True (CLI: --insecure) for testing only")
         return replace(params, insecure=issue is not None)
 
     @classmethod
     def preset(cls, name: str, *, insecure: bool = False) -> Parameters:
         """Validated preset by name (see ``preset_names()``)."""
+        require_opt_in_flag(insecure)
         try:
             literal = PRESETS[name]
         except KeyError:
@@ -282,6 +289,16 @@ PRESETS: dict[str, ParametersLiteral] = {
         name="slots32768-scale40-depth33-dnum4",
     ),
 }
+
+
+def require_opt_in_flag(insecure: object) -> None:
+    """The ``insecure`` opt-in is a real bool (``"false"`` or ``1`` would read as True).
+
+    Raises:
+        TypeError: anything but ``True`` or ``False``.
+    """
+    if not isinstance(insecure, bool):
+        raise TypeError(f"insecure must be True or False, got {type(insecure).__name__} {insecure!r}")
 
 
 def preset_names() -> tuple[str, ...]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import CkksContext, CkksEngine, Parameters, ParametersLiteral, preset_names
@@ -155,3 +157,17 @@ def test_replace_or_direct_construction_cannot_skip_the_bound():
     # an engine built from such a set needs its own opt-in as before
     with pytest.raises(InsecureParametersError):
         CkksEngine(dataclasses.replace(base, **more, insecure=True))
+
+
+@pytest.mark.parametrize("flag", ["false", "no", 1, 0, None, np.bool_(True)])
+def test_the_insecure_opt_in_must_be_a_real_bool(flag):
+    """A config-file string such as "false" is truthy: it must not unlock test parameters."""
+    from fhelium_cupy.ckks import CkksEngine
+
+    with pytest.raises(TypeError, match="insecure must be True or False"):
+        Parameters.preset("test-n4096-scale40", insecure=flag)
+    with pytest.raises(TypeError, match="insecure must be True or False"):
+        CkksEngine("test-n4096-scale40", device="cpu", insecure=flag)
+    with pytest.raises(TypeError, match="insecure must be True or False"):
+        dataclasses.replace(Parameters.preset("slots8192-scale40-depth7"), insecure=flag)
+    assert Parameters.preset("test-n4096-scale40", insecure=True).insecure is True
