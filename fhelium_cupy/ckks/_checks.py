@@ -10,7 +10,9 @@ from ..errors import ForeignContextError, ForeignKeyError, StateMismatchError
 from .keys import KeySwitchKey
 from .values import Ciphertext, Plaintext
 
-__all__ = ["check_ciphertext", "check_key", "check_plaintext", "check_same_state", "scales_match"]
+__all__ = [
+    "check_ciphertext", "check_key", "check_key_layout", "check_plaintext", "check_same_state", "scales_match",
+]
 
 
 def scales_match(a: float, b: float) -> bool:
@@ -106,6 +108,20 @@ def check_same_state(a, b, op: str, *, check_scale: bool = True, check_component
         raise StateMismatchError(f"{op}: operand shapes differ ({tuple(a.data.shape)} vs {tuple(b.data.shape)})")
 
 
+def check_key_layout(context, key, op: str) -> None:
+    """A key of ``context``: every QP prime of level 0, its ring degree and, for key switching,
+    one digit per digit of the parameters (the kernels index by these without checking)."""
+    name = type(key).__name__
+    if key.prime_ids != context.qp_ids:
+        raise StateMismatchError(f"{op}: {name} prime_ids {key.prime_ids} are not the context's QP primes {context.qp_ids}")
+    if key.data.shape[-1] != context.ring_degree:
+        raise StateMismatchError(
+            f"{op}: {name} has {key.data.shape[-1]} coefficients per limb, the context's ring {context.ring_degree}"
+        )
+    if isinstance(key, KeySwitchKey) and key.digit_count != len(context.digits):
+        raise StateMismatchError(f"{op}: {name} has {key.digit_count} digits, the parameters {len(context.digits)}")
+
+
 def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
     if not isinstance(key, key_type) or (key_type is KeySwitchKey and type(key) is not KeySwitchKey):
         raise StateMismatchError(f"{op} needs a {key_type.__name__}, got {type(key).__name__}")
@@ -115,4 +131,5 @@ def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
         )
     if key.key_id != ct.key_id:
         raise ForeignKeyError(f"{op}: key is for secret {key.key_id} but the ciphertext is under {ct.key_id}")
+    check_key_layout(engine.context, key, op)
     _residency(engine, key, op)

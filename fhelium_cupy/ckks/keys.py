@@ -45,6 +45,17 @@ class _Key(CkksValue):
         )
         if not isinstance(key_id, str) or not key_id:
             raise StateMismatchError(f"{type(self).__name__} key_id must be a non-empty string")
+        shape = tuple(self.data.shape)
+        if len(shape) != self._LEADING + 2 or (self._LEADING and shape[self._LEADING - 1] != 2):
+            layout = ("[dnum, 2, rows, N]", "[2, rows, N]", "[rows, N]")[2 - self._LEADING]
+            raise StateMismatchError(f"{type(self).__name__} data must be {layout}, got shape {shape}")
+
+
+def _ring_degree_of(key: _Key) -> int:
+    n = int(key.data.shape[-1])
+    if n < 4 or n & (n - 1):
+        raise StateMismatchError(f"{type(key).__name__} limbs of {n} coefficients: not a power-of-two ring degree")
+    return n
 
 
 class SecretKey(_Key):
@@ -96,6 +107,11 @@ class ConjugationKey(KeySwitchKey):
         super().__init__(
             data, prime_ids=prime_ids, context_id=context_id, key_id=key_id, galois_element=int(galois_element)
         )
+        n = _ring_degree_of(self)
+        if self.galois_element != 2 * n - 1:
+            raise StateMismatchError(
+                f"ConjugationKey galois_element must be 2N - 1 = {2 * n - 1}, got {self.galois_element}"
+            )
 
 
 class RotationKey(KeySwitchKey):
@@ -129,6 +145,16 @@ class RotationKey(KeySwitchKey):
             galois_element=int(galois_element),
             rotation_step=int(rotation_step),
         )
+        n = _ring_degree_of(self)
+        slots = n // 2
+        normalized = (self.rotation_step % slots) - slots if self.rotation_step % slots >= slots // 2 else (
+            self.rotation_step % slots)
+        expected = pow(5, (-self.rotation_step) % slots, 2 * n)
+        if normalized != self.rotation_step or self.galois_element != expected:
+            raise StateMismatchError(
+                f"RotationKey rotation_step {self.rotation_step} (normalized: {normalized}) needs galois_element "
+                f"{expected} for N = {n}, got {self.galois_element}"
+            )
 
 
 for _cls in (SecretKey, PublicKey, KeySwitchKey, RelinearizationKey, RotationKey, ConjugationKey):

@@ -1,24 +1,33 @@
 """Saving and loading CKKS values (safetensors when installed, else ``.npz``) with their metadata.
 
 A file holds one tensor ``data`` (uint64, host copy) and a JSON header: type name,
-schema version and the value's metadata. ``load_value`` validates the header against
-the value registry and, when given an engine or context, refuses values made under
-another parameter set (``ForeignContextError``) or, with an engine holding keys, under
-another secret (``ForeignKeyError``).
+schema version and the value's metadata. ``load_value`` checks a file against the engine or
+context it will be used with before it builds anything: the header against the value
+registry, the parameter set (``ForeignContextError``), with an engine holding keys the secret
+(``ForeignKeyError``), then the residues and the claimed state (``SerializationError``).
+
+Not checked: that a key's material belongs to the secret its ``key_id`` names (the id is a
+random label; a file edited to carry another id is accepted). Keep key files where only
+their owner can write them.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ForeignContextError, ForeignKeyError, SerializationError
+from ..errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
 from ..values import value_type_info
-from .values import to_device
+from ._checks import check_key_layout
+from .keys import _Key
+from .values import Ciphertext, Plaintext, to_device
 
 __all__ = ["load_value", "save_value"]
 
@@ -38,7 +47,9 @@ def save_value(value: Any, path: str | os.PathLike) -> Path:
 
     The file format follows the suffix: ``.npz`` is always NumPy; otherwise safetensors
     if installed, else ``.npz`` is appended. Returns the path written. A ``SecretKey`` is
-    written readable by its owner only (mode 0600), whatever the umask.
+    written readable by its owner only (mode 0600), whatever the umask or the safetensors
+    version: its bytes go to a new 0600 file next to ``path`` (never through a symlink),
+    which then replaces ``path``.
     """
     entry = value_type_info(value)
     header = {
@@ -50,35 +61,61 @@ def save_value(value: Any, path: str | os.PathLike) -> Path:
     data = np.ascontiguousarray(to_device(value.data, "cpu"))
     path = Path(path)
     st = _safetensors()
-    secret = entry.type_name == "ckks.SecretKey"
     if path.suffix != ".npz" and st is not None:
-        st.save_file({"data": data}, str(path), metadata={"header": json.dumps(header)})
-        if secret:
-            os.chmod(path, 0o600)
-        return path
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o666)
-    if secret:
-        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
-    with os.fdopen(fd, "wb") as handle:
-        np.savez(handle, data=data, header=np.array(json.dumps(header)))
+        payload = st.save({"data": data}, metadata={"header": json.dumps(header)})
+    else:
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
+        buffer = io.BytesIO()
+        np.savez(buffer, data=data, header=np.array(json.dumps(header)))  # stored, not compressed
+        payload = buffer.getvalue()
+    _write(path, payload, secret=entry.type_name == "ckks.SecretKey")
     return path
 
 
-def _read(path: Path) -> tuple[dict, np.ndarray]:
+def _write(path: Path, payload: bytes, *, secret: bool) -> None:
+    if not secret:
+        path.write_bytes(payload)
+        return
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)  # a symlink at ``path`` is replaced, not followed
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
+    """The header and a reader of the data (called only once the header is validated)."""
     try:
         if path.suffix == ".npz":
+            with zipfile.ZipFile(path) as archive:  # members inflate in memory: refuse compression
+                members = {info.filename: info for info in archive.infolist()}
+                if set(members) != {"data.npy", "header.npy"}:
+                    raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
+                if any(info.compress_type != zipfile.ZIP_STORED for info in members.values()):
+                    raise SerializationError(f"{path}: compressed members are not accepted (save_value never compresses)")
+
+            def data() -> np.ndarray:
+                with np.load(path, allow_pickle=False) as archive:
+                    return archive["data"]
+
             with np.load(path, allow_pickle=False) as archive:
-                return json.loads(str(archive["header"])), archive["data"]
+                return json.loads(str(archive["header"])), data
         st = _safetensors()
         if st is None:
             raise SerializationError(f"{path} is not .npz and safetensors is not installed (pip install safetensors)")
         from safetensors import safe_open  # noqa: PLC0415
 
+        def tensor() -> np.ndarray:
+            with safe_open(str(path), framework="numpy") as handle:
+                return handle.get_tensor("data")
+
         with safe_open(str(path), framework="numpy") as handle:
-            header = json.loads((handle.metadata() or {})["header"])
-            return header, handle.get_tensor("data")
+            return json.loads((handle.metadata() or {})["header"]), tensor
     except SerializationError:
         raise
     except Exception as error:  # corrupt file, missing keys, bad JSON
@@ -86,23 +123,31 @@ def _read(path: Path) -> tuple[dict, np.ndarray]:
 
 
 def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None) -> Any:
-    """Read a value written by ``save_value`` and rebuild it (validated).
+    """Read a value written by ``save_value``, check it against its parameters and rebuild it.
 
     Args:
         path: the file.
-        engine: if given, its context identity (and, once it holds keys, its key identity)
-            must match; data goes to the engine's device.
-        context: a ``CkksContext`` to check the identity against (without an engine).
+        engine: the engine it will be used with: its context identity (and, once it holds
+            keys, its key identity) must match; data goes to the engine's device.
+        context: a ``CkksContext`` to check against instead of an engine's.
         device: target device (default: the engine's, else ``"cpu"``).
 
+    One of ``engine`` and ``context`` is required: a value is only checked against the
+    parameters it will be used with. Checked before anything is built: the header, the
+    context and key identity, the ring degree, every residue below its prime, and the
+    state (a ciphertext's or plaintext's prime ids for its level and basis; a key's QP
+    primes, digit count and Galois element for its rotation step).
+
     Raises:
-        SerializationError: bad header, unknown type, schema version or malformed data (with
-            an engine or context: also limbs of another ring degree, or residues at or above
-            their primes).
+        TypeError: neither ``engine`` nor ``context`` given.
+        SerializationError: bad header, unknown type, schema version, malformed or corrupt
+            data, or a state that contradicts the context.
         ForeignContextError: the value was made under another parameter set.
         ForeignKeyError: the value is under another secret key than the engine's.
     """
-    header, data = _read(Path(path))
+    if engine is None and context is None:
+        raise TypeError("load_value needs engine= or context=: a value is checked against the parameters it is used with")
+    header, read_data = _read(Path(path))
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
     try:
@@ -117,7 +162,7 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     meta = dict(header.get("metadata") or {})
     if engine is not None:
         context = engine.context
-    if context is not None and meta.get("context_id") != context.context_id:
+    if meta.get("context_id") != context.context_id:
         raise ForeignContextError(
             f"{path}: value belongs to context {meta.get('context_id')}, expected {context.context_id} "
             f"({context.parameters.name})"
@@ -126,18 +171,49 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         raise ForeignKeyError(
             f"{path}: value is under secret key {meta.get('key_id')}, the engine holds {engine.keys.key_id}"
         )
+    allowed = set(getattr(entry.cls, "_FIELDS", ())) - set(_DERIVED.get(entry.type_name, _DERIVED["*"]))
+    unknown = sorted(set(meta) - allowed - set(_DERIVED.get(entry.type_name, _DERIVED["*"])))
+    if unknown:
+        raise SerializationError(f"{path}: unknown {entry.type_name} metadata {unknown}")
+    data = read_data()
     if data.dtype != np.uint64:
         raise SerializationError(f"{path}: data must be uint64, got {data.dtype}")
     target = device or (engine.device if engine is not None else "cpu")
-    kwargs = {k: v for k, v in meta.items() if k not in _DERIVED.get(entry.type_name, _DERIVED["*"])}
+    kwargs = {k: v for k, v in meta.items() if k in allowed}
     if "prime_ids" in kwargs:
         kwargs["prime_ids"] = tuple(kwargs["prime_ids"])
-    if context is not None:
-        _check_residues(path, data, kwargs.get("prime_ids"), context)
+    _check_residues(path, data, kwargs.get("prime_ids"), context)
     try:
-        return entry.cls(to_device(np.ascontiguousarray(data), target), **kwargs)
+        value = entry.cls(np.ascontiguousarray(data), **kwargs)
+        _check_state(value, context)
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
+    return value.to(target) if target != "cpu" else value
+
+
+def _check_state(value: Any, context: Any) -> None:
+    """The state a value's metadata claims is one the context can hold (StateMismatchError)."""
+    if isinstance(value, _Key):
+        check_key_layout(context, value, "load_value")
+        return
+    if not isinstance(value, (Ciphertext, Plaintext)):
+        return
+    name = type(value).__name__
+    if not 0 <= value.level <= context.max_level:
+        raise StateMismatchError(f"{name} level {value.level} is outside the context's 0..{context.max_level}")
+    rows = context.prime_ids(value.level)
+    expected = rows + context.p_ids if value.modulus_basis == "QP" else rows
+    if value.prime_ids != expected:
+        raise StateMismatchError(
+            f"{name} prime_ids {value.prime_ids} do not match level {value.level} in basis {value.modulus_basis}"
+        )
+    if isinstance(value, Ciphertext):
+        if value.modulus_basis != "Q" or value.residue_representation != "standard":
+            raise StateMismatchError(
+                f"a Ciphertext is in basis Q, standard form; got {value.modulus_basis}/{value.residue_representation}"
+            )
+        if value.component_count not in (2, 3):
+            raise StateMismatchError(f"a Ciphertext has 2 or 3 components, got {value.component_count}")
 
 
 def _check_residues(path: Any, data: np.ndarray, prime_ids: Any, context: Any) -> None:

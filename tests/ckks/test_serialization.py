@@ -59,11 +59,11 @@ def test_loading_refuses_foreign_context_foreign_key_and_bad_headers(tmp_path):
         bad = tmp_path / "bad.npz"
         np.savez(bad, data=data, header=np.array(json.dumps({**header, **change})))
         with pytest.raises(SerializationError):
-            load_value(bad)
+            load_value(bad, context=e.context)
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"not a file")
     with pytest.raises(SerializationError):
-        load_value(garbage)
+        load_value(garbage, context=e.context)
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
@@ -113,3 +113,84 @@ def test_loading_checks_residues_and_ring_degree_against_the_context(tmp_path):
     for call in (lambda: e.decrypt(forged), lambda: e.add(forged, forged), lambda: e.coefficient_domain_to_ntt_domain(forged)):
         with pytest.raises(StateMismatchError, match="coefficients per limb"):
             call()
+
+
+def _rewrite(source, target, *, meta=None, data=None, compressed=False):
+    """``source`` re-saved as ``target`` with edited metadata or data (what a forger does)."""
+    with np.load(source) as archive:
+        header, array = json.loads(str(archive["header"])), archive["data"]
+    header["metadata"].update(meta or {})
+    array = array if data is None else data(array)
+    (np.savez_compressed if compressed else np.savez)(target, data=array, header=np.array(json.dumps(header)))
+    return target
+
+
+def test_loading_needs_the_parameters_it_checks_against(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    path = save_value(e.encrypt_message(random_message(e, 1)), tmp_path / "ct.npz")
+    with pytest.raises(TypeError, match="engine= or context="):
+        load_value(path)
+
+
+def test_loading_refuses_states_that_contradict_the_context(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct_path = save_value(e.encrypt_message(random_message(e, 1)), tmp_path / "ct.npz")
+    rk_path = save_value(e.rotation_key(2), tmp_path / "rk.npz")
+    conj_path = save_value(e.conjugation_key(), tmp_path / "conj.npz")
+    pk_path = save_value(e.keys.generator.public_key(e.keys.secret_key), tmp_path / "pk.npz")
+    n = e.context.ring_degree
+    forged = {
+        "ciphertext level": _rewrite(ct_path, tmp_path / "a.npz", meta={"level": 1}),
+        "ciphertext basis": _rewrite(ct_path, tmp_path / "b.npz", meta={"modulus_basis": "QP"}),
+        "ciphertext form": _rewrite(ct_path, tmp_path / "c.npz", meta={"residue_representation": "montgomery"}),
+        "unknown metadata": _rewrite(ct_path, tmp_path / "d.npz", meta={"foo": 1}),
+        "compressed": _rewrite(ct_path, tmp_path / "e.npz", compressed=True),
+        "relabelled rotation": _rewrite(rk_path, tmp_path / "f.npz", meta={"rotation_step": 1}),
+        "rotation galois": _rewrite(rk_path, tmp_path / "g.npz", meta={"galois_element": 3}),
+        "conjugation galois": _rewrite(conj_path, tmp_path / "h.npz", meta={"galois_element": 5}),
+        "key digits": _rewrite(rk_path, tmp_path / "i.npz", data=lambda d: np.concatenate([d, d[:1]])),
+        "public key primes": _rewrite(
+            pk_path, tmp_path / "j.npz", meta={"prime_ids": list(e.context.qp_ids[:-1])},
+            data=lambda d: np.ascontiguousarray(d[:, :-1])),
+    }
+    assert e.conjugation_key().galois_element == 2 * n - 1
+    for what, path in forged.items():
+        with pytest.raises(SerializationError):
+            load_value(path, engine=e)
+            pytest.fail(f"{what}: accepted")
+    for good in (ct_path, rk_path, conj_path, pk_path):  # the originals load
+        load_value(good, engine=e)
+
+
+def test_operations_refuse_keys_of_another_shape():
+    from fhelium_cupy.ckks import RotationKey
+    from fhelium_cupy.errors import StateMismatchError
+
+    e = make_engine("test-n4096-scale40")
+    rk = e.rotation_key(1)
+    short = RotationKey(np.ascontiguousarray(rk.data[:-1]), prime_ids=rk.prime_ids, context_id=rk.context_id,
+                        key_id=rk.key_id, galois_element=rk.galois_element, rotation_step=1)
+    with pytest.raises(StateMismatchError, match="digits"):
+        e.rotate_with_key(e.encrypt_message(random_message(e, 1)), short)
+    with pytest.raises(StateMismatchError, match="galois_element"):
+        RotationKey(rk.data, prime_ids=rk.prime_ids, context_id=rk.context_id, key_id=rk.key_id,
+                    galois_element=rk.galois_element, rotation_step=2)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_a_secret_key_never_goes_through_a_symlink(tmp_path, suffix):
+    import os
+    import stat
+
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    e = make_engine("test-n4096-scale40")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"untouched")
+    link = tmp_path / f"sk{suffix}"
+    link.symlink_to(elsewhere)
+    path = save_value(e.keys.secret_key, link)
+    assert elsewhere.read_bytes() == b"untouched"
+    assert not path.is_symlink() and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+    np.testing.assert_array_equal(load_value(path, engine=e).data, e.keys.secret_key.data)
