@@ -283,6 +283,13 @@ def markdown(results: dict[str, Any]) -> str:
             mem_rows.append({"preset": parts_pool, "n": "", "eager peak MiB": "", "graph scratch MiB": "",
                              "graph reserved MiB (stats)": "", "capture s": ""})
     parts.append(_md_table(mem_rows))
+    skipped = skipped_lines(results)
+    parts += ["\n## Skipped\n", "\n".join(skipped) + "\n" if skipped else "_nothing_\n"]
+    return "\n".join(parts)
+
+
+def skipped_lines(results: dict[str, Any]) -> list[str]:
+    """One ``- what: why`` line per measurement or plot that did not happen."""
     skipped = []
     for name, preset in results["presets"].items():
         skipped += [f"- {name}: {s}" for s in preset.get("skipped", [])]
@@ -295,8 +302,10 @@ def markdown(results: dict[str, Any]) -> str:
                 skipped.append(f"- {name} op {r['op']}: {r['skipped']}")
         if isinstance(preset.get("pool"), dict) and "skipped" in preset["pool"]:
             skipped.append(f"- {name} pool: {preset['pool']['skipped']}")
-    parts += ["\n## Skipped\n", "\n".join(skipped) + "\n" if skipped else "_nothing_\n"]
-    return "\n".join(parts)
+    plots = results.get("plots")
+    if isinstance(plots, dict) and "skipped" in plots:
+        skipped.append(f"- plots: {plots['skipped']}")
+    return skipped
 
 
 def print_table(results: dict[str, Any], file: Any = None) -> None:
@@ -310,6 +319,7 @@ def print_table(results: dict[str, Any], file: Any = None) -> None:
         for title, rows in tables:
             print(title, file=file)
             print(_md_table(rows), file=file)
+        _print_skipped(results, file)
         return
     console = Console(file=file, width=200)
     for title, rows in tables:
@@ -321,6 +331,14 @@ def print_table(results: dict[str, Any], file: Any = None) -> None:
         for r in rows:
             table.add_row(*r.values())
         console.print(table)
+    _print_skipped(results, file)
+
+
+def _print_skipped(results: dict[str, Any], file: Any) -> None:
+    skipped = skipped_lines(results)
+    if skipped:
+        print("skipped:", file=file)
+        print("\n".join(skipped), file=file)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,11 +31,20 @@ def _suite() -> ModuleType:
 
 def run(*, presets: list[str | None], json_path: str | None, plots_dir: str | None, md_path: str | None,
         **options: Any) -> int:
-    """Run ``bench.run_all.run`` with the CLI options; print the table and where files went."""
+    """Run ``bench.run_all.run`` with the CLI options; print the table, what was skipped and
+    where files went. Exit status 1 when nothing was measured or the plots were asked for and
+    not written (the reasons are printed with the table)."""
     suite = _suite()
     results = suite.run(presets=presets, json_path=json_path, plots_dir=plots_dir, md_path=md_path, **options)
     suite.print_table(results)
-    written = [p for p in (json_path, md_path) if p] + list(results.get("plots") or [])
+    plots = results.get("plots")
+    plots_failed = isinstance(plots, dict)  # {"skipped": reason}
+    written = [p for p in (json_path, md_path) if p] + ([] if plots_failed else list(plots or []))
     if written:
         print("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    measured = any(p.get("matvec") or p.get("ops") for p in results.get("presets", {}).values())
+    if not measured:
+        print("fhelium-cupy: error: nothing was measured (see skipped above)", file=sys.stderr)
+    if plots_failed:
+        print(f"fhelium-cupy: error: plots not written: {plots['skipped']}", file=sys.stderr)
+    return 0 if measured and not plots_failed else 1

@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="auto (default): cuda when a GPU is usable, else cpu")
     bench.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]",
                        help="preset, optionally with its own sizes (e.g. slots32768-scale40-depth34:8); repeatable")
-    bench.add_argument("--sizes", type=_size_list, default=(8, 16, 32), help="matrix sizes (default 8,16,32)")
+    bench.add_argument("--sizes", type=_size_list, default=(8, 16, 32), help="matrix sizes (default 8,16,32); each must divide the preset's slot count")
     bench.add_argument("--runs", type=_positive_int, default=20, help="timed runs per measurement, reported as the median (default 20)")
     bench.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed runs before timing (default 3)")
     bench.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON")
@@ -221,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except ImportError as error:
         print(f"fhelium-cupy: error: a needed module is missing: {_one_line(error)}", file=sys.stderr)
+        return 1
+    except OSError as error:  # an output path that cannot be written
+        print(f"fhelium-cupy: error: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fhelium-cupy: interrupted", file=sys.stderr)

@@ -93,12 +93,20 @@ def register_value_type(cls: type, *, type_name: str | None = None, schema_versi
     """Register ``cls`` as a value type the runtime accepts as a tree leaf.
 
     Matching is by exact class: a subclass must register itself. Registering the same
-    class twice with the same name, version and flags is a no-op; a different class under
-    a taken name raises ``ValueError``. Pass ``immutable=True`` only when instances can
-    never change after construction: graph replays then return one shared borrowed
-    output object for the type instead of a fresh wrapper per replay.
+    class twice with the same name, version and flags is a no-op; registering it again
+    with another version or flags replaces its entry; a different class under a taken
+    name, or the same class under a second name, raises ``ValueError``. Pass
+    ``immutable=True`` only when instances can never change after construction: graph
+    replays then return one shared borrowed output object for the type instead of a fresh
+    wrapper per replay.
 
     Returns ``cls`` so it can be used as a class decorator through ``functools.partial``.
+
+    Raises:
+        TypeError: ``cls`` is not a class or lacks the value protocol's methods, or
+            ``immutable`` is not a bool.
+        ValueError: a taken or empty ``type_name``, a second name for a registered class,
+            or a ``schema_version`` that is not a positive int.
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_value_type expects a class, got {type(cls).__name__}")
@@ -118,7 +126,12 @@ def register_value_type(cls: type, *, type_name: str | None = None, schema_versi
         raise ValueError(
             f"value type name {name!r} is already registered for {taken.cls.__module__}.{taken.cls.__qualname__}"
         )
-    if _REGISTRY.get(cls) == entry:
+    previous = _REGISTRY.get(cls)
+    if previous is not None and previous.type_name != name:
+        raise ValueError(
+            f"{cls.__qualname__} is already registered as {previous.type_name!r}; a class has one type name"
+        )
+    if previous == entry:
         return cls  # keep the entry object: compiled replay checks compare entries by identity
     _REGISTRY[cls] = entry
     _BY_NAME[name] = entry

@@ -108,6 +108,21 @@ def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path,
     assert "matvec" in capsys.readouterr().out
 
 
+def test_bench_says_what_it_could_not_do_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    quick = ["bench", "--device", "cpu", "--no-ops", "--runs", "1", "--warmup", "0", "--no-progress"]
+    assert main([*quick, "--sizes", "3"]) == 1  # 3 does not divide the slot count: nothing measured
+    captured = capsys.readouterr()
+    assert "size 3" in captured.out and "must divide" in captured.out
+    assert "nothing was measured" in captured.err
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert main([*quick, "--sizes", "4", "--plots", str(blocked / "plots")]) == 1
+    captured = capsys.readouterr()
+    assert "plots not written" in captured.err and "wrote" not in captured.out
+    assert main([*quick, "--sizes", "4", "--json", str(blocked / "results.json")]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1  # one line, no traceback
+
+
 def test_every_option_with_a_default_states_it_in_its_help():
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

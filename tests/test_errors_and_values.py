@@ -45,6 +45,9 @@ def test_registry_by_exact_class_and_name_conflicts():
     with pytest.raises(TypeError, match="has no value_metadata"):
         register_value_type(int)
     register_value_type(ToyValue, type_name="ToyValue", schema_version=1)  # idempotent
+    with pytest.raises(ValueError, match="already registered as 'ToyValue'"):
+        register_value_type(ToyValue, type_name="ToyValue2")  # one class, one name
+    assert "ToyValue2" not in registered_value_types()
 
 
 def test_envelope_sorts_tensors_and_freezes_metadata():

@@ -112,7 +112,10 @@ class CkksEngine(EvaluationMixin):
         insecure: allow sets above the 128-bit HE-standard bound (tests only).
 
     Raises:
+        ConfigurationError: an unknown preset name or invalid parameters.
         InsecureParametersError: insecure parameters without ``insecure=True``.
+        TypeError: ``insecure`` is not a bool.
+        ValueError: a device that is neither CPU nor CUDA.
         CudaUnavailableError: a CUDA device was requested but the CuPy backend is missing.
     """
 

@@ -176,7 +176,8 @@ def matrix_vector(
     Args:
         source: coefficient-domain CT2 of ``periodic_message(x)`` at level ``l``.
         engine: the ``CkksEngine``.
-        diagonals: ``encode_diagonals(engine, A, level=l)`` (``[n, L, N]``).
+        diagonals: ``encode_diagonals(engine, A, level=l)`` (``[n, L + K, N]`` in the default
+            QP basis, ``[n, L, N]`` with ``modulus_basis="Q"``).
         rotation_keys: step -> ``RotationKey`` for steps ``1..n-1`` (mapping, or a sequence
             whose item ``k - 1`` is step ``k``).
         hoisted: True (default) shares one ModUp among the ``n - 1`` rotations. With QP-basis
