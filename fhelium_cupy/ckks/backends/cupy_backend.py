@@ -193,7 +193,11 @@ class CupyBackend:
     # --- launch + cached device tables ----------------------------------------------
     def _launch(self, name: str, grid: tuple[int, int, int], block: int, args: tuple, shared_mem: int = 0) -> None:
         if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
-            raise ValueError(f"{name}: grid {grid} exceeds 65535 limbs or batch entries")
+            # outputs of the kernels already enqueued are temporaries: nothing the caller holds changed
+            raise ValueError(
+                f"{name}: grid {grid} exceeds CUDA's 65535 blocks in y or z (limbs, or batch entries times "
+                "components, digits or keys); split the batch into smaller stacks"
+            )
         if min(grid) == 0:
             return
         self.launch_count += 1
