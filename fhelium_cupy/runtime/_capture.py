@@ -160,19 +160,37 @@ def run_warmup(function: Callable[..., Any], inputs: tuple[Any, ...], device: De
     side = cupy.cuda.Stream(non_blocking=True)
     side.wait_event(caller.record())  # the examples may still be produced on the caller's stream
     spec: OutputSpec | None = None
-    with side, torch_stream(side, device):
-        for _ in range(iterations):
-            fresh = ReusableValueBuffer.like(inputs, device=device)
-            try:
-                out = function(*fresh.value)
-                spec = describe_output(out, device)
-                del out
-                side.synchronize()
-            finally:
-                fresh.close()
-    caller.wait_event(side.record())
-    cupy.cuda.Device(device.index).synchronize()
+    try:
+        with side, torch_stream(side, device):
+            for _ in range(iterations):
+                fresh = ReusableValueBuffer.like(inputs, device=device)
+                try:
+                    out = function(*fresh.value)
+                    spec = describe_output(out, device)
+                    del out
+                    side.synchronize()
+                except BaseException:
+                    # what the callable launched before it failed finishes before the stage
+                    # ends and before its fresh inputs are freed: nothing is left running
+                    _synchronize_quietly(side)
+                    raise
+                finally:
+                    fresh.close()
+        caller.wait_event(side.record())
+        cupy.cuda.Device(device.index).synchronize()
+    finally:
+        # CuPy caches freed blocks per stream and never returns those of a stream that is
+        # gone: the warmup's temporaries would stay reserved for no one
+        cupy.get_default_memory_pool().free_all_blocks(stream=side)
     return time.perf_counter() - start, spec
+
+
+def _synchronize_quietly(stream: Any) -> None:
+    """``stream.synchronize()`` on an error path: a second error must not hide the first."""
+    try:
+        stream.synchronize()
+    except Exception:  # a sticky CUDA error: the original exception says more
+        pass
 
 
 def run_capture(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -125,6 +126,13 @@ def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:
         cupy.cuda.runtime.memcpy(dst_low, src_low, n, MEMCPY_DEFAULT)
 
 
+def _wait_for_copies(inflight: collections.deque) -> None:
+    """Wait for every unfinished copy into a buffer's storage and forget them."""
+    for handle in inflight:
+        handle.synchronize()
+    inflight.clear()
+
+
 class ReusableValueBuffer(Generic[_ValueT]):
     """Fixed-structure, fixed-address storage whose payload is replaced by ``copy_from``.
 
@@ -163,6 +171,11 @@ class ReusableValueBuffer(Generic[_ValueT]):
         # newest unfinished one), so a completed copy implies all older ones completed.
         self._inflight: collections.deque[CopyHandle] = collections.deque()
         self._closed = False
+        # Safety net for a buffer dropped without close(): its storage is freed only after the
+        # copies still writing it completed (the deque does not reference the buffer). Not at
+        # interpreter exit: the process's memory goes away with it.
+        self._finalizer = weakref.finalize(self, _wait_for_copies, self._inflight)
+        self._finalizer.atexit = False
 
     # -- construction -------------------------------------------------------------------
 
@@ -391,9 +404,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         """
         if self._closed:
             return
-        for handle in self._inflight:
-            handle.synchronize()
-        self._inflight.clear()
+        _wait_for_copies(self._inflight)
+        self._finalizer.detach()
         self._plan = _Plan()
         self._copy_plan = ()
         self._torch_targets = ()

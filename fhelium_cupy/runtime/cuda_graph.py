@@ -433,19 +433,24 @@ class CudaGraphProgram(Generic[_OutputT]):
             if chain is not None and pool._last_stream_ptr != sptr:
                 self._runtime.streamWaitEvent(sptr, chain.ptr, 0)  # scratch is shared: serialize
         self._launch(stream)
-        if self._torch_outputs:
-            bump_autograd_versions(self._torch_outputs)
-        if copy_output:
-            with stream:
-                result = self._output.clone(stream)
-        else:
-            result = self._borrow()
-        event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
-        self._last_stream_ptr = sptr
-        if pool is not None:
-            pool._last_event = event
-            pool._last_stream_ptr = sptr
-        self._latest_copy = None
+        try:
+            if self._torch_outputs:
+                bump_autograd_versions(self._torch_outputs)
+            if copy_output:
+                with stream:
+                    result = self._output.clone(stream)
+            else:
+                result = self._borrow()
+        finally:
+            # recorded whatever happened after the launch (an owned copy that ran out of
+            # memory included): later input copies, replays and pool members order behind
+            # this replay and the part of the output copy that was enqueued
+            event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
+            self._last_stream_ptr = sptr
+            if pool is not None:
+                pool._last_event = event
+                pool._last_stream_ptr = sptr
+            self._latest_copy = None
         if synchronize:
             self._runtime.deviceSynchronize()
         return result  # type: ignore[return-value]
