@@ -435,23 +435,25 @@ class ReusableValueBuffer(Generic[_ValueT]):
 def _value_templates(signature: ValueTreeSignature, example: object, targets: Iterator[Any]) -> list[Any]:
     """One template per value leaf: the example's value rebuilt around target arrays."""
     out: list[Any] = []
-
-    def walk(sig: ValueTreeSignature, node: object) -> None:
-        if sig.kind == "value":
-            names = [name for name, _ in sig.leaf.tensors]  # type: ignore[union-attr]
-            arrays = {name: next(targets) for name in names}
-            out.append(node.with_value_tensors(arrays))  # type: ignore[attr-defined]
-        elif sig.kind == "tensor":
-            next(targets)
-        elif sig.kind == "dict":
-            for key, child in zip(sig.keys, sig.children):
-                walk(child, node[key])  # type: ignore[index]
-        else:
-            for child, item in zip(sig.children, node):  # type: ignore[call-overload]
-                walk(child, item)
-
-    walk(signature, example)
+    _collect_templates(signature, example, targets, out)
     return out
+
+
+def _collect_templates(sig: ValueTreeSignature, node: object, targets: Iterator[Any], out: list[Any]) -> None:
+    # a module-level recursion, not a nested one: a closure that calls itself is a reference
+    # cycle, and this one held the storage (through ``targets``) until the next gc pass
+    if sig.kind == "value":
+        names = [name for name, _ in sig.leaf.tensors]  # type: ignore[union-attr]
+        arrays = {name: next(targets) for name in names}
+        out.append(node.with_value_tensors(arrays))  # type: ignore[attr-defined]
+    elif sig.kind == "tensor":
+        next(targets)
+    elif sig.kind == "dict":
+        for key, child in zip(sig.keys, sig.children):
+            _collect_templates(child, node[key], targets, out)  # type: ignore[index]
+    else:
+        for child, item in zip(sig.children, node):  # type: ignore[call-overload]
+            _collect_templates(child, item, targets, out)
 
 
 def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterator[Any]) -> object:

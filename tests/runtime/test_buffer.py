@@ -242,3 +242,24 @@ def test_cuda_copy_issues_one_memcpy_per_plan_entry(monkeypatch):
     for (_, dst, src, n, kind, stream), (_index, low, offset, span), source in zip(copies, buffer.copy_plan(), sources):
         assert (dst, n, kind, stream) == (low, span, 4, 77)
         assert src == source.__array_interface__["data"][0] - offset
+
+
+def test_closing_a_buffer_frees_its_storage_without_waiting_for_the_garbage_collector():
+    """A self-calling closure in the template walk once held every buffer's storage in a
+    reference cycle: closed buffers kept their memory until the next gc pass."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        for example in (np.zeros(1000), {"a": np.zeros(4), "v": [np.ones(3)]}):
+            buffer = ReusableValueBuffer.like(example, device="cpu")
+            leaf = buffer.value if isinstance(example, np.ndarray) else buffer.value["a"]
+            storage = weakref.ref(leaf)
+            del leaf
+            buffer.close()
+            del buffer
+            assert storage() is None
+    finally:
+        gc.enable()
