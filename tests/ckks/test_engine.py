@@ -112,7 +112,9 @@ def test_hoisted_rotations_equal_individual_rotations(setup):
     m = random_message(e, 14)
     ct = e.encrypt_message(m)
     keys = [e.rotation_key(s) for s in (1, 2, -5)]
-    for key, r in zip(keys, e.rotate_hoisted_with_keys(ct, keys)):
+    rotated = e.rotate_hoisted_with_keys(ct, keys)
+    assert len(rotated) == len(keys)
+    for key, r in zip(keys, rotated):
         assert _err(e.decrypt_message(r), np.roll(m, key.rotation_step)) < tol
 
 

@@ -111,11 +111,10 @@ def test_rotations_and_conjugation_are_bit_identical(preset, step):
     keys = [cpu.rotation_key(s) for s in (1, 2, 3)]
     gkeys = [k.to("cuda") for k in keys]
     for domain in ("coefficient", "ntt"):
-        pairs = zip(
-            cpu.rotate_hoisted_with_keys(a, keys, output_domain=domain),
-            gpu.rotate_hoisted_with_keys(ga, gkeys, output_domain=domain),
-        )
-        for c, g in pairs:
+        want = cpu.rotate_hoisted_with_keys(a, keys, output_domain=domain)
+        got = gpu.rotate_hoisted_with_keys(ga, gkeys, output_domain=domain)
+        assert len(want) == len(got) == len(keys)
+        for c, g in zip(want, got):
             assert_same(c, g)
     for domain in ("coefficient", "ntt"):  # the key switch writes into the strided batch storage
         assert_same(

@@ -72,6 +72,20 @@ def long_affine(cycles: int):
     return run
 
 
+def scratch_spin_affine(cycles: int):
+    """``affine`` whose scratch temporary ``x * 2`` stays live across a spin of ``cycles`` clocks:
+    two pool members running at once on shared scratch would overwrite each other's
+    temporary during the spin (``long_affine`` spins before its scratch is written)."""
+
+    def run(x: Any) -> Any:
+        doubled = x * 2
+        spin(cycles)
+        return doubled + 1
+
+    run.__qualname__ = "scratch_spin_affine"
+    return run
+
+
 def rawkernel_axpy(x: Any, y: Any) -> Any:
     """``3 x + y`` through a RawKernel, plus an element-wise follow-up: ``(3 x + y) - 0.5``."""
     import cupy

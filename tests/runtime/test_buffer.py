@@ -263,3 +263,15 @@ def test_closing_a_buffer_frees_its_storage_without_waiting_for_the_garbage_coll
             assert storage() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_a_source_with_other_strides_is_refused_not_reinterpreted(device):
+    """Same shape and dtype, other strides: copying the bytes would store other values."""
+    buffer = ReusableValueBuffer.like(np.zeros(4), device=device)
+    with pytest.raises(ExecutionInputError, match="stride"):
+        buffer.copy_from(np.arange(8.0)[::2])  # values 0, 2, 4, 6 at stride 2
+    np.testing.assert_array_equal(buffer.value, np.zeros(4))
+    buffer.copy_from(np.ascontiguousarray(np.arange(8.0)[::2])).synchronize()
+    np.testing.assert_array_equal(buffer.value, [0.0, 2.0, 4.0, 6.0])
+    buffer.close()

@@ -15,11 +15,11 @@ from tests.helpers.gpu_spin import cycles_for_ms
 from tests.helpers.graph_workloads import (
     affine,
     affine_np,
-    long_affine,
     random_tile,
     rawkernel_axpy,
     rawkernel_axpy_np,
     scale_value,
+    scratch_spin_affine,
 )
 from tests.helpers.toy_values import ToyValue
 
@@ -91,8 +91,10 @@ def test_event_chain_serializes_members_across_streams(cp):
     pool = CudaGraphPool(0)
     n = 1 << 16
     cycles = cycles_for_ms(20)
-    a = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
-    b = CudaGraphProgram.capture(long_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=1)
+    a = CudaGraphProgram.capture(scratch_spin_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool,
+                                 warmup=1)
+    b = CudaGraphProgram.capture(scratch_spin_affine(cycles), example_inputs=(cp.zeros(n, cp.float32),), pool=pool,
+                                 warmup=1)
     s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
     for _ in range(3):
         ha, hb = random_tile(rng, n), random_tile(rng, n)
