@@ -85,14 +85,35 @@ class KernelOptions:
         return (f"--std={self.std}", f"-I{kernel_dir}", *self.extra)
 
     def define(self, name: str, default: str) -> str:
-        """The value of ``-Dname=value`` in ``extra`` (the last one wins), else ``default``:
-        what a host launcher needs to know of a build-time kernel variant."""
+        """The value NVRTC gives macro ``name`` from ``extra``, else ``default``: what a host
+        launcher needs to know of a build-time kernel variant.
+
+        Reads every form NVRTC takes, in order (the last one wins): ``-DNAME=V`` and
+        ``--define-macro=NAME=V`` set V; ``-DNAME`` and ``--define-macro=NAME`` set ``"1"``;
+        ``-UNAME`` and ``--undefine-macro=NAME`` restore ``default`` (the source's own value).
+        """
         value = default
         for option in self.extra:
-            key, sep, rest = option.partition("=")
-            if sep and key == f"-D{name}":
-                value = rest
+            macro = _macro_option(option)
+            if macro is not None and macro[0] == name:
+                value = default if macro[1] is None else macro[1]
         return value
+
+
+_DEFINE_PREFIXES = ("--define-macro=", "-D")
+_UNDEFINE_PREFIXES = ("--undefine-macro=", "-U")
+
+
+def _macro_option(option: str) -> tuple[str, str | None] | None:
+    """``(name, value)`` of an NVRTC macro definition (value ``None``: undefined), else ``None``."""
+    for prefix in _DEFINE_PREFIXES:
+        if option.startswith(prefix):
+            key, sep, rest = option[len(prefix):].partition("=")
+            return key, rest if sep else "1"
+    for prefix in _UNDEFINE_PREFIXES:
+        if option.startswith(prefix):
+            return option[len(prefix):], None
+    return None
 
 
 def _headers_digest(kernel_dir: Path) -> str:

@@ -154,6 +154,15 @@ def test_chunk_launch_geometry_follows_the_kernel_build_defines(fake_backend_fac
     assert (variant._ntt_values_log, variant._ntt_batch_fast) == (4, True)
     assert kernels.KernelOptions(extra=("-DFHE_LV=2", "-DFHE_LV=5")).define("FHE_LV", "3") == "5"
     assert kernels.KernelOptions().define("FHE_LV", "3") == "3"
+    # every form NVRTC takes: a macro without a value is 1, -U restores the source's default
+    flag = kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST",))
+    assert flag.define("FHE_NTT_BATCH_FAST", "0") == "1"
+    assert fake_backend_factory(ctx, kernel_options=flag)._ntt_batch_fast is True
+    long_form = kernels.KernelOptions(extra=("--define-macro=FHE_LV=4", "-lineinfo", "-DFHE_LVX=9"))
+    assert long_form.define("FHE_LV", "3") == "4"
+    assert fake_backend_factory(ctx, kernel_options=long_form)._ntt_values_log == 4
+    assert kernels.KernelOptions(extra=("-DFHE_LV=4", "-UFHE_LV")).define("FHE_LV", "3") == "3"
+    assert kernels.KernelOptions(extra=("-DFHE_LV=4", "--undefine-macro=FHE_LV")).define("FHE_LV", "3") == "3"
     ref = gpu_cases.reference(ctx)
     gpu_cases.run_case("ntt_forward", variant, ref, "n16384")
     assert variant.launch_count > 0
