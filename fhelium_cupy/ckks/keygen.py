@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ForeignContextError, StateMismatchError
 from .encoding import integers_to_rns
-from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
+from .keys import ConjugationKey, KeySwitchKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
 from .sampling import sample_gaussian, sample_ternary, sample_uniform_mod
 
 __all__ = ["KeyChain", "KeyGenerator", "galois_element_for_step", "normalize_rotation_step"]
@@ -152,6 +152,42 @@ class KeyGenerator:
             galois_element=g,
             rotation_step=step,
         )
+
+    def key_error_magnitude(self, sk: SecretKey, key: PublicKey | KeySwitchKey) -> int:
+        """Largest centered coefficient of the error ``key`` carries under ``sk``.
+
+        ``b + a*s`` for a public key; ``b_d + a_d*s - P*g_d*src`` per digit for a key-switching
+        key (``src``: ``s**2``, or ``s`` under the key's Galois element). A key made under
+        ``sk`` gives a few sigma; any other key gives values near half the primes. Host
+        work (syncs on a GPU backend): for load-time checks, never inside a capture.
+        """
+        self._check(sk)
+        be, qp, ctx = self.backend, self._qp, self.context
+        s = self.secret_standard(sk)
+        data = be.from_montgomery(be.xp.ascontiguousarray(key.data), qp)
+        if isinstance(key, PublicKey):
+            errors = [be.add(data[0], be.mul(data[1], s, qp), qp)]
+        else:
+            g = getattr(key, "galois_element", None)
+            src = be.mul(s, s, qp) if g is None else be.automorphism(s, int(g), qp, domain="ntt")
+            P = 1
+            for r in ctx.p_ids:
+                P *= ctx.moduli[r]
+            errors = []
+            for d, digit in enumerate(ctx.digits):
+                err = be.add(data[d, 0], be.mul(data[d, 1], s, qp), qp)
+                rows = tuple(digit)
+                lo, hi = rows[0], rows[-1] + 1
+                gadget = be.mul_scalar(be.xp.ascontiguousarray(src[lo:hi]), [P] * len(rows), rows)
+                err[lo:hi] = be.sub(be.xp.ascontiguousarray(err[lo:hi]), gadget, rows)
+                errors.append(err)
+        worst = 0
+        moduli = np.array([ctx.moduli[r] for r in qp], dtype=np.uint64)[:, None]
+        for err in errors:
+            coeffs = be.to_numpy(be.ntt_inverse(be.xp.ascontiguousarray(err), qp))
+            centered = np.minimum(coeffs, moduli - coeffs)  # |x| of the centered residue
+            worst = max(worst, int(centered.max()))
+        return worst
 
     def conjugation_key(self, sk: SecretKey) -> ConjugationKey:
         """Key for complex conjugation of the slots (``g = 2N - 1``)."""

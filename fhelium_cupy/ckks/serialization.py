@@ -6,9 +6,11 @@ context it will be used with before it builds anything: the header against the v
 registry, the parameter set (``ForeignContextError``), with an engine holding keys the secret
 (``ForeignKeyError``), then the residues and the claimed state (``SerializationError``).
 
-Not checked: that a key's material belongs to the secret its ``key_id`` names (the id is a
-random label; a file edited to carry another id is accepted). Keep key files where only
-their owner can write them.
+A key's ``key_id`` is a random label, so a key file edited to carry another secret's id is
+caught only where the secret is at hand: an engine holding keys checks a loaded public or
+key-switching key against its secret (``ForeignKeyError``). Without the secret (a server
+holding evaluation keys only) that check cannot be made: keep key files where only their
+owner can write them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from ..errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
 from ..values import value_type_info
 from ._checks import check_key_layout
-from .keys import _Key
+from .keys import KeySwitchKey, PublicKey, _Key
 from .values import Ciphertext, Plaintext, to_device
 
 __all__ = ["load_value", "save_value"]
@@ -143,7 +145,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         SerializationError: bad header, unknown type, schema version, malformed or corrupt
             data, or a state that contradicts the context.
         ForeignContextError: the value was made under another parameter set.
-        ForeignKeyError: the value is under another secret key than the engine's.
+        ForeignKeyError: the value is under another secret key than the engine's, or (an
+            engine holding keys) a public or key-switching key's material was not made under
+            the engine's secret whatever its label.
     """
     if engine is None and context is None:
         raise TypeError("load_value needs engine= or context=: a value is checked against the parameters it is used with")
@@ -188,7 +192,25 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         _check_state(value, context)
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
+    if engine is not None and engine._keys is not None and isinstance(value, (PublicKey, KeySwitchKey)):
+        _check_key_material(path, value, engine)
     return value.to(target) if target != "cpu" else value
+
+
+# A key made under the secret carries an error of a few sigma (the sampler's tail is 10 sigma);
+# any other key leaves values spread up to half of each prime (>= 2**29 for the smallest primes).
+_KEY_ERROR_BOUND = 1 << 20
+
+
+def _check_key_material(path: Any, key: Any, engine: Any) -> None:
+    """The key's material belongs to the engine's secret (its ``key_id`` is only a label)."""
+    on_engine = key.to(engine.device) if engine.device != "cpu" else key
+    worst = engine.key_generator.key_error_magnitude(engine.keys.secret_key, on_engine)
+    if worst > _KEY_ERROR_BOUND:
+        raise ForeignKeyError(
+            f"{path}: the {type(key).__name__} is labelled with the engine's key id but was not made under its "
+            f"secret (largest error coefficient {worst} > {_KEY_ERROR_BOUND})"
+        )
 
 
 def _check_state(value: Any, context: Any) -> None:

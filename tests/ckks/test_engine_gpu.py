@@ -178,3 +178,26 @@ def test_gpu_encrypt_decrypt_round_trip_and_torch_cuda_messages():
     tm = torch.from_numpy(m.real.copy()).cuda()
     got = gpu.decrypt_message(gpu.encrypt_message(tm), real=True)
     assert np.max(np.abs(got - m.real)) < 1e-6
+
+
+def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
+    """load_value(engine=<CUDA engine holding the secret>) runs the key-material check on the GPU."""
+    import json
+
+    from fhelium_cupy.ckks import load_value, save_value
+    from fhelium_cupy.errors import ForeignKeyError
+
+    cpu, gpu = engines("test-n4096-scale40")
+    key = cpu.rotation_key(3)
+    loaded = load_value(save_value(key, tmp_path / "rk.npz"), engine=gpu)
+    assert type(loaded.data).__module__.startswith("cupy")
+    np.testing.assert_array_equal(_host(loaded.data), np.asarray(key.data))
+    stranger = CkksEngine("test-n4096-scale40", device="cpu", insecure=True)
+    stranger.generate_keys()
+    path = save_value(stranger.rotation_key(3), tmp_path / "foreign.npz")
+    with np.load(path) as archive:
+        header, data = json.loads(str(archive["header"])), archive["data"]
+    header["metadata"]["key_id"] = gpu.keys.key_id  # relabelled
+    np.savez(tmp_path / "forged.npz", data=data, header=np.array(json.dumps(header)))
+    with pytest.raises(ForeignKeyError, match="not made under its secret"):
+        load_value(tmp_path / "forged.npz", engine=gpu)

@@ -194,3 +194,21 @@ def test_a_secret_key_never_goes_through_a_symlink(tmp_path, suffix):
     assert not path.is_symlink() and stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
     np.testing.assert_array_equal(load_value(path, engine=e).data, e.keys.secret_key.data)
+
+
+def test_a_relabelled_foreign_key_is_caught_by_an_engine_holding_the_secret(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    stranger = CkksEngine("test-n4096-scale40", insecure=True)
+    stranger.generate_keys()
+    for name, key in (("relin", stranger.relinearization_key()), ("rot", stranger.rotation_key(3)),
+                      ("conj", stranger.conjugation_key()),
+                      ("pk", stranger.key_generator.public_key(stranger.keys.secret_key))):
+        path = _rewrite(save_value(key, tmp_path / f"{name}.npz"), tmp_path / f"{name}-forged.npz",
+                        meta={"key_id": e.keys.key_id})
+        with pytest.raises(ForeignKeyError, match="not made under its secret"):
+            load_value(path, engine=e)
+        load_value(path, context=e.context)  # without the secret the label cannot be checked
+    for key in (e.relinearization_key(), e.rotation_key(3), e.conjugation_key()):  # own keys load
+        load_value(save_value(key, tmp_path / "own.npz"), engine=e)
+    worst = e.key_generator.key_error_magnitude(e.keys.secret_key, e.relinearization_key())
+    assert 0 < worst <= 10 * e.context.parameters.sigma
