@@ -22,6 +22,7 @@ from ..interop.arrays import leaf_device
 from ..interop.capabilities import loaded_torch, require_cupy
 from ..interop.devices import Device
 from ..interop.streams import resolve_stream
+from . import retention
 from ._output import OutputLeafError, OutputPlan, OutputSpec, allocate_retained, describe_output
 from .arena import GraphArena
 from .buffer import MEMCPY_DEFAULT, ReusableValueBuffer
@@ -262,6 +263,7 @@ class CaptureParts:
     """Everything a successful capture produced, handed to the program constructor."""
 
     device: Device
+    kept_alive: list[Any]  # what retention.retain_for_capture received during the capture
     buffer: ReusableValueBuffer
     static_inputs: tuple[Any, ...]
     arena: GraphArena | None
@@ -303,9 +305,10 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
                 assert spec is not None  # check_arguments requires warmup >= 1 with a pool
                 retained = (spec, allocate_retained(spec, device))
             stage = "capture"
-            graph, output, capture_seconds = run_capture(
-                function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
-            )
+            with retention.collecting() as kept_alive:  # cached tables the graph reads by address
+                graph, output, capture_seconds = run_capture(
+                    function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
+                )
             stage = "first replay"
             first_seconds = run_first_replay(graph, device)
         except Exception as error:
@@ -321,6 +324,7 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
     snapshot = memory_snapshot(device)
     return CaptureParts(
         device=device,
+        kept_alive=kept_alive,
         buffer=buffer,
         static_inputs=static_inputs,
         arena=arena,

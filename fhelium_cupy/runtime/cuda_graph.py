@@ -120,6 +120,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         pool: CudaGraphPool | None = None,
         arena: GraphArena | None = None,
         check_input_liveness: bool = True,
+        kept_alive: Sequence[Any] = (),
     ) -> None:
         cupy = require_cupy("CudaGraphProgram")
         self._cupy = cupy
@@ -136,6 +137,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._stats = stats
         self._pool = pool
         self._arena = arena
+        # cached device tables the graph reads by address (runtime.retention): held until close
+        self._kept_alive = tuple(kept_alive)
         self._check_input_liveness = check_input_liveness
         self._events = EventRing(cupy, self._device_index)
         self._record = self._events.record
@@ -251,6 +254,7 @@ class CudaGraphProgram(Generic[_OutputT]):
                 pool=pool,
                 arena=parts.arena,
                 check_input_liveness=check_input_liveness,
+                kept_alive=parts.kept_alive,
             )
 
     # -- properties ---------------------------------------------------------------------
@@ -476,6 +480,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._events.release_all()
         self._graph = None
         self._launch = None
+        self._kept_alive = ()  # no replay can read them any more
         self._output = None  # type: ignore[assignment]
         self._borrow = None  # type: ignore[assignment]
         self._torch_outputs = ()

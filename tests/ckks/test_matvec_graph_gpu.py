@@ -117,3 +117,29 @@ def test_pool_of_matvec_programs_replayed_in_shuffled_order():
         engine = setup(8)[0]
         for i, (out, expected) in results.items():
             assert _err(engine, out, expected) < 1e-6, f"program {i} output corrupted"
+
+
+def test_a_program_keeps_the_backend_tables_its_graph_reads():
+    """The graph reads cached device tables (key addresses, constants) by address. Once the
+    backend's cache lets them go (its eviction past 65536 entries, here: cleared), the program
+    still holds them: eager allocations cannot be handed that memory while replays read it."""
+    import gc
+
+    import cupy as cp
+
+    engine, a, schedule = setup(8)
+    rng = np.random.default_rng(5)
+    program = CudaGraphProgram.capture(schedule, example_inputs=(_encrypt(engine, rng.uniform(-1, 1, 8)),))
+    try:
+        x = rng.uniform(-1, 1, 8)
+        source = _encrypt(engine, x)
+        want = program.replay(source, copy_output=True, synchronize=True)
+        engine.backend._cache.clear()  # what an eviction does
+        gc.collect()
+        junk = [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(256)]  # reuse freed blocks
+        got = program.replay(source, copy_output=True, synchronize=True)
+        del junk
+        np.testing.assert_array_equal(got.data.get(), want.data.get())
+        assert _err(engine, got, a @ x) < 1e-6
+    finally:
+        program.close()

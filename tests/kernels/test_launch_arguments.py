@@ -264,3 +264,26 @@ def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(
     assert not backend._use_column_x2(backend.log_n - 1, 2)  # one column stage: nothing to split
     never = fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_COLUMN_X2=0",)))
     assert [name for name, _, _ in columns(never, 2, 9)] == ["ntt_forward_column_stages", "ntt_inverse_column_stages"]
+
+
+def test_tables_a_capture_looks_up_are_kept_by_the_capturing_program(fake_backend_factory):
+    """Kernels read cached tables by address: every lookup inside a capture is handed to the
+    runtime's retention list, so evicting the cache entry cannot free what a graph reads."""
+    from fhelium_cupy.runtime import retention
+
+    backend = fake_backend_factory(gpu_cases.context("n4096"))
+    eager = backend._cached(("probe", 1), lambda: np.arange(3))  # outside a capture: nothing kept
+    with retention.collecting() as kept:
+        table = backend._cached(("probe", 1), lambda: np.arange(5))  # cached already: same object
+        rows = tuple(range(gpu_cases.context("n4096").q_count))
+        backend.mul_scalar(np.zeros((len(rows), backend.n), np.uint64), [3] * len(rows), rows)
+    assert table is eager and any(item is eager for item in kept)
+    assert len(kept) >= 2  # the scalar table of mul_scalar too
+    backend._cache.clear()  # an eviction: the program's list still holds the tables
+    assert any(item is eager for item in kept)
+    with retention.collecting() as outer:
+        with retention.collecting() as inner:
+            retention.retain_for_capture("x")
+        retention.retain_for_capture("y")
+    assert inner == ["x"] and outer == ["y"]
+    retention.retain_for_capture("z")  # no capture: a no-op

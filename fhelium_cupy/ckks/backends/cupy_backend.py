@@ -21,6 +21,7 @@ import numpy as np
 
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
+from ...runtime.retention import retain_for_capture
 from ._cupy_tables import (
     active_digits,
     coefficient_automorphism_map,
@@ -204,10 +205,15 @@ class CupyBackend:
         self._library.function(name)(grid, (block, 1, 1), args, shared_mem=shared_mem)
 
     def _cached(self, key: Any, build: Any) -> Any:
+        """A device table from the cache (built once). Kernels read these by address, so a
+        program capturing this call keeps the table alive (``runtime.retention``): evicting the
+        cache entry later (scalar and key-pointer tables are evicted past 65536 entries) must
+        not free memory a graph still reads."""
         value = self._cache.get(key)
         if value is None:
             value = build()
             self._cache[key] = value
+        retain_for_capture(value)
         return value
 
     def _upload(self, host: np.ndarray) -> Any:

@@ -1,0 +1,43 @@
+"""Device tables a captured graph reads by address, kept alive by the program that captured them.
+
+A CUDA graph holds device addresses, not Python references (the CuPy capture pitfall "the
+graph holds no references to its arrays"). The program keeps its inputs, outputs, arena
+and callable, but library code may also hand kernels the address of a *cached* device
+table (a table of key addresses, a table of constants) that only its cache references: if
+the cache later evicts the entry, eager code can be handed that memory while replays still
+read it. Such code calls :func:`retain_for_capture` on every table it passes; while
+``CudaGraphProgram`` captures, the runtime collects them (:func:`collecting`) and the
+program holds them until it is closed. Outside a capture the call does nothing.
+
+Thread-local: a capture collects only what its own thread looks up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["collecting", "retain_for_capture"]
+
+_LOCAL = threading.local()
+
+
+def retain_for_capture(obj: Any) -> None:
+    """Keep ``obj`` alive as long as the program being captured on this thread (if any)."""
+    kept = getattr(_LOCAL, "kept", None)
+    if kept is not None:
+        kept.append(obj)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Any]]:
+    """Collect what :func:`retain_for_capture` receives on this thread inside the block."""
+    previous = getattr(_LOCAL, "kept", None)
+    kept: list[Any] = []
+    _LOCAL.kept = kept
+    try:
+        yield kept
+    finally:
+        _LOCAL.kept = previous
