@@ -22,7 +22,9 @@ from ..errors import ExecutionError, ExecutionInputError
 from ..interop.arrays import (
     bump_autograd_versions,
     data_pointer,
+    element_strides,
     leaf_device,
+    leaf_dtype,
     leaf_kind,
     leaf_span,
     low_offset_bytes,
@@ -94,19 +96,53 @@ def _iter_example_leaves(signature: ValueTreeSignature, example: object) -> list
 
 
 def _check_aliasing(leaves: Sequence[Any]) -> None:
-    """Reject example trees whose arrays overlap in memory (disjoint views are fine)."""
+    """Reject example trees whose arrays share an element in memory.
+
+    Disjoint views are fine, interleaved ones included (``m[:, :4]`` and ``m[:, 4:]``, the
+    batch entries of one ciphertext): leaves whose byte ranges overlap are tested element
+    by element on their address lattices (``numpy.shares_memory`` over address-only views,
+    which never read memory); a test too large to finish counts as shared.
+    """
     ranges = []
     for leaf in leaves:
         low, span = leaf_span(leaf)
         if span:
-            ranges.append((str(leaf_device(leaf)), low, low + span))
-    ranges.sort()
-    for (dev_a, _, end_a), (dev_b, start_b, _) in zip(ranges, ranges[1:]):
-        if dev_a == dev_b and start_b < end_a:
-            raise ValueError(
-                "Aliased representative storage is not supported by ReusableValueBuffer; pass independent "
-                "values or keep the shared object outside the reusable payload"
-            )
+            ranges.append((str(leaf_device(leaf)), low, low + span, leaf))
+    ranges.sort(key=lambda r: r[:3])
+    for i, (dev_a, _, end_a, leaf_a) in enumerate(ranges):
+        for dev_b, start_b, _, leaf_b in ranges[i + 1:]:
+            if dev_b != dev_a or start_b >= end_a:
+                break
+            if _share_elements(leaf_a, leaf_b):
+                raise ValueError(
+                    "Aliased representative storage is not supported by ReusableValueBuffer; pass independent "
+                    "values or keep the shared object outside the reusable payload"
+                )
+
+
+class _AddressOnly:
+    """An ``__array_interface__`` over a leaf's addresses: NumPy computes with the pointer and
+    strides (``shares_memory``) but this view is never read."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, leaf: Any) -> None:
+        itemsize = leaf_dtype(leaf).itemsize
+        self.__array_interface__ = {
+            "data": (data_pointer(leaf), True),
+            "shape": tuple(int(n) for n in leaf.shape),
+            "strides": tuple(s * itemsize for s in element_strides(leaf)),
+            "typestr": f"|V{itemsize}",
+            "version": 3,
+        }
+
+
+def _share_elements(a: Any, b: Any) -> bool:
+    try:
+        # a positive max_work bounds the search (documented; the stubs list only -1 and 0)
+        return bool(np.shares_memory(np.asarray(_AddressOnly(a)), np.asarray(_AddressOnly(b)), max_work=1 << 20))  # type: ignore[arg-type]
+    except np.exceptions.TooHardError:
+        return True  # undecided: refuse, as before
 
 
 def _copy_host_leaf(dst_low: int, source: Any, n: int) -> None:

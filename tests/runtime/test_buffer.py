@@ -87,6 +87,21 @@ def test_like_argument_errors():
     assert buffer.nbytes == 80
 
 
+def test_interleaved_disjoint_views_are_not_aliases():
+    """Byte ranges overlap but no element is shared (FHElium bug 7.10: the batch entries of
+    one ciphertext were refused as separate inputs)."""
+    m = np.arange(32.0).reshape(4, 8)
+    batch = np.arange(2 * 3 * 5.0).reshape(2, 3, 5)  # [component, batch, coeff]
+    for example in ((m[:, :4], m[:, 4:]), (m[::2], m[1::2]), (m[:, ::2], m[:, 1::2]), (batch[:, 0], batch[:, 1])):
+        buffer = ReusableValueBuffer.like(example, device="cpu")
+        for target, leaf in zip(buffer.value, example):
+            np.testing.assert_array_equal(target, leaf)
+        buffer.close()
+    for shared in ((m[:, :5], m[:, 4:]), (m[::2], m[::4]), (m[:, ::2], m.T[::2]), (batch[:, 0], batch[0, :2])):
+        with pytest.raises(ValueError, match="Aliased"):
+            ReusableValueBuffer.like(shared, device="cpu")
+
+
 def test_pin_memory_needs_a_cpu_target_and_cuda():
     if cuda_unavailable_reason() is None:
         pytest.skip("this test checks the CPU-only error path")
