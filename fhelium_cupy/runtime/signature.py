@@ -334,8 +334,10 @@ def check_plain_container(value: object, path: str, error: type[TypeError] = Typ
 
 
 def _canonical_keys(mapping: Mapping) -> tuple[object, ...]:
+    """Sorted keys when they are all ``str`` or all ``int`` (insertion order must not make two
+    equal dicts differ); otherwise, keys that do not sort together, insertion order."""
     keys = tuple(mapping)
-    if all(isinstance(k, str) for k in keys):
+    if all(type(k) is str for k in keys) or all(type(k) is int for k in keys):
         return tuple(sorted(keys))  # type: ignore[type-var]
     return keys
 

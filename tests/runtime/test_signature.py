@@ -72,6 +72,13 @@ def test_dict_key_order_does_not_change_the_signature_or_validation():
     assert sig == ValueTreeSignature.from_value(b)
     sig.validate(b)
     assert sig.keys == ("x", "y")
+    # int keys too: two equal dicts built in another order had unequal signatures
+    c, d = {1: np.zeros(2), 2: np.ones(3)}, {2: np.ones(3), 1: np.zeros(2)}
+    assert ValueTreeSignature.from_value(c) == ValueTreeSignature.from_value(d)
+    assert hash(ValueTreeSignature.from_value(c)) == hash(ValueTreeSignature.from_value(d))
+    assert ValueTreeSignature.from_value(d).keys == (1, 2)
+    mixed = {2: np.ones(1), "a": np.zeros(1)}  # keys that do not sort together keep their order
+    assert ValueTreeSignature.from_value(mixed).keys == (2, "a")
 
 
 def test_validate_messages_name_path_and_both_sides():
