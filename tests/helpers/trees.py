@@ -183,3 +183,17 @@ def mutate_spec(spec: dict, choice: int, kind_choice: int) -> dict | None:
     first = next(iter(node["items"]))
     node["items"]["renamed_" + first] = node["items"].pop(first)
     return spec
+
+
+def topology(node: Any) -> Any:
+    """What a signature must tell apart, read from NumPy and the values themselves (an oracle
+    independent of ``fhelium_cupy.runtime.signature``): container kinds and dict keys, array
+    shape, dtype and byte strides (none for arrays without elements), value metadata."""
+    if isinstance(node, np.ndarray):
+        return ("array", node.shape, node.dtype.str, node.strides if node.size else None)
+    if isinstance(node, ToyValue):
+        return ("value", topology(node.data), node.level, node.scale, node.context_id, node.key_id,
+                node.prime_ids, None if node.aux is None else topology(node.aux))
+    if type(node) is dict:
+        return ("dict", tuple(sorted((k, topology(v)) for k, v in node.items())))
+    return (type(node).__name__, tuple(topology(item) for item in node))

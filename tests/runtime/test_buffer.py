@@ -11,7 +11,7 @@ from fhelium_cupy.errors import CudaUnavailableError, ExecutionError, ExecutionI
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 from fhelium_cupy.runtime import ReusableValueBuffer, ValueTreeSignature, pin_value_tree, value_tree_nbytes
 from tests.helpers.toy_values import ToyValue
-from tests.helpers.trees import build_tree, mutate_spec, tree_specs
+from tests.helpers.trees import build_tree, mutate_spec, topology, tree_specs
 
 
 def _addresses(buffer):
@@ -177,13 +177,11 @@ def test_matching_random_trees_copy_exactly_at_fixed_addresses(spec, seed):
 @given(spec=tree_specs, seed=st.integers(0, 2**32 - 1), where=st.integers(0, 50), what=st.integers(0, 50))
 def test_any_single_change_is_rejected_and_leaves_the_buffer_bit_identical(spec, seed, where, what):
     mutated = mutate_spec(spec, where, what)
+    assume(mutated is not None)
     candidate = build_tree(mutated, seed + 3)
-    try:
-        other = ValueTreeSignature.from_value(candidate)
-    except (TypeError, ValueError):
-        other = None
-    buffer = ReusableValueBuffer.like(build_tree(spec, seed), device="cpu")
-    assume(other != buffer.signature)
+    example = build_tree(spec, seed)
+    assume(topology(candidate) != topology(example))  # an oracle independent of the signature code
+    buffer = ReusableValueBuffer.like(example, device="cpu")
     before = _snapshot(buffer)
     with pytest.raises(ExecutionInputError):
         buffer.copy_from(candidate)
