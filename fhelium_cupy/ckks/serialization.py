@@ -198,18 +198,20 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
 
 
 # A key made under the secret carries an error of a few sigma (the sampler's tail is 10 sigma);
-# any other key leaves values spread up to half of each prime (>= 2**29 for the smallest primes).
+# any other key leaves values spread up to half of each prime. The bound sits far from both:
+# 2**20, or an eighth of the smallest prime for (insecure) sets of small primes.
 _KEY_ERROR_BOUND = 1 << 20
 
 
 def _check_key_material(path: Any, key: Any, engine: Any) -> None:
     """The key's material belongs to the engine's secret (its ``key_id`` is only a label)."""
+    bound = min(_KEY_ERROR_BOUND, min(engine.context.moduli) // 8)
     on_engine = key.to(engine.device) if engine.device != "cpu" else key
     worst = engine.key_generator.key_error_magnitude(engine.keys.secret_key, on_engine)
-    if worst > _KEY_ERROR_BOUND:
+    if worst > bound:
         raise ForeignKeyError(
             f"{path}: the {type(key).__name__} is labelled with the engine's key id but was not made under its "
-            f"secret (largest error coefficient {worst} > {_KEY_ERROR_BOUND})"
+            f"secret (largest error coefficient {worst} > {bound})"
         )
 
 
