@@ -11,7 +11,14 @@ from .keys import KeySwitchKey
 from .values import Ciphertext, Plaintext
 
 __all__ = [
-    "check_ciphertext", "check_key", "check_key_layout", "check_plaintext", "check_same_state", "scales_match",
+    "check_ciphertext",
+    "check_ciphertext_form",
+    "check_key",
+    "check_key_layout",
+    "check_level_rows",
+    "check_plaintext",
+    "check_same_state",
+    "scales_match",
 ]
 
 
@@ -39,6 +46,27 @@ def _ring_degree(engine, value, op: str) -> None:
         )
 
 
+def check_level_rows(context, value, op: str) -> None:
+    """``value``'s prime ids are those of its level in its basis (the Q rows, then the P rows
+    in basis QP)."""
+    rows = context.prime_ids(value.level) if 0 <= value.level <= context.max_level else None
+    if rows is None or value.prime_ids != (rows + context.p_ids if value.modulus_basis == "QP" else rows):
+        raise StateMismatchError(
+            f"{op}: {type(value).__name__.lower()} prime_ids {value.prime_ids} do not match level {value.level} "
+            f"in basis {value.modulus_basis}"
+        )
+
+
+def check_ciphertext_form(ct, op: str, components: tuple[int, ...] = (2, 3)) -> None:
+    """Basis Q, standard form and a supported component count (every operation's precondition)."""
+    if ct.modulus_basis != "Q" or ct.residue_representation != "standard":
+        raise StateMismatchError(
+            f"{op}: ciphertext must be in basis Q, standard form; got {ct.modulus_basis}/{ct.residue_representation}"
+        )
+    if ct.component_count not in components:
+        raise StateMismatchError(f"{op} needs a ciphertext with {components} components, got {ct.component_count}")
+
+
 def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, components: tuple[int, ...] = (2, 3)) -> None:
     if type(ct) is not Ciphertext:
         raise StateMismatchError(f"{op} expects a Ciphertext, got {type(ct).__name__}")
@@ -46,19 +74,13 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
         raise ForeignContextError(
             f"{op}: ciphertext belongs to context {ct.context_id}, the engine to {engine.context.context_id}"
         )
-    if ct.modulus_basis != "Q" or ct.residue_representation != "standard":
-        raise StateMismatchError(
-            f"{op}: ciphertext must be in basis Q, standard form; got {ct.modulus_basis}/{ct.residue_representation}"
-        )
-    if not 0 <= ct.level <= engine.context.max_level or ct.prime_ids != engine.context.prime_ids(ct.level):
-        raise StateMismatchError(f"{op}: ciphertext prime_ids {ct.prime_ids} do not match level {ct.level}")
+    check_ciphertext_form(ct, op, components)
+    check_level_rows(engine.context, ct, op)
     if domain is not None and ct.polynomial_domain != domain:
         hint = "coefficient_domain_to_ntt_domain" if domain == "ntt" else "ntt_domain_to_coefficient_domain"
         raise StateMismatchError(
             f"{op} needs a {domain}-domain ciphertext, got {ct.polynomial_domain}; use engine.{hint}"
         )
-    if ct.component_count not in components:
-        raise StateMismatchError(f"{op} needs a ciphertext with {components} components, got {ct.component_count}")
     _ring_degree(engine, ct, op)
     _residency(engine, ct, op)
 
@@ -83,9 +105,7 @@ def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: st
             f"{op} needs a plaintext in {domain}/{residue}/{basis}, got "
             f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}" + hint
         )
-    rows = engine.context.prime_ids(pt.level) if 0 <= pt.level <= engine.context.max_level else None
-    if rows is None or pt.prime_ids != (rows if basis == "Q" else rows + engine.context.p_ids):
-        raise StateMismatchError(f"{op}: plaintext prime_ids {pt.prime_ids} do not match level {pt.level} in basis {basis}")
+    check_level_rows(engine.context, pt, op)  # its basis is ``basis`` here
     _ring_degree(engine, pt, op)
     _residency(engine, pt, op)
 

@@ -10,33 +10,26 @@ methods only ever take keys as explicit arguments.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 
 import numpy as np
 
 from ..errors import ForeignContextError, StateMismatchError
 from .encoding import integers_to_rns
-from .keys import ConjugationKey, KeySwitchKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
+from .keys import (
+    ConjugationKey,
+    KeySwitchKey,
+    PublicKey,
+    RelinearizationKey,
+    RotationKey,
+    SecretKey,
+    galois_element_for_step,
+    normalize_rotation_step,
+)
 from .sampling import sample_gaussian, sample_ternary, sample_uniform_mod
 
 __all__ = ["KeyChain", "KeyGenerator", "galois_element_for_step", "normalize_rotation_step"]
-
-
-def normalize_rotation_step(step: int, num_slots: int) -> int:
-    """Step modulo ``num_slots`` mapped into ``[-num_slots/2, num_slots/2)``.
-
-    Raises:
-        TypeError: ``step`` is not an integer (``1.5`` or ``"1"`` are not rotated by 1).
-    """
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-        raise TypeError(f"a rotation step must be an int, got {type(step).__name__} {step!r}")
-    r = int(step) % num_slots
-    return r - num_slots if r >= num_slots // 2 else r
-
-
-def galois_element_for_step(step: int, ring_degree: int) -> int:
-    """``5**((-step) mod N/2) mod 2N``: decrypts to ``numpy.roll(m, step)`` (generator 5)."""
-    return pow(5, (-int(step)) % (ring_degree // 2), 2 * ring_degree)
 
 
 def new_key_id() -> str:
@@ -117,26 +110,34 @@ class KeyGenerator:
         a = self._uniform(qp, (dnum,))
         e = self._small_ntt(sample_gaussian((dnum, ctx.ring_degree), ctx.parameters.sigma), qp)
         b = be.sub(e, be.mul(a, s, qp), qp)
-        P = 1
-        for r in ctx.p_ids:
-            P *= ctx.moduli[r]
-        for d, digit in enumerate(ctx.digits):
+        for d, (lo, hi, rows, gadget) in enumerate(self._gadget_terms(source_ntt)):
+            b[d, lo:hi] = be.add(be.xp.ascontiguousarray(b[d, lo:hi]), gadget, rows)
+        return be.to_montgomery(be.xp.stack([b, a], axis=1), qp)
+
+    def _gadget_terms(self, source_ntt):
+        """Per digit ``d``: ``(lo, hi, rows, P * source)`` on the digit's rows ``lo:hi``, the
+        term digit ``d`` of a key-switching key adds to ``b_d`` (``b_d + a_d*s = e_d + P*g_d*source``)."""
+        be, ctx = self.backend, self.context
+        P = math.prod(ctx.moduli[r] for r in ctx.p_ids)
+        for digit in ctx.digits:
             rows = tuple(digit)
             lo, hi = rows[0], rows[-1] + 1
-            scaled = be.mul_scalar(be.xp.ascontiguousarray(source_ntt[lo:hi]), [P] * len(rows), rows)
-            b[d, lo:hi] = be.add(be.xp.ascontiguousarray(b[d, lo:hi]), scaled, rows)
-        return be.to_montgomery(be.xp.stack([b, a], axis=1), qp)
+            yield lo, hi, rows, be.mul_scalar(be.xp.ascontiguousarray(source_ntt[lo:hi]), [P] * len(rows), rows)
+
+    def _key_source(self, s, galois_element: int | None):
+        """What a key switches from: ``s**2`` (relinearization) or ``s`` under ``galois_element``."""
+        if galois_element is None:
+            return self.backend.mul(s, s, self._qp)
+        return self.backend.automorphism(s, galois_element, self._qp, domain="ntt")
 
     def relinearization_key(self, sk: SecretKey) -> RelinearizationKey:
         """Key switching ``s**2 -> s``."""
         self._check(sk)
-        s = self.secret_standard(sk)
-        data = self._keyswitch_data(sk, self.backend.mul(s, s, self._qp))
+        data = self._keyswitch_data(sk, self._key_source(self.secret_standard(sk), None))
         return RelinearizationKey(data, prime_ids=self._qp, context_id=self.context.context_id, key_id=sk.key_id)
 
     def _galois_data(self, sk: SecretKey, g: int):
-        s = self.secret_standard(sk)
-        return self._keyswitch_data(sk, self.backend.automorphism(s, g, self._qp, domain="ntt"))
+        return self._keyswitch_data(sk, self._key_source(self.secret_standard(sk), g))
 
     def rotation_key(self, sk: SecretKey, step: int) -> RotationKey:
         """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention)."""
@@ -169,16 +170,9 @@ class KeyGenerator:
             errors = [be.add(data[0], be.mul(data[1], s, qp), qp)]
         else:
             g = getattr(key, "galois_element", None)
-            src = be.mul(s, s, qp) if g is None else be.automorphism(s, int(g), qp, domain="ntt")
-            P = 1
-            for r in ctx.p_ids:
-                P *= ctx.moduli[r]
             errors = []
-            for d, digit in enumerate(ctx.digits):
+            for d, (lo, hi, rows, gadget) in enumerate(self._gadget_terms(self._key_source(s, g))):
                 err = be.add(data[d, 0], be.mul(data[d, 1], s, qp), qp)
-                rows = tuple(digit)
-                lo, hi = rows[0], rows[-1] + 1
-                gadget = be.mul_scalar(be.xp.ascontiguousarray(src[lo:hi]), [P] * len(rows), rows)
                 err[lo:hi] = be.sub(be.xp.ascontiguousarray(err[lo:hi]), gadget, rows)
                 errors.append(err)
         worst = 0

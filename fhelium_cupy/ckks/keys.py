@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..errors import StateMismatchError
 from ..values import register_value_type
 from .values import _RNS_FIELDS, CkksValue, ModulusBasis, _init_rns
@@ -25,9 +27,28 @@ __all__ = [
     "RelinearizationKey",
     "RotationKey",
     "SecretKey",
+    "galois_element_for_step",
+    "normalize_rotation_step",
 ]
 
 _KEY_FIELDS = _RNS_FIELDS
+
+
+def normalize_rotation_step(step: int, num_slots: int) -> int:
+    """Step modulo ``num_slots`` mapped into ``[-num_slots/2, num_slots/2)``.
+
+    Raises:
+        TypeError: ``step`` is not an integer (``1.5`` or ``"1"`` are not rotated by 1).
+    """
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise TypeError(f"a rotation step must be an int, got {type(step).__name__} {step!r}")
+    r = int(step) % num_slots
+    return r - num_slots if r >= num_slots // 2 else r
+
+
+def galois_element_for_step(step: int, ring_degree: int) -> int:
+    """``5**((-step) mod N/2) mod 2N``: decrypts to ``numpy.roll(m, step)`` (generator 5)."""
+    return pow(5, (-int(step)) % (ring_degree // 2), 2 * ring_degree)
 
 
 class _Key(CkksValue):
@@ -146,10 +167,8 @@ class RotationKey(KeySwitchKey):
             rotation_step=int(rotation_step),
         )
         n = _ring_degree_of(self)
-        slots = n // 2
-        normalized = (self.rotation_step % slots) - slots if self.rotation_step % slots >= slots // 2 else (
-            self.rotation_step % slots)
-        expected = pow(5, (-self.rotation_step) % slots, 2 * n)
+        normalized = normalize_rotation_step(self.rotation_step, n // 2)
+        expected = galois_element_for_step(self.rotation_step, n)
         if normalized != self.rotation_step or self.galois_element != expected:
             raise StateMismatchError(
                 f"RotationKey rotation_step {self.rotation_step} (normalized: {normalized}) needs galois_element "

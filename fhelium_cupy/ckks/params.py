@@ -208,13 +208,12 @@ class Parameters:
         dnum = len(q) if literal.dnum is None else literal.dnum
         if q and (not isinstance(dnum, int) or not 1 <= dnum <= len(q)):
             raise ConfigurationError(f"dnum must be an int in [1, {len(q)}], got {literal.dnum!r}")
+        # validated (the bound included) by __post_init__, once
         params = cls(name=literal.name, ring_degree=n, q_moduli=q, p_moduli=p, scale=scale,
-                     digits=balanced_digits(len(q), dnum) if q else (), sigma=sigma,
-                     insecure=True)  # validated here except for the bound
-        issue = params.security_issue()
-        if issue is not None and not insecure:
-            raise InsecureParametersError(f"{issue}; pass insecure=True (CLI: --insecure) for testing only")
-        return replace(params, insecure=issue is not None)
+                     digits=balanced_digits(len(q), dnum) if q else (), sigma=sigma, insecure=insecure)
+        if insecure and params.security_issue() is None:
+            params = replace(params, insecure=False)  # opted in, but secure: recorded as secure
+        return params
 
     @classmethod
     def preset(cls, name: str, *, insecure: bool = False) -> Parameters:

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
+from ..errors import ForeignContextError, ForeignKeyError, SerializationError
 from ..values import value_type_info
-from ._checks import check_key_layout
+from ._checks import check_ciphertext_form, check_key_layout, check_level_rows
 from .keys import KeySwitchKey, PublicKey, _Key
 from .values import Ciphertext, Plaintext, to_device
 
@@ -94,18 +94,17 @@ def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
     """The header and a reader of the data (called only once the header is validated)."""
     try:
         if path.suffix == ".npz":
-            with zipfile.ZipFile(path) as archive:  # members inflate in memory: refuse compression
-                members = {info.filename: info for info in archive.infolist()}
-                if set(members) != {"data.npy", "header.npy"}:
-                    raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
-                if any(info.compress_type != zipfile.ZIP_STORED for info in members.values()):
-                    raise SerializationError(f"{path}: compressed members are not accepted (save_value never compresses)")
-
             def data() -> np.ndarray:
                 with np.load(path, allow_pickle=False) as archive:
                     return archive["data"]
 
             with np.load(path, allow_pickle=False) as archive:
+                members = {info.filename: info for info in archive.zip.infolist()}
+                if set(members) != {"data.npy", "header.npy"}:
+                    raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
+                if any(info.compress_type != zipfile.ZIP_STORED for info in members.values()):
+                    # members inflate in memory before anything is checked: refuse compression
+                    raise SerializationError(f"{path}: compressed members are not accepted (save_value never compresses)")
                 return json.loads(str(archive["header"])), data
         st = _safetensors()
         if st is None:
@@ -216,28 +215,15 @@ def _check_key_material(path: Any, key: Any, engine: Any) -> None:
 
 
 def _check_state(value: Any, context: Any) -> None:
-    """The state a value's metadata claims is one the context can hold (StateMismatchError)."""
+    """The state a value's metadata claims is one the context can hold: the operations'
+    own checks (StateMismatchError)."""
     if isinstance(value, _Key):
         check_key_layout(context, value, "load_value")
         return
-    if not isinstance(value, (Ciphertext, Plaintext)):
-        return
-    name = type(value).__name__
-    if not 0 <= value.level <= context.max_level:
-        raise StateMismatchError(f"{name} level {value.level} is outside the context's 0..{context.max_level}")
-    rows = context.prime_ids(value.level)
-    expected = rows + context.p_ids if value.modulus_basis == "QP" else rows
-    if value.prime_ids != expected:
-        raise StateMismatchError(
-            f"{name} prime_ids {value.prime_ids} do not match level {value.level} in basis {value.modulus_basis}"
-        )
     if isinstance(value, Ciphertext):
-        if value.modulus_basis != "Q" or value.residue_representation != "standard":
-            raise StateMismatchError(
-                f"a Ciphertext is in basis Q, standard form; got {value.modulus_basis}/{value.residue_representation}"
-            )
-        if value.component_count not in (2, 3):
-            raise StateMismatchError(f"a Ciphertext has 2 or 3 components, got {value.component_count}")
+        check_ciphertext_form(value, "load_value")
+    if isinstance(value, (Ciphertext, Plaintext)):
+        check_level_rows(context, value, "load_value")
 
 
 def _check_residues(path: Any, data: np.ndarray, prime_ids: Any, context: Any) -> None:

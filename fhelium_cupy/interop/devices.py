@@ -48,10 +48,8 @@ class Device(str):
 
     def __eq__(self, other: object) -> bool:
         kind = type(other)
-        if kind is Device or kind is str:
-            return str.__eq__(self, other)
-        if kind.__module__.startswith("torch") and kind.__name__ == "device":
-            return str.__eq__(self, str(other))
+        if kind.__name__ == "device" and kind.__module__.startswith("torch"):
+            other = str(other)  # torch.device("cuda", 0) reads "cuda:0"
         return str.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:

@@ -45,7 +45,7 @@ __all__ = [
 
 
 def check_arguments(
-    function: object, warmup: object, check_input_liveness: object, pool: object, example_inputs: object = ()
+    function: object, warmup: object, check_input_liveness: object, pool: object, example_inputs: object
 ) -> None:
     """Argument checks of ``capture`` that need no device (``function=None`` is the decorator form).
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, span_nbytes, storage_dtype, wrap_like
+from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, storage_dtype, wrap_like
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..values import is_registered_value, registered_type_of, value_type_info
-from .buffer import MEMCPY_DEFAULT
+from .buffer import MEMCPY_DEFAULT, allocate_storage
 from .signature import TensorSignature, check_plain_container
 
-__all__ = ["OutputLeafError", "OutputPlan", "OutputSpec", "allocate_like", "allocate_retained", "check_output", "describe_output"]
+__all__ = ["OutputLeafError", "OutputPlan", "OutputSpec", "allocate_retained", "check_output", "describe_output"]
 
 
 # Structure nodes (tuples, cheap to walk):
@@ -169,12 +169,13 @@ def _borrower(node: Node, leaves: Any, templates: Any) -> tuple[bool, Callable[[
 class _LeafLayout:
     """Everything needed to clone one fixed output array without re-inspecting it."""
 
-    __slots__ = ("byte_strides", "dtype", "kind", "low", "low_offset", "shape", "span")
+    __slots__ = ("byte_strides", "dtype", "kind", "low", "low_offset", "shape", "span", "storage_dtype")
 
     def __init__(self, leaf: Any) -> None:
         sig = TensorSignature.from_tensor(leaf)
         self.shape = sig.shape
-        self.dtype = sig.dtype
+        self.dtype = sig.dtype  # a torch-only dtype's tag for torch leaves (wrap_like restores it)
+        self.storage_dtype = storage_dtype(sig.dtype)
         self.byte_strides = tuple(s * sig.dtype.itemsize for s in sig.stride)
         self.low_offset = low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize)
         self.low, self.span = leaf_span(leaf)
@@ -189,23 +190,9 @@ def allocate_retained(spec: OutputSpec, device: Device) -> list[Any]:
     """
     out = []
     for sig, kind in zip(spec.signatures, spec.kinds):
-        storage = allocate_like(sig, device)
+        storage = allocate_storage(sig, device)  # normal allocator, never the graph arena
         out.append(wrap_like(storage, kind, dtype=sig.dtype) if kind == "torch" else storage)  # type: ignore[arg-type]
     return out
-
-
-def allocate_like(signature: TensorSignature, device: Device) -> Any:
-    """Independent CuPy storage with ``signature``'s exact shape and strides (normal allocator;
-    a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
-    cupy = require_cupy("retained output storage")
-    dtype = storage_dtype(signature.dtype)
-    itemsize = dtype.itemsize
-    byte_strides = tuple(s * itemsize for s in signature.stride)
-    low_offset = low_offset_bytes(signature.shape, signature.stride, itemsize)
-    span = span_nbytes(signature.shape, signature.stride, itemsize)
-    with cupy.cuda.Device(device.index):
-        mem = cupy.cuda.alloc(max(span, 1))
-        return cupy.ndarray(signature.shape, dtype, memptr=mem + low_offset, strides=byte_strides)
 
 
 class OutputPlan:
@@ -290,7 +277,7 @@ class OutputPlan:
         copies = []
         for layout in self._layouts:
             mem = cupy.cuda.alloc(max(layout.span, 1))
-            array = cupy.ndarray(layout.shape, storage_dtype(layout.dtype), memptr=mem + layout.low_offset,
+            array = cupy.ndarray(layout.shape, layout.storage_dtype, memptr=mem + layout.low_offset,
                                  strides=layout.byte_strides)
             if layout.span:
                 runtime.memcpyAsync(mem.ptr, layout.low, layout.span, MEMCPY_DEFAULT, sptr)

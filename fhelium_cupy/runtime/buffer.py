@@ -48,7 +48,7 @@ MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addr
 # storage
 
 
-def _allocate(sig: TensorSignature, device: Device, pinned: bool) -> Any:
+def allocate_storage(sig: TensorSignature, device: Device, pinned: bool = False) -> Any:
     """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array;
     a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
     dtype = storage_dtype(sig.dtype)
@@ -255,7 +255,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
         plan = _Plan()
         for leaf, sig in zip(leaves, leaf_sigs):
-            storage = _allocate(sig, target, pin_memory)
+            storage = allocate_storage(sig, target, pin_memory)
             kind = _target_kind(leaf, target)
             plan.storages.append(storage)
             plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad, dtype=sig.dtype))  # type: ignore[arg-type]

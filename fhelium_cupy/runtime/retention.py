@@ -22,22 +22,33 @@ from typing import Any
 __all__ = ["collecting", "retain_for_capture"]
 
 _LOCAL = threading.local()
+_ACTIVE = 0  # collecting() blocks open in any thread: eager lookups (none open) return at once
+_ACTIVE_LOCK = threading.Lock()
 
 
 def retain_for_capture(obj: Any) -> None:
-    """Keep ``obj`` alive as long as the program being captured on this thread (if any)."""
-    kept = getattr(_LOCAL, "kept", None)
-    if kept is not None:
-        kept.append(obj)
+    """Keep ``obj`` alive as long as the program being captured on this thread (if any).
+
+    Called on every cached-table lookup of the kernel launch path: outside a capture it is
+    one global read."""
+    if _ACTIVE:
+        kept = getattr(_LOCAL, "kept", None)
+        if kept is not None:
+            kept.append(obj)
 
 
 @contextlib.contextmanager
 def collecting() -> Iterator[list[Any]]:
     """Collect what :func:`retain_for_capture` receives on this thread inside the block."""
+    global _ACTIVE
     previous = getattr(_LOCAL, "kept", None)
     kept: list[Any] = []
     _LOCAL.kept = kept
+    with _ACTIVE_LOCK:
+        _ACTIVE += 1
     try:
         yield kept
     finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE -= 1
         _LOCAL.kept = previous
