@@ -177,8 +177,9 @@ def run_warmup(function: Callable[..., Any], inputs: tuple[Any, ...], device: De
                     raise
                 finally:
                     fresh.close()
+        # the caller's stream orders after the warmup; no device-wide wait, which would
+        # invalidate a capture running in another thread (another worker's program)
         caller.wait_event(side.record())
-        cupy.cuda.Device(device.index).synchronize()
     finally:
         # CuPy caches freed blocks per stream and never returns those of a stream that is
         # gone: the warmup's temporaries would stay reserved for no one
@@ -241,20 +242,24 @@ def launch_first(graph: Any, stream: Any) -> None:
     graph.launch(stream)
 
 
-def run_first_replay(graph: Any, device: Device) -> float:
+def run_first_replay(graph: Any, device: Device, pool: CudaGraphPool | None) -> float:
     """Launch ``graph`` once on a private stream and wait for it; returns host seconds.
 
-    The device is synchronized first, so the input buffer's initial copy and every
-    replay of other programs sharing scratch have finished.
+    The launch is ordered after the caller's current stream (the input buffer's initial
+    copy, the warmup, the retained outputs' allocation) and, in a pool, after the
+    newest replay of any member (they share scratch). Only that private stream is
+    waited for: a device-wide synchronization would invalidate a capture running in
+    another thread (``cudaErrorStreamCaptureUnsupported``, measured on the H200).
     """
     cupy = require_cupy("CUDA Graph replay")
-    dev = cupy.cuda.Device(device.index)
-    dev.synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
+    stream.wait_event(resolve_stream(None, device).record())
+    chain = None if pool is None else pool._last_event
+    if chain is not None:
+        stream.wait_event(chain)
     start = time.perf_counter()
     launch_first(graph, stream)
     stream.synchronize()
-    dev.synchronize()
     return time.perf_counter() - start
 
 
@@ -310,7 +315,7 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
                     function, static_inputs, device, arena if arena is not None else pool._arena, retained  # type: ignore[union-attr]
                 )
             stage = "first replay"
-            first_seconds = run_first_replay(graph, device)
+            first_seconds = run_first_replay(graph, device, pool)
         except Exception as error:
             graph = None
             buffer.close()

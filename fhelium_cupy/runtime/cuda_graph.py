@@ -180,7 +180,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         buffers, so compilation and lazy setup never touch the retained addresses. The
         capture runs on a private stream with allocations routed to a graph-private
         arena (the pool's scratch when ``pool`` is given), then the graph is launched
-        once, synchronized and timed.
+        once, synchronized and timed. Every wait of the construction is on its own
+        streams and events, never device-wide, so another thread may capture its own
+        program (with its own pool) at the same time.
 
         Omitting ``function`` returns a decorator that captures at definition time; the
         decorated name is then the ready program, not the function.
