@@ -152,14 +152,26 @@ def require_cuda() -> Any:
     """Return the ``cupy`` module after checking CuPy, a visible GPU and NVRTC.
 
     Raises:
-        CudaUnavailableError: naming the first missing piece (CuPy, GPU/driver, NVRTC).
+        CudaUnavailableError: naming the first missing piece (CuPy, GPU/driver, NVRTC), or
+            an NVRTC of a newer CUDA major version than the driver runs: its code would
+            fail at the first module load with a bare ``CUDA_ERROR_UNSUPPORTED_PTX_VERSION``.
+            (A newer minor version of the same major is fine: CUDA's minor-version
+            compatibility.)
     """
     cupy = _import_cupy()
     if not cupy.cuda.is_available():
         raise CudaUnavailableError(
             "no CUDA GPU is visible to CuPy (no driver, or CUDA_VISIBLE_DEVICES hides every device)"
         )
-    _nvrtc_version()
+    major, minor = _nvrtc_version()
+    driver = int(cupy.cuda.runtime.driverGetVersion())  # 1000 * major + 10 * minor
+    if major > driver // 1000:
+        fix = (f"install the CuPy and NVRTC wheels of CUDA {driver // 1000} ('fhelium-cupy[cuda{driver // 1000}]') "
+               "or update the NVIDIA driver" if driver // 1000 in (12, 13) else "update the NVIDIA driver")
+        raise CudaUnavailableError(
+            f"NVRTC {major}.{minor} compiles for CUDA {major}, but the driver runs CUDA up to "
+            f"{driver // 1000}.{driver % 1000 // 10}: {fix}"
+        )
     return cupy
 
 

@@ -53,3 +53,38 @@ def test_every_kernel_name_is_declared_once_and_named_family_operation():
     assert len(names) >= 20
     for name in names:
         assert name.startswith(families), name
+
+
+class _FakeCuda:
+    """The two facts ``require_cuda`` reads from CuPy: a visible GPU and the driver version."""
+
+    def __init__(self, driver: int) -> None:
+        self.runtime = type("runtime", (), {"driverGetVersion": staticmethod(lambda: driver)})
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("nvrtc", "driver", "refused"),
+    [((13, 0), 12080, True), ((12, 9), 12040, False), ((12, 4), 13000, False), ((13, 0), 13000, False), ((12, 4), 11080, True)],
+)
+def test_an_nvrtc_newer_than_the_driver_is_refused_up_front(monkeypatch, nvrtc, driver, refused):
+    from fhelium_cupy.errors import CudaUnavailableError
+
+    fake = type("cupy", (), {"cuda": _FakeCuda(driver)})
+    monkeypatch.setattr(kernels, "_import_cupy", lambda: fake)
+    monkeypatch.setattr(kernels, "_nvrtc_version", lambda: nvrtc)
+    if not refused:
+        assert kernels.require_cuda() is fake
+        return
+    with pytest.raises(CudaUnavailableError) as info:
+        kernels.require_cuda()
+    message = str(info.value)
+    assert f"NVRTC {nvrtc[0]}.{nvrtc[1]}" in message
+    assert f"CUDA up to {driver // 1000}.{driver % 1000 // 10}" in message
+    if driver // 1000 == 12:
+        assert "fhelium-cupy[cuda12]" in message
+    else:
+        assert "update the NVIDIA driver" in message and "[cuda11]" not in message
