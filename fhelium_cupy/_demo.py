@@ -9,17 +9,16 @@ public test data, not secrets; the engine draws its own randomness from the OS).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ._progress import progress_bar
 from .errors import ConfigurationError
 
 __all__ = [
@@ -34,54 +33,6 @@ __all__ = [
 
 DEFAULT_CPU_PRESET = "slots8192-scale40-depth7"  # 128-bit as on the GPU (no implicit insecure opt-in): ~7 s on NumPy
 DEFAULT_CUDA_PRESET = "slots8192-scale40-depth7"  # N=2^14: FHElium example 18's preset
-
-
-# --------------------------------------------------------------------------- progress
-
-
-def _no_progress(n: int = 1) -> None:
-    return None
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, description: str, *, enabled: bool = True) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr (rich, else tqdm, else nothing); yields ``advance(n)``.
-
-    Stdout stays clean for the numbers the demo prints.
-    """
-    if not enabled or total <= 0:
-        yield _no_progress
-        return
-    try:
-        rich_progress: Any = importlib.import_module("rich.progress")
-        Console: Any = importlib.import_module("rich.console").Console
-    except ImportError:
-        rich_progress = None
-    if rich_progress is not None:
-        console = Console(file=sys.stderr)
-        with rich_progress.Progress(
-            rich_progress.TextColumn("{task.description}"), rich_progress.BarColumn(),
-            rich_progress.MofNCompleteColumn(), rich_progress.TimeElapsedColumn(),
-            console=console, transient=not console.is_terminal,
-        ) as progress:
-            task = progress.add_task(description, total=total)
-
-            def advance_rich(n: int = 1) -> None:
-                progress.advance(task, n)
-
-            yield advance_rich
-        return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        yield _no_progress
-        return
-    with tqdm(total=total, desc=description, file=sys.stderr, leave=False) as bar:
-
-        def advance_tqdm(n: int = 1) -> None:
-            bar.update(n)
-
-        yield advance_tqdm
 
 
 # --------------------------------------------------------------------------- engine adapters

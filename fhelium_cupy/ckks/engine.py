@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import progress_bar, show_progress_by_default
 from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
 from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
@@ -193,8 +194,34 @@ class CkksEngine(EvaluationMixin):
         """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention; cached)."""
         return self.keys.rotation_key(step)
 
-    def rotation_keys(self, steps: Sequence[int]) -> dict[int, RotationKey]:
-        return {int(s): self.rotation_key(s) for s in steps}
+    def rotation_keys(self, steps: Sequence[int], *, progress: bool | None = None) -> dict[int, RotationKey]:
+        """Keys for every step of ``steps``, keyed by the step as given (cached like ``rotation_key``).
+
+        Each key is a key-switching key over every digit: about 7 s on the NumPy backend at
+        N=2^16, so generating many shows a progress bar on stderr.
+
+        Args:
+            steps: rotation steps (``numpy.roll`` convention); steps equal modulo the slot
+                count share one key.
+            progress: show a progress bar (rich, else tqdm, else none) while keys are
+                generated. ``None`` (default): when stderr is a terminal and more than one
+                key is missing.
+
+        Raises:
+            TypeError: a step is not an integer, or ``progress`` is not a bool or ``None``;
+                checked before any key is generated.
+        """
+        if progress is not None and not isinstance(progress, bool):
+            raise TypeError(f"progress must be a bool or None, got {type(progress).__name__} {progress!r}")
+        steps = list(steps)
+        chain = self.keys
+        missing = chain.missing_rotation_steps(steps)
+        show = show_progress_by_default(len(missing)) if progress is None else progress
+        with progress_bar(len(missing), f"rotation keys (N={self.context.ring_degree})", enabled=show) as advance:
+            for step in missing:
+                chain.rotation_key(step)
+                advance(1)
+        return {int(s): chain.rotation_key(s) for s in steps}
 
     def conjugation_key(self) -> ConjugationKey:
         return self.keys.conjugation_key()

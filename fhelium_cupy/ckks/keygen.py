@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -226,6 +227,20 @@ class KeyChain:
         if self._conj is None:
             self._conj = self.generator.conjugation_key(self.secret_key)
         return self._conj
+
+    def missing_rotation_steps(self, steps: Iterable[int]) -> list[int]:
+        """The normalized steps of ``steps`` whose keys are not cached yet, each once, in order.
+
+        Raises:
+            TypeError: a step is not an integer (checked for all before anything is generated).
+        """
+        half = self.generator.context.ring_degree // 2
+        missing: dict[int, None] = {}
+        for step in steps:
+            key = normalize_rotation_step(step, half)
+            if key not in self._rotations:
+                missing[key] = None
+        return list(missing)
 
     def rotation_key(self, step: int) -> RotationKey:
         n = self.generator.context.ring_degree
