@@ -364,7 +364,9 @@ class CudaGraphProgram(Generic[_OutputT]):
                 consumes it: passing it again raises. Omit it only to replay the current
                 payload again.
             copy_output: return independent storage instead of the borrowed output.
-            synchronize: synchronize the device before returning.
+            synchronize: synchronize the device before returning (the spec's
+                device-wide wait: it invalidates a capture that another thread is
+                running on this device; concurrent workers wait on their own stream).
 
         Raises:
             ExecutionError: the program is closed.
@@ -402,7 +404,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         The whole tree is validated before the first byte moves. Sources may be on the
         host or on any CUDA device; a CUDA source produced on another stream must be
         ready (or use ``copy_inputs_from(..., wait_for=...)``). A successful replay
-        supersedes an outstanding ``copy_inputs_from`` handle.
+        supersedes an outstanding ``copy_inputs_from`` handle. ``copy_output`` and
+        ``synchronize`` are as for :meth:`replay_prepared`.
 
         Raises:
             ExecutionError: the program is closed.
