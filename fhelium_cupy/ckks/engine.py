@@ -15,6 +15,7 @@ conjugation keys to the chain's.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,6 +147,7 @@ class CkksEngine(EvaluationMixin):
         self.backend = _make_backend(self.context, self.device)
         self.key_generator = KeyGenerator(self.context, self.backend)
         self._keys: KeyChain | None = None
+        self._keys_lock = threading.Lock()
         self._crt: dict[tuple[int, ...], CrtReconstructor] = {}
 
     # --- description ---------------------------------------------------------------
@@ -165,16 +167,25 @@ class CkksEngine(EvaluationMixin):
 
     # --- keys ----------------------------------------------------------------------
     def generate_keys(self, secret_key: SecretKey | None = None) -> KeyChain:
-        """Create (or adopt ``secret_key`` into) the engine's ``KeyChain``; replaces any previous one."""
-        self._keys = KeyChain(self.key_generator, secret_key)
-        return self._keys
+        """Create (or adopt ``secret_key`` into) the engine's ``KeyChain``; replaces any previous one.
+
+        Graphs captured before keep the keys they read (their programs hold them).
+        """
+        chain = KeyChain(self.key_generator, secret_key)
+        with self._keys_lock:
+            self._keys = chain
+        return chain
 
     @property
     def keys(self) -> KeyChain:
-        """The engine's key chain (generated on first use)."""
-        if self._keys is None:
-            return self.generate_keys()
-        return self._keys
+        """The engine's key chain (generated on first use, once even when threads race)."""
+        chain = self._keys
+        if chain is None:
+            with self._keys_lock:
+                if self._keys is None:
+                    self._keys = KeyChain(self.key_generator)
+                chain = self._keys
+        return chain
 
     def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
         """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -200,6 +201,10 @@ class KeyGenerator:
 class KeyChain:
     """A secret key, its public key, and lazily generated, cached evaluation keys.
 
+    Thread-safe: workers sharing an engine get one key per kind and step. A key is generated
+    under the chain's lock and never replaced, so a graph that captured it (the engine's
+    default relinearization key, say) is not left reading a key another thread dropped.
+
     Args:
         generator: the ``KeyGenerator`` of the context/backend.
         secret_key: an existing secret (default: a fresh one).
@@ -213,20 +218,29 @@ class KeyChain:
         self._relin: RelinearizationKey | None = None
         self._conj: ConjugationKey | None = None
         self._rotations: dict[int, RotationKey] = {}
+        self._lock = threading.Lock()
 
     @property
     def key_id(self) -> str:
         return self.secret_key.key_id
 
     def relinearization_key(self) -> RelinearizationKey:
-        if self._relin is None:
-            self._relin = self.generator.relinearization_key(self.secret_key)
-        return self._relin
+        key = self._relin
+        if key is None:
+            with self._lock:
+                if self._relin is None:
+                    self._relin = self.generator.relinearization_key(self.secret_key)
+                key = self._relin
+        return key
 
     def conjugation_key(self) -> ConjugationKey:
-        if self._conj is None:
-            self._conj = self.generator.conjugation_key(self.secret_key)
-        return self._conj
+        key = self._conj
+        if key is None:
+            with self._lock:
+                if self._conj is None:
+                    self._conj = self.generator.conjugation_key(self.secret_key)
+                key = self._conj
+        return key
 
     def missing_rotation_steps(self, steps: Iterable[int]) -> list[int]:
         """The normalized steps of ``steps`` whose keys are not cached yet, each once, in order.
@@ -244,7 +258,11 @@ class KeyChain:
 
     def rotation_key(self, step: int) -> RotationKey:
         n = self.generator.context.ring_degree
-        key = normalize_rotation_step(step, n // 2)
-        if key not in self._rotations:
-            self._rotations[key] = self.generator.rotation_key(self.secret_key, key)
-        return self._rotations[key]
+        step = normalize_rotation_step(step, n // 2)
+        key = self._rotations.get(step)
+        if key is None:
+            with self._lock:
+                key = self._rotations.get(step)
+                if key is None:
+                    key = self._rotations[step] = self.generator.rotation_key(self.secret_key, step)
+        return key

@@ -91,13 +91,15 @@ def _torch_dtype_table() -> dict[Any, np.dtype]:
     if not _TORCH_TO_NUMPY:
         torch = loaded_torch()
         assert torch is not None
+        table = {}
         for name in (
             "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
             "complex64", "complex128", "uint16", "uint32", "uint64",
         ):
             tdt = getattr(torch, name, None)
             if tdt is not None:
-                _TORCH_TO_NUMPY[tdt] = np.dtype(name)
+                table[tdt] = np.dtype(name)
+        _TORCH_TO_NUMPY.update(table)  # one step: another thread never sees a partial table
     return _TORCH_TO_NUMPY
 
 

@@ -41,6 +41,7 @@ __all__ = ["ALLOCATION_UNIT", "GraphArena", "live_arena_bytes"]
 
 # Every arena not yet collected (live_arena_bytes: the process-wide allocator snapshot).
 _LIVE: weakref.WeakSet[GraphArena] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
 
 ALLOCATION_UNIT = 512  # bytes; CuPy's allocation unit, keeps every block 512-byte aligned
 _MIN_CHUNK = 2 << 20  # 2 MiB
@@ -164,7 +165,9 @@ def live_arena_bytes(device: Device) -> tuple[int, int]:
     """``(used, reserved)`` bytes of every open arena on ``device`` in this process: the
     graph-private share of the process's device allocations (outside CuPy's pool)."""
     used = reserved = 0
-    for arena in list(_LIVE):
+    with _LIVE_LOCK:  # another thread may be creating an arena (a WeakSet must not change while copied)
+        arenas = list(_LIVE)
+    for arena in arenas:
         if not arena.closed and arena.device == device:
             used += arena.used_bytes
             reserved += arena.reserved_bytes
@@ -194,7 +197,8 @@ class GraphArena:
         self._free = _FreeList()
         self._chunks: list[Any] = []
         self._closed = False
-        _LIVE.add(self)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     @property
     def device(self) -> Device:

@@ -223,6 +223,7 @@ class KernelLibrary:
         self._names = kernel_names(kernel_dir)
         self._modules: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
+        self._load_lock = threading.RLock()  # one NVRTC compile per source when threads race
 
     @classmethod
     def for_device(cls, device: int | None = None, *, options: KernelOptions | None = None) -> KernelLibrary:
@@ -250,10 +251,13 @@ class KernelLibrary:
         """The ``cupy.RawModule`` of one source file (compiled lazily by CuPy)."""
         module = self._modules.get(source)
         if module is None:
-            code = (self.kernel_dir / source).read_text()
-            code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{code}"
-            module = self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
-            self._modules[source] = module
+            with self._load_lock:
+                module = self._modules.get(source)
+                if module is None:
+                    code = (self.kernel_dir / source).read_text()
+                    code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{code}"
+                    module = self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
+                    self._modules[source] = module
         return module
 
     def function(self, name: str) -> Any:
@@ -264,9 +268,10 @@ class KernelLibrary:
                 source = self._names[name]
             except KeyError:
                 raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
-            with self._cupy.cuda.Device(self.device_id):
-                function = self.module(source).get_function(name)
-            self._functions[name] = function
+            with self._load_lock, self._cupy.cuda.Device(self.device_id):
+                function = self._functions.get(name)
+                if function is None:
+                    function = self._functions[name] = self.module(source).get_function(name)
         return function
 
     def compile_all(self) -> None:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["collecting", "retain_for_capture"]
+__all__ = ["collecting", "is_collecting", "retain_for_capture"]
 
 _LOCAL = threading.local()
 _ACTIVE = 0  # collecting() blocks open in any thread: eager lookups (none open) return at once
@@ -35,6 +35,11 @@ def retain_for_capture(obj: Any) -> None:
         kept = getattr(_LOCAL, "kept", None)
         if kept is not None:
             kept.append(obj)
+
+
+def is_collecting() -> bool:
+    """Whether a capture on this thread is collecting (inside a :func:`collecting` block)."""
+    return bool(_ACTIVE) and getattr(_LOCAL, "kept", None) is not None
 
 
 @contextlib.contextmanager

@@ -287,3 +287,107 @@ def test_tables_a_capture_looks_up_are_kept_by_the_capturing_program(fake_backen
         retention.retain_for_capture("y")
     assert inner == ["x"] and outer == ["y"]
     retention.retain_for_capture("z")  # no capture: a no-op
+
+
+def test_a_table_first_built_inside_a_capture_stays_private_to_that_graph(fake_backend_factory):
+    """Built while capturing, a table's memory and upload belong to the graph (arena memory, a
+    captured copy): the shared cache must not hand it to eager code or other captures."""
+    from fhelium_cupy.runtime import retention
+
+    backend = fake_backend_factory(gpu_cases.context("n4096"))
+    with retention.collecting() as kept:
+        private = backend._cached(("probe", 2), lambda: np.arange(4))
+    assert ("probe", 2) not in backend._cache and any(item is private for item in kept)
+    eager = backend._cached(("probe", 2), lambda: np.arange(4))
+    assert eager is not private and backend._cache[("probe", 2)] is eager
+
+
+def test_the_table_cache_survives_threads_inserting_while_one_evicts(fake_backend_factory):
+    """Past the limit a miss of an open-ended kind (scalar, key-address tables) rebuilds the
+    dict; other threads' misses insert at the same time. Under the lock: no 'dictionary
+    changed size during iteration', no lost table, and one build per key."""
+    import sys
+    import threading
+
+    from fhelium_cupy.ckks.backends import cupy_backend
+
+    ctx = gpu_cases.context("n4096")
+    backend = fake_backend_factory(ctx)
+    rows = (0,)
+    for i in range(cupy_backend._CACHE_LIMIT - 50):
+        backend._cache[("scalar", rows, (i,))] = i
+    builds: list[tuple] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def worker(t: int) -> None:
+        try:
+            start.wait()
+            for i in range(200):
+                if i % 2:
+                    key = ("probe", t, i)
+                    backend._cached(key, lambda key=key: builds.append(key) or np.array([len(builds)]))
+                else:  # a new scalar table: a miss of an evictable kind
+                    backend._scalar_table(rows, [10**6 + 1000 * t + i])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads inside the eviction's dict walk
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors
+    assert len(builds) == len(set(builds)) == 4 * 100  # each probe built once
+    assert all(("probe", t, i) in backend._cache for t in range(4) for i in range(1, 200, 2))  # none lost
+    assert len(backend._cache) <= cupy_backend._CACHE_LIMIT + 1
+
+
+def test_racing_first_ntts_build_the_twiddles_once(fake_backend_factory):
+    import threading
+
+    backend = fake_backend_factory(gpu_cases.context("n4096"))
+    start = threading.Barrier(4)
+    got: list[tuple] = []
+
+    def first_ntt() -> None:
+        start.wait()
+        got.append(backend._tw())
+
+    threads = [threading.Thread(target=first_ntt) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(got) == 4 and all(tables is got[0] for tables in got)
+
+
+def test_a_capture_holds_the_keys_its_key_switches_read(fake_backend_factory):
+    """The graph reads keys by address: an engine's default key replaced after the capture
+    (``generate_keys``) must stay allocated while the program lives."""
+    import gc
+    import weakref
+
+    from fhelium_cupy.runtime import retention
+
+    ctx = gpu_cases.context("n4096")
+    backend = fake_backend_factory(ctx)
+    rows = tuple(range(ctx.q_count - 1))
+    rng = np.random.default_rng(6)
+    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
+    key = gpu_cases.random_key(ctx, rng)
+    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")  # warmup: tables cached
+    with retention.collecting() as kept:
+        backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")
+    watch = weakref.ref(key)
+    del key
+    gc.collect()
+    assert watch() is not None  # the capture's list holds it
+    kept.clear()
+    gc.collect()
+    assert watch() is None

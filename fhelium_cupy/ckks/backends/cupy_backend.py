@@ -14,6 +14,7 @@ is imported when a ``CupyBackend`` is constructed.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
-from ...runtime.retention import retain_for_capture
+from ...runtime.retention import is_collecting, retain_for_capture
 from ._cupy_tables import (
     active_digits,
     coefficient_automorphism_map,
@@ -57,6 +58,8 @@ _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBa
 _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
+_CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
+_EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
 _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
@@ -177,8 +180,8 @@ class CupyBackend:
         self._gpu_threads = self._sm_count * int(attributes.get("MaxThreadsPerMultiProcessor", 2048))
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
-        self._twiddles: tuple[Any, ...] | None = None
         self._cache: dict[Any, Any] = {}
+        self._cache_lock = threading.RLock()  # misses, inserts, evictions (builds nest); hits read without it
 
     @staticmethod
     def _parse_device(cp: Any, device: Any) -> Any:
@@ -208,11 +211,28 @@ class CupyBackend:
         """A device table from the cache (built once). Kernels read these by address, so a
         program capturing this call keeps the table alive (``runtime.retention``): evicting the
         cache entry later (scalar and key-pointer tables are evicted past 65536 entries) must
-        not free memory a graph still reads."""
+        not free memory a graph still reads.
+
+        Threads: hits read the dict without a lock (one atomic lookup); a miss builds and
+        inserts under the lock, so concurrent workers sharing the engine build each table
+        once and never iterate the dict while another thread inserts. A miss *inside a
+        capture* builds a private table for that graph and does not publish it: its memory
+        and its upload belong to the graph (arena memory, a captured copy), so eager code
+        must never be handed it.
+        """
         value = self._cache.get(key)
         if value is None:
-            value = build()
-            self._cache[key] = value
+            if is_collecting():
+                value = build()
+                retain_for_capture(value)
+                return value
+            with self._cache_lock:
+                value = self._cache.get(key)
+                if value is None:
+                    if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
+                        self._cache = {k: v for k, v in self._cache.items() if k[0] not in _EVICTABLE}
+                    value = build()
+                    self._cache[key] = value
         retain_for_capture(value)
         return value
 
@@ -232,11 +252,14 @@ class CupyBackend:
 
     def _tw(self) -> tuple[Any, Any]:
         """Device twiddles ``(forward, inverse)``, each ``[M, N, 2]``: (w, Shoup(w)) pairs (ntt_stages.cuh)."""
-        if self._twiddles is None:
+
+        def build() -> tuple[Any, Any]:
             tables = [twiddle_tables(q, psi, self.n) for q, psi in zip(self.context.moduli, self.context.psi)]
-            self._twiddles = tuple(self._upload(np.stack([np.stack([t[i], t[i + 1]], axis=-1) for t in tables]))
-                                   for i in (0, 2))
-        return self._twiddles
+            forward, inverse = (self._upload(np.stack([np.stack([t[i], t[i + 1]], axis=-1) for t in tables]))
+                                for i in (0, 2))
+            return forward, inverse
+
+        return self._cached(("twiddles",), build)  # type: ignore[no-any-return]
 
     def _check(self, a: Any, rows: tuple[int, ...], what: str) -> Any:
         if a.dtype != np.uint64 or a.ndim < 2 or a.shape[-1] != self.n or a.shape[-2] != len(rows):
@@ -334,8 +357,6 @@ class CupyBackend:
             w = [v % q for v, q in zip(values, moduli)]
             return self._upload(np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64))
 
-        if len(self._cache) > 65536:  # bounded: scalar tables are the only open-ended key
-            self._cache = {k: v for k, v in self._cache.items() if k[0] != "scalar"}
         return self._cached(("scalar", rows, values), build)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
@@ -718,9 +739,10 @@ class CupyBackend:
         permutations [E, N] (int32), cached by the addresses and elements themselves.
 
         The cache does not hold the keys: an address table is right for whatever key lives at
-        those addresses when a launch reads it (eager calls pass live keys; a captured graph's
-        keys are kept alive by its program's bound arguments), so a dropped key frees its
-        device memory."""
+        those addresses when a launch reads it (eager calls pass live keys), so a dropped key
+        frees its device memory. A capturing program holds the keys themselves
+        (``retain_for_capture``): an engine's default key can be replaced
+        (``generate_keys``) while a graph still reads it."""
         addrs = tuple(data_pointer(k) for k in keys)
         gs = tuple(None if g is None else int(g) % (2 * self.n) for g in galois_elements)
 
@@ -732,8 +754,8 @@ class CupyBackend:
             rows = [ident if g is None else ntt_automorphism_permutation(self.n, g) for g in gs]
             return self._upload(np.stack(rows))
 
-        if len(self._cache) > 65536:
-            self._cache = {k: v for k, v in self._cache.items() if k[0] not in ("scalar", "keyptrs")}
+        for key in keys:
+            retain_for_capture(key)  # a captured graph reads them by address: the engine's own keys included
         return self._cached(("keyptrs", addrs), build_keys), self._cached(("perms", gs), build_perms)
 
     def keyswitch_from_digits_many(
