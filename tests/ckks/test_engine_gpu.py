@@ -201,3 +201,78 @@ def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
     np.savez(tmp_path / "forged.npz", data=data, header=np.array(json.dumps(header)))
     with pytest.raises(ForeignKeyError, match="not made under its secret"):
         load_value(tmp_path / "forged.npz", engine=gpu)
+
+
+def _junk_over_freed_blocks():
+    """Fill blocks CuPy's pool freed with all-ones words (what eager code would write there)."""
+    import gc
+
+    import cupy as cp
+
+    gc.collect()
+    return [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(512)]
+
+
+def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():
+    """The captured relinearization reads the engine's default key by address. A new key chain
+    (``generate_keys``, here adopting the same secret so the old outputs still decrypt) drops
+    that key from the engine; the program must hold it while it lives."""
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    engine = CkksEngine("test-n4096-scale40", device="cuda", insecure=True)
+    engine.generate_keys()
+    m = random_message(engine, 21)
+
+    def square(ct):
+        return engine.relinearize(engine.multiply(ct, ct))  # the engine's own relinearization key
+
+    ct = engine.coefficient_domain_to_ntt_domain(engine.encrypt_message(m))
+    program = CudaGraphProgram.capture(square, example_inputs=(ct,))
+    try:
+        engine.generate_keys(secret_key=engine.keys.secret_key)
+        junk = _junk_over_freed_blocks()
+        got = program.replay(ct, copy_output=True, synchronize=True)
+        del junk
+        np.testing.assert_allclose(engine.decrypt_message(got), m * m, atol=1e-4)
+    finally:
+        program.close()
+
+
+def test_tables_first_built_inside_a_capture_stay_with_that_graph():
+    """warmup=0 on an engine whose table cache is empty: every device table (twiddles, row
+    maps, constants) is first built while capturing. Those belong to the graph and are not
+    published: eager calls afterwards build their own and stay right, and so does the graph."""
+    from fhelium_cupy.errors import CudaGraphCaptureError
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    engine = CkksEngine("test-n4096-scale40", device="cuda", insecure=True)
+    engine.generate_keys()
+    key = engine.rotation_key(3)
+    m = random_message(engine, 22)
+    ct = engine.encrypt_message(m)
+    engine.rotate_with_key(ct, key)  # the kernels are compiled and loaded: only the tables are missing
+    engine.backend._cache.clear()
+
+    def rotate(c):
+        return engine.rotate_with_key(c, key)
+
+    try:
+        program = CudaGraphProgram.capture(rotate, example_inputs=(ct,), warmup=0)
+    except CudaGraphCaptureError as error:  # CuPy refusing the uploads while capturing is safe too
+        assert error.stage == "capture", error
+        program = None
+    built_in_capture = len(engine.backend._cache)
+    eager = engine.rotate_with_key(ct, key)  # builds (and publishes) its own tables
+    np.testing.assert_allclose(engine.decrypt_message(eager), np.roll(m, 3), atol=1e-4)
+    print(f"capture with warmup=0 {'succeeded' if program is not None else 'was refused'}; "
+          f"tables published during it: {built_in_capture}")
+    assert built_in_capture == 0
+    if program is not None:
+        try:
+            engine.backend._cache.clear()
+            junk = _junk_over_freed_blocks()
+            got = program.replay(ct, copy_output=True, synchronize=True)
+            del junk
+            np.testing.assert_allclose(engine.decrypt_message(got), np.roll(m, 3), atol=1e-4)
+        finally:
+            program.close()
