@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--size", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=Path("ckks_cpu_out"),
+                        help="output directory (default ./ckks_cpu_out; bench/results holds the committed record)")
     args = parser.parse_args(argv)
     _pin_one_core()
     rows = []

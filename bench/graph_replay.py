@@ -1,6 +1,6 @@
 """Host overhead and device time of CudaGraphProgram replay, against the bare Graph.launch.
 
-Questions answered (DESIGN decision 5: ``replay()`` for one ciphertext input should add
+Questions answered (design target: ``replay()`` for one ciphertext input should add
 well under 20 µs of host time over ``Graph.launch``, ``replay_prepared()`` under 8 µs):
 
 * host cost of issuing ``graph.launch(stream)``, ``program.replay(x)``,
@@ -12,7 +12,7 @@ well under 20 µs of host time over ``Graph.launch``, ``replay_prepared()`` unde
 * eager host time of the same Python function, for scale.
 
 Workloads: a synthetic 300-kernel graph (RawKernel on 4096 elements, ping-pong between
-two arrays, as in DESIGN's measurement) and a single-array "ciphertext" input
+two arrays, as in the design notes' measurement) and a single-array "ciphertext" input
 (``--ct-shape``, uint64) with one element-wise kernel, where the input copy dominates.
 ``bench_program(program, inputs, ...)`` is reusable for other programs (the matvec).
 

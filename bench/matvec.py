@@ -53,7 +53,7 @@ def _device_used_bytes() -> int | None:
 def _settle() -> None:
     """Collect garbage, drain the device and return CuPy's unused cached blocks to the driver.
 
-    Safe: graph memory lives in private arenas, never in CuPy's default pool (DESIGN 3),
+    Safe: graph memory lives in private arenas, never in CuPy's default pool,
     and blocks still in use are not freed. Makes device-memory deltas comparable.
     """
     gc.collect()

@@ -4,7 +4,7 @@ Operations on a fresh ciphertext (top level, every Q limb): forward NTT of a cip
 rescale, multiply + relinearize, rotate, and the n-diagonal matvec. The floor is the
 traffic model of reference/gpu-ckks-performance-anchors.md §4: bytes a perfectly fused
 kernel must read and write (intermediates on chip), divided by the H200's measured
-device-to-device bandwidth (4.3e12 B/s read+write, DESIGN "Facts measured"):
+device-to-device bandwidth (4.3e12 B/s read+write, measured on the H200):
 
 * NTT(ct), one pass: read + write 2·l limbs
 * rescale: read 2·l limbs, write 2·(l-1)
@@ -37,7 +37,7 @@ from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
 __all__ = ["H200_BANDWIDTH", "WORD_BYTES", "bench_ops", "floor_bytes", "main", "parameter_summary"]
 
-H200_BANDWIDTH = 4.3e12  # B/s, measured D2D copy (read + write) on the H200 (DESIGN.md)
+H200_BANDWIDTH = 4.3e12  # B/s, measured D2D copy (read + write) on the H200
 WORD_BYTES = 8
 
 

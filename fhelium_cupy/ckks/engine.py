@@ -116,7 +116,7 @@ class CkksEngine(EvaluationMixin):
     Raises:
         ConfigurationError: an unknown preset name or invalid parameters.
         InsecureParametersError: insecure parameters without ``insecure=True``.
-        TypeError: ``insecure`` is not a bool.
+        TypeError: ``insecure`` is not a bool, or ``device`` is not a device description.
         ValueError: a device that is neither CPU nor CUDA.
         CudaUnavailableError: a CUDA device was requested but the CuPy backend is missing.
     """

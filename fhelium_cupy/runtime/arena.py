@@ -1,6 +1,6 @@
 """Graph-private device memory: an allocator that never hands a captured address to eager code.
 
-CuPy's default memory pool is not capture-aware (DESIGN decision 3): a block freed after
+CuPy's default memory pool is not capture-aware: a block freed after
 capture goes back to its free list, the next eager allocation receives it, and the
 graph keeps writing there on every replay. ``free_all_blocks()`` (called by users, or by
 the pool itself on out-of-memory) even returns such blocks to the driver. Every capture
