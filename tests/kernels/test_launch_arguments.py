@@ -301,6 +301,13 @@ def test_a_table_first_built_inside_a_capture_stays_private_to_that_graph(fake_b
     eager = backend._cached(("probe", 2), lambda: np.arange(4))
     assert eager is not private and backend._cache[("probe", 2)] is eager
 
+    def refused_upload():
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    with retention.collecting(), pytest.raises(RuntimeError, match=r"'probe'.*warmup >= 1"):
+        backend._cached(("probe", 3), refused_upload)
+    assert ("probe", 3) not in backend._cache
+
 
 def test_the_table_cache_survives_threads_inserting_while_one_evicts(fake_backend_factory):
     """Past the limit a miss of an open-ended kind (scalar, key-address tables) rebuilds the

@@ -218,12 +218,20 @@ class CupyBackend:
         once and never iterate the dict while another thread inserts. A miss *inside a
         capture* builds a private table for that graph and does not publish it: its memory
         and its upload belong to the graph (arena memory, a captured copy), so eager code
-        must never be handed it.
+        must never be handed it. (CuPy 14 refuses that upload: on the H200 a warmup-0
+        capture on a cold cache fails, and the error says to warm up.)
         """
         value = self._cache.get(key)
         if value is None:
             if is_collecting():
-                value = build()
+                try:
+                    value = build()
+                except Exception as error:  # CuPy 14 refuses host-to-device uploads while capturing
+                    raise RuntimeError(
+                        f"the device table {key[0]!r} was first needed inside a CUDA Graph capture, where it "
+                        f"cannot be uploaded ({type(error).__name__}: {error}); capture with warmup >= 1 (the "
+                        "default) so that an eager warmup builds it"
+                    ) from error
                 retain_for_capture(value)
                 return value
             with self._cache_lock:
