@@ -7,6 +7,7 @@ Each test makes the race visible with a spinning kernel (``tests.helpers.gpu_spi
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -42,24 +43,51 @@ def test_a_failed_owned_copy_still_orders_later_input_copies(cp):
     program.close()
 
 
+class _ReleaseProbe:
+    """Owns one allocation's block; when the storage is released it records whether the
+    copy queued into it (``marker``: an event recorded right after that copy) had finished."""
+
+    def __init__(self, block, log):
+        self.block, self.log, self.marker = block, log, None
+
+    def __del__(self):
+        self.log.append(None if self.marker is None else bool(self.marker.done))
+
+
 def test_a_dropped_buffer_keeps_its_storage_until_pending_copies_end(cp):
-    cp.get_default_memory_pool().free_all_blocks()
+    """No close(): the finalizer must wait for the copy before the storage is released. The
+    storage comes from an allocator that records, at release, whether the copy (held back
+    500 ms behind a gate) had run: deterministic, whatever block the pool reuses."""
     n = 1 << 20
-    buffer = ReusableValueBuffer.like(cp.zeros(n, cp.float32), device="cuda")
-    address = buffer.value.data.ptr
+    released: list = []
+    probes: list = []
+
+    def tracking_malloc(size):
+        block = cp.get_default_memory_pool().malloc(size)
+        probe = _ReleaseProbe(block, released)
+        probes.append(weakref.ref(probe))
+        return cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(block.ptr, size, probe), 0)
+
+    example = cp.zeros(n, cp.float32)
+    with cp.cuda.using_allocator(tracking_malloc):
+        buffer = ReusableValueBuffer.like(example, device="cuda")
     source = cp.full(n, 5, cp.float32)
     gate, transfer = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
     cp.cuda.Device().synchronize()
     with gate:
         spin_ms(500)
     buffer.copy_from(source, stream=transfer, wait_for=gate.record())
-    del buffer  # no close(): the finalizer waits for the copy before the storage goes back
+    marker = transfer.record()
+    assert not marker.done  # the copy is still held back by the gate
+    live = [ref() for ref in probes if ref() is not None]
+    assert live  # the buffer's storage came from the tracking allocator
+    for probe in live:
+        probe.marker = marker
+    del live, probe, buffer  # no close()
     gc.collect()
-    reuse = cp.zeros(n, cp.float32)
+    watched = [done for done in released if done is not None]  # blocks live when the copy was queued
+    assert watched and all(watched), released  # released only after the copy had finished
     cp.cuda.Device().synchronize()
-    if reuse.data.ptr != address:
-        pytest.skip("the pool handed out another block; the race cannot be observed")
-    assert not bool(reuse.any())  # the late copy did not land in memory that is someone else's now
 
 
 def test_a_warmup_failure_leaves_no_work_running(cp):
