@@ -27,6 +27,7 @@ from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, 
 from ..interop.capabilities import loaded_torch
 from ..interop.devices import as_device, is_unindexed_cuda
 from ._checks import check_ciphertext, check_plaintext
+from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
@@ -103,8 +104,12 @@ def _make_backend(context: CkksContext, device: str):
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
+@on_backend_device("keys")
 class CkksEngine(EvaluationMixin):
     """Eager CKKS engine over a parameter preset.
+
+    On CUDA every method runs on the engine's device, whatever the calling thread's
+    current device is; inputs must live there (``value.to(engine.device)``).
 
     Args:
         preset: preset name (``fhelium_cupy.ckks.preset_names()``), ``Parameters`` or

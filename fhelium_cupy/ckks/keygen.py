@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..errors import ForeignContextError, StateMismatchError
+from ._device_scope import on_backend_device
 from .encoding import integers_to_rns
 from .keys import (
     ConjugationKey,
@@ -39,6 +40,7 @@ def new_key_id() -> str:
     return hashlib.sha256(os.urandom(32)).hexdigest()[:16]
 
 
+@on_backend_device()
 class KeyGenerator:
     """Generates keys for one context on one backend.
 
