@@ -1,0 +1,81 @@
+"""Where the host time of one eager call goes: the N=2^14 double-hoisted 8-diagonal matvec.
+
+An eager call is host-bound when its Python work outlasts its kernels (the matvec: ~0.14 ms
+of kernels, ~0.4 ms per call). This runs the call back to back (the GPU keeps up, so the
+loop measures host time), then under cProfile, and prints the functions by own time and by
+cumulative time. Not a benchmark of the GPU: use it to find host work to cut and compare
+before/after in one run.
+
+Usage: PYTHONPATH=$PWD python3 bench/eager_host_profile.py [OUT_DIR] [--calls 200]
+Writes eager_host_profile.txt into OUT_DIR (default $OUT or ./bench_out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._report import exit_without_gpu  # noqa: E402  (after the sys.path entry above)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=Path(os.environ.get("OUT", "bench_out")))
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args(argv)
+    exit_without_gpu("eager_host_profile.py")
+    import cupy as cp
+
+    from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
+
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    n = 8
+    rng = np.random.default_rng(0)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
+                 rotation_keys=engine.rotation_keys(required_rotation_steps(n)))
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    for _ in range(10):
+        fn(ct)
+    cp.cuda.Device().synchronize()
+    lines = []
+    for trial in range(3):
+        start = time.perf_counter()
+        for _ in range(args.calls):
+            fn(ct)
+        host = (time.perf_counter() - start) / args.calls
+        cp.cuda.Device().synchronize()
+        device = (time.perf_counter() - start) / args.calls
+        lines.append(f"trial {trial}: host {host * 1e6:.1f} us per call, host+drain {device * 1e6:.1f} us")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(args.calls):
+        fn(ct)
+    profile.disable()
+    cp.cuda.Device().synchronize()
+    for key, limit in (("tottime", 40), ("cumulative", 40)):
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats(key).print_stats(limit)
+        lines.append(text.getvalue())
+    report = "\n".join(lines)
+    print(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "eager_host_profile.txt").write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
