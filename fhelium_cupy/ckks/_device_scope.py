@@ -2,8 +2,9 @@
 
 CuPy allocates and launches on the *calling thread's* current device. An engine on
 ``cuda:1`` used from a thread whose current device is 0 (every new thread starts on 0)
-would allocate its outputs on device 0 and launch its kernels there with device-1
-pointers. Every public method of the decorated classes therefore switches to the
+allocated its outputs on device 0 and ran its kernels there on device-1 inputs, through
+peer access CuPy turned on by itself (its PerformanceWarning; measured on two H200s,
+``bench/results/2026-11-29-s9/x2_final/variant_no_device_scope.log``). Every public method of the decorated classes therefore switches to the
 backend's device when it is not current (one ``cudaGetDevice`` otherwise); NumPy
 backends are left alone.
 """
