@@ -1,10 +1,10 @@
 """Where the host time of one eager call goes: the N=2^14 double-hoisted 8-diagonal matvec.
 
 An eager call is host-bound when its Python work outlasts its kernels (the matvec: ~0.14 ms
-of kernels, ~0.4 ms per call). This runs the call back to back (the GPU keeps up, so the
-loop measures host time), then under cProfile, and prints the functions by own time and by
-cumulative time. Not a benchmark of the GPU: use it to find host work to cut and compare
-before/after in one run.
+of kernels, ~0.4 ms per call). This times the call back to back on the host
+(``bench._timing.time_host_pipelined``: no wait in the timed region), then runs it under
+cProfile and prints the functions by own time and by cumulative time. Not a benchmark of
+the GPU: use it to find host work to cut and compare before/after in one run.
 
 Usage: PYTHONPATH=$PWD python3 bench/eager_host_profile.py [OUT_DIR] [--calls 200]
 Writes eager_host_profile.txt into OUT_DIR (default $OUT or ./bench_out).
@@ -18,7 +18,6 @@ import io
 import os
 import pstats
 import sys
-import time
 from functools import partial
 from pathlib import Path
 
@@ -28,6 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._report import exit_without_gpu  # noqa: E402  (after the sys.path entry above)
+from bench._timing import cuda_sync, time_host_pipelined  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
     exit_without_gpu("eager_host_profile.py")
-    import cupy as cp
-
     from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
 
     engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
@@ -48,24 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
                  rotation_keys=engine.rotation_keys(required_rotation_steps(n)))
     ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    for _ in range(10):
-        fn(ct)
-    cp.cuda.Device().synchronize()
     lines = []
-    for trial in range(3):
-        start = time.perf_counter()
-        for _ in range(args.calls):
-            fn(ct)
-        host = (time.perf_counter() - start) / args.calls
-        cp.cuda.Device().synchronize()
-        device = (time.perf_counter() - start) / args.calls
-        lines.append(f"trial {trial}: host {host * 1e6:.1f} us per call, host+drain {device * 1e6:.1f} us")
+    for trial in range(3):  # back to back, drained (untimed) every 64 calls: host time, not device time
+        host = time_host_pipelined(partial(fn, ct), runs=args.calls, warmup=10, drain=cuda_sync)
+        lines.append(f"trial {trial}: host {host['median_us']:.1f} us per call (median of {args.calls})")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(args.calls):
         fn(ct)
     profile.disable()
-    cp.cuda.Device().synchronize()
+    cuda_sync()
     for key, limit in (("tottime", 40), ("cumulative", 40)):
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats(key).print_stats(limit)

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from ._progress import progress_bar
 from .errors import ConfigurationError
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "MatvecWorkload",
     "ReplayResult",
     "launch_counter",
-    "progress_bar",
     "run_demo",
 ]
 
@@ -150,13 +148,8 @@ class MatvecWorkload:
         bsgs = method == "bsgs"
         steps = list(linalg.required_rotation_steps_bsgs(size) if bsgs else linalg.required_rotation_steps(size))
         key_start = time.perf_counter()
-        keys = {}
-        with progress_bar(len(steps) + 1, f"keys (N={2 * slots})", enabled=show_progress) as advance:
-            _ = getattr(engine, "keys", None)  # secret + public key (generated on first use)
-            advance(1)
-            for step in steps:
-                keys[step] = engine.rotation_key(step)
-                advance(1)
+        _ = engine.keys  # secret + public key (generated on first use)
+        keys = engine.rotation_keys(steps, progress=show_progress)
         keygen = time.perf_counter() - key_start
         rng = np.random.default_rng(seed + size)
         matrix = rng.uniform(-1.0, 1.0, size=(size, size)) / size

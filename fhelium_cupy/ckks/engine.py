@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._once import get_or_build
 from .._progress import progress_bar, show_progress_by_default
 from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersError, StateMismatchError
 from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
@@ -184,13 +185,7 @@ class CkksEngine(EvaluationMixin):
     @property
     def keys(self) -> KeyChain:
         """The engine's key chain (generated on first use, once even when threads race)."""
-        chain = self._keys
-        if chain is None:
-            with self._keys_lock:
-                if self._keys is None:
-                    self._keys = KeyChain(self.key_generator)
-                chain = self._keys
-        return chain
+        return get_or_build(vars(self), "_keys", self._keys_lock, lambda: KeyChain(self.key_generator))
 
     def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
         """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys

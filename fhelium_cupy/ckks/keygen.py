@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .._once import get_or_build
 from ..errors import ForeignContextError, StateMismatchError
 from ._device_scope import on_backend_device
 from .encoding import integers_to_rns
@@ -227,22 +228,12 @@ class KeyChain:
         return self.secret_key.key_id
 
     def relinearization_key(self) -> RelinearizationKey:
-        key = self._relin
-        if key is None:
-            with self._lock:
-                if self._relin is None:
-                    self._relin = self.generator.relinearization_key(self.secret_key)
-                key = self._relin
-        return key
+        # the attributes are the cache (vars(self)): None until the first call makes the key
+        return get_or_build(vars(self), "_relin", self._lock,
+                            lambda: self.generator.relinearization_key(self.secret_key))
 
     def conjugation_key(self) -> ConjugationKey:
-        key = self._conj
-        if key is None:
-            with self._lock:
-                if self._conj is None:
-                    self._conj = self.generator.conjugation_key(self.secret_key)
-                key = self._conj
-        return key
+        return get_or_build(vars(self), "_conj", self._lock, lambda: self.generator.conjugation_key(self.secret_key))
 
     def missing_rotation_steps(self, steps: Iterable[int]) -> list[int]:
         """The normalized steps of ``steps`` whose keys are not cached yet, each once, in order.
@@ -261,10 +252,4 @@ class KeyChain:
     def rotation_key(self, step: int) -> RotationKey:
         n = self.generator.context.ring_degree
         step = normalize_rotation_step(step, n // 2)
-        key = self._rotations.get(step)
-        if key is None:
-            with self._lock:
-                key = self._rotations.get(step)
-                if key is None:
-                    key = self._rotations[step] = self.generator.rotation_key(self.secret_key, step)
-        return key
+        return get_or_build(self._rotations, step, self._lock, lambda: self.generator.rotation_key(self.secret_key, step))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fhelium_cupy._once import get_or_build
 from fhelium_cupy.errors import CudaUnavailableError
 
 __all__ = [
@@ -235,13 +236,8 @@ class KernelLibrary:
         cupy = require_cuda()
         device_id = cupy.cuda.Device().id if device is None else int(device)
         options = options or KernelOptions()
-        key = (device_id, options)
-        with cls._lock:
-            library = cls._instances.get(key)
-            if library is None:
-                library = cls(cupy=cupy, device_id=device_id, kernel_dir=kernel_source_dir(), options=options)
-                cls._instances[key] = library
-            return library
+        return get_or_build(cls._instances, (device_id, options), cls._lock,
+                            lambda: cls(cupy=cupy, device_id=device_id, kernel_dir=kernel_source_dir(), options=options))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -249,30 +245,28 @@ class KernelLibrary:
 
     def module(self, source: str) -> Any:
         """The ``cupy.RawModule`` of one source file (compiled lazily by CuPy)."""
-        module = self._modules.get(source)
-        if module is None:
-            with self._load_lock:
-                module = self._modules.get(source)
-                if module is None:
-                    code = (self.kernel_dir / source).read_text()
-                    code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{code}"
-                    module = self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
-                    self._modules[source] = module
-        return module
+
+        def build() -> Any:
+            code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{(self.kernel_dir / source).read_text()}"
+            return self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
+
+        return get_or_build(self._modules, source, self._load_lock, build)
 
     def function(self, name: str) -> Any:
         """The ``cupy.RawKernel`` called ``name`` (compiled and loaded on first call)."""
         function = self._functions.get(name)
-        if function is None:
-            try:
-                source = self._names[name]
-            except KeyError:
-                raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
-            with self._load_lock, self._cupy.cuda.Device(self.device_id):
-                function = self._functions.get(name)
-                if function is None:
-                    function = self._functions[name] = self.module(source).get_function(name)
-        return function
+        if function is not None:
+            return function
+        try:
+            source = self._names[name]
+        except KeyError:
+            raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
+
+        def build() -> Any:
+            with self._cupy.cuda.Device(self.device_id):
+                return self.module(source).get_function(name)  # module() takes the same RLock
+
+        return get_or_build(self._functions, name, self._load_lock, build)
 
     def compile_all(self) -> None:
         """Compile and load every kernel now (before any capture)."""

@@ -20,6 +20,7 @@ from fhelium_cupy.ckks import (
     required_rotation_steps_bsgs,
 )
 from tests.helpers.ckks_engines import random_message
+from tests.helpers.gpu_memory import junk_over_freed_blocks
 
 pytestmark = pytest.mark.gpu
 
@@ -203,16 +204,6 @@ def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
         load_value(tmp_path / "forged.npz", engine=gpu)
 
 
-def _junk_over_freed_blocks():
-    """Fill blocks CuPy's pool freed with all-ones words (what eager code would write there)."""
-    import gc
-
-    import cupy as cp
-
-    gc.collect()
-    return [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(512)]
-
-
 def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():
     """The captured relinearization reads the engine's default key by address. A new key chain
     (``generate_keys``, here adopting the same secret so the old outputs still decrypt) drops
@@ -230,7 +221,7 @@ def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():
     program = CudaGraphProgram.capture(square, example_inputs=(ct,))
     try:
         engine.generate_keys(secret_key=engine.keys.secret_key)
-        junk = _junk_over_freed_blocks()
+        junk = junk_over_freed_blocks()
         got = program.replay(ct, copy_output=True, synchronize=True)
         del junk
         np.testing.assert_allclose(engine.decrypt_message(got), m * m, atol=1e-4)
@@ -271,7 +262,7 @@ def test_tables_first_built_inside_a_capture_stay_with_that_graph():
     if program is not None:
         try:
             engine.backend._cache.clear()
-            junk = _junk_over_freed_blocks()
+            junk = junk_over_freed_blocks()
             got = program.replay(ct, copy_output=True, synchronize=True)
             del junk
             np.testing.assert_allclose(engine.decrypt_message(got), np.roll(m, 3), atol=1e-4)

@@ -123,9 +123,7 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
     """The graph reads cached device tables (key addresses, constants) by address. Once the
     backend's cache lets them go (its eviction past 65536 entries, here: cleared), the program
     still holds them: eager allocations cannot be handed that memory while replays read it."""
-    import gc
-
-    import cupy as cp
+    from tests.helpers.gpu_memory import junk_over_freed_blocks
 
     engine, a, schedule = setup(8)
     rng = np.random.default_rng(5)
@@ -135,8 +133,7 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
         source = _encrypt(engine, x)
         want = program.replay(source, copy_output=True, synchronize=True)
         engine.backend._cache.clear()  # what an eviction does
-        gc.collect()
-        junk = [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(256)]  # reuse freed blocks
+        junk = junk_over_freed_blocks(256)  # reuse freed blocks
         got = program.replay(source, copy_output=True, synchronize=True)
         del junk
         np.testing.assert_array_equal(got.data.get(), want.data.get())

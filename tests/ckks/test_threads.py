@@ -4,40 +4,17 @@ kind and step, whatever the interleaving."""
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fhelium_cupy.ckks import CkksEngine
+from tests.helpers.threads import run_together
 
 
 def _race(worker: Callable[[], Any], threads: int = 8) -> list[Any]:
-    """Run ``worker`` on ``threads`` threads released together, switching as often as possible."""
-    start = threading.Barrier(threads)
-    results: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            start.wait()
-            results.append(worker())
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    pool = [threading.Thread(target=run) for _ in range(threads)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
-    assert not errors, errors
+    results = run_together(lambda _: worker(), threads)
     assert len(results) == threads
     return results
 

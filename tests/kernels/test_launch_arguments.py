@@ -313,10 +313,8 @@ def test_the_table_cache_survives_threads_inserting_while_one_evicts(fake_backen
     """Past the limit a miss of an open-ended kind (scalar, key-address tables) rebuilds the
     dict; other threads' misses insert at the same time. Under the lock: no 'dictionary
     changed size during iteration', no lost table, and one build per key."""
-    import sys
-    import threading
-
     from fhelium_cupy.ckks.backends import cupy_backend
+    from tests.helpers.threads import run_together
 
     ctx = gpu_cases.context("n4096")
     backend = fake_backend_factory(ctx)
@@ -324,53 +322,26 @@ def test_the_table_cache_survives_threads_inserting_while_one_evicts(fake_backen
     for i in range(cupy_backend._CACHE_LIMIT - 50):
         backend._cache[("scalar", rows, (i,))] = i
     builds: list[tuple] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
 
     def worker(t: int) -> None:
-        try:
-            start.wait()
-            for i in range(200):
-                if i % 2:
-                    key = ("probe", t, i)
-                    backend._cached(key, lambda key=key: builds.append(key) or np.array([len(builds)]))
-                else:  # a new scalar table: a miss of an evictable kind
-                    backend._scalar_table(rows, [10**6 + 1000 * t + i])
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        for i in range(200):
+            if i % 2:
+                key = ("probe", t, i)
+                backend._cached(key, lambda key=key: builds.append(key) or np.array([len(builds)]))
+            else:  # a new scalar table: a miss of an evictable kind
+                backend._scalar_table(rows, [10**6 + 1000 * t + i])
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads inside the eviction's dict walk
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
-    assert not errors, errors
+    run_together(worker, 4)  # asserts that no worker raised; threads switch inside the eviction's dict walk
     assert len(builds) == len(set(builds)) == 4 * 100  # each probe built once
     assert all(("probe", t, i) in backend._cache for t in range(4) for i in range(1, 200, 2))  # none lost
     assert len(backend._cache) <= cupy_backend._CACHE_LIMIT + 1
 
 
 def test_racing_first_ntts_build_the_twiddles_once(fake_backend_factory):
-    import threading
+    from tests.helpers.threads import run_together
 
     backend = fake_backend_factory(gpu_cases.context("n4096"))
-    start = threading.Barrier(4)
-    got: list[tuple] = []
-
-    def first_ntt() -> None:
-        start.wait()
-        got.append(backend._tw())
-
-    threads = [threading.Thread(target=first_ntt) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    got = run_together(lambda _: backend._tw(), 4)
     assert len(got) == 4 and all(tables is got[0] for tables in got)
 
 

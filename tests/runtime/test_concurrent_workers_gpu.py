@@ -43,15 +43,12 @@ def _held_affine(capturing: threading.Event, release: threading.Event) -> Callab
 def _worker_b_capture(cp: Any, n: int) -> Any:
     with CudaGraphPool(0) as pool:
         program = CudaGraphProgram.capture(affine, example_inputs=(cp.zeros(n, cp.float32),), pool=pool, warmup=2)
-        host = random_tile(np.random.default_rng(11), n)
-        out = program.replay(host, copy_output=True)
-        stream = cp.cuda.get_current_stream()
-        stream.synchronize()
-        return cp.asnumpy(out, stream=stream), affine_np(host)
+        return _worker_b_replay(cp, n, program, seed=11)
 
 
-def _worker_b_replay(cp: Any, n: int, program: Any) -> Any:
-    host = random_tile(np.random.default_rng(12), n)
+def _worker_b_replay(cp: Any, n: int, program: Any, seed: int = 12) -> Any:
+    """One owned replay on the current stream: (what came back, what it should be)."""
+    host = random_tile(np.random.default_rng(seed), n)
     out = program.replay(host, copy_output=True)
     stream = cp.cuda.get_current_stream()
     stream.synchronize()

@@ -1,0 +1,18 @@
+"""Make freed device memory visible: fill the blocks CuPy's pool would hand out next."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+__all__ = ["junk_over_freed_blocks"]
+
+
+def junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
+    """Collect garbage, then allocate ``blocks`` arrays of 4096 all-ones words (32 KiB each):
+    what eager code would write into memory a graph still reads had it been freed. Keep the
+    list alive while replaying."""
+    import cupy as cp
+
+    gc.collect()
+    return [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(blocks)]
