@@ -88,3 +88,35 @@ def test_an_nvrtc_newer_than_the_driver_is_refused_up_front(monkeypatch, nvrtc, 
         assert "fhelium-cupy[cuda12]" in message
     else:
         assert "update the NVIDIA driver" in message and "[cuda11]" not in message
+
+
+def test_racing_threads_compile_each_source_once_and_load_each_kernel_once():
+    """KernelLibrary builds a module per source and a function per name once, whatever the
+    interleaving (a fake CuPy records what would be compiled and loaded)."""
+    import contextlib
+    import types
+
+    from tests.helpers.threads import run_together
+
+    compiled: list[str] = []
+    loaded: list[str] = []
+
+    class FakeModule:
+        def __init__(self, code, options):
+            compiled.append(code.splitlines()[1] if "\n" in code else code)
+
+        def get_function(self, name):
+            loaded.append(name)
+            return ("kernel", name)
+
+    fake = types.SimpleNamespace(RawModule=FakeModule,
+                                 cuda=types.SimpleNamespace(Device=lambda index: contextlib.nullcontext()))
+    library = kernels.KernelLibrary(cupy=fake, device_id=0, kernel_dir=kernels.kernel_source_dir(),
+                                    options=kernels.KernelOptions())
+    names = sorted(library.names)[:12]
+    got = run_together(lambda _: [library.function(name) for name in names], 6)
+    assert all(result == [("kernel", name) for name in names] for result in got)
+    assert sorted(loaded) == names  # one load per kernel
+    assert len(compiled) == len({kernels.kernel_names()[name] for name in names})  # one compile per source
+    with pytest.raises(KeyError, match="no kernel named"):
+        library.function("no_such_kernel")
