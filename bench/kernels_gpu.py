@@ -78,13 +78,22 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
     return variants or [("default", ())]
 
 
-def ntt_outputs(cp, be, ctx) -> list:
-    """Forward and inverse NTT of one fixed random ciphertext (the exactness check of a variant)."""
-    n, L = ctx.ring_degree, ctx.q_count
+def variant_outputs(cp, be, ctx) -> list:
+    """Forward and inverse NTT, ModUp and one key switch of fixed random inputs: the exactness
+    check of a kernel variant against the first one (every variant must be bit-identical)."""
+    n, L, K = ctx.ring_degree, ctx.q_count, ctx.p_count
     rows = tuple(range(L))
     rng = np.random.default_rng(7)
-    ct = be.asarray(np.stack([rng.integers(0, ctx.moduli[r], (2, n), dtype=np.uint64) for r in rows], axis=-2))
-    return [cp.asnumpy(be.ntt_forward(ct, rows)), cp.asnumpy(be.ntt_inverse(ct, rows))]
+
+    def rand(lead, rws):
+        return be.asarray(np.stack([rng.integers(0, ctx.moduli[r], lead + (n,), dtype=np.uint64) for r in rws],
+                                   axis=-2))
+
+    ct = rand((2,), rows)
+    key = rand((len(ctx.digits), 2), tuple(range(L + K)))
+    digits = be.modup(ct[1], rows)
+    return [cp.asnumpy(x) for x in (be.ntt_forward(ct, rows), be.ntt_inverse(ct, rows), digits,
+                                    be.keyswitch_from_digits(digits, key, rows))]
 
 
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
@@ -95,7 +104,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill,
                      linear_transform_parts=lt_parts, kernel_options=KernelOptions(extra=variant[1]))
-    outputs = ntt_outputs(cp, be, ctx)
+    outputs = variant_outputs(cp, be, ctx)
     if reference is not None and not reference:
         reference.extend(outputs)
     exact = reference is None or all(np.array_equal(a, b) for a, b in zip(outputs, reference))
@@ -191,7 +200,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         results.append({
             "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill,
             "lt_parts": lt_parts,
-            "variant": variant[0], "defines": list(variant[1]), "ntt_matches_first_variant": exact,
+            "variant": variant[0], "defines": list(variant[1]), "matches_first_variant": exact,
             "launches": r["launches"],
             "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
             "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
@@ -248,7 +257,7 @@ def main() -> int:
              "floor us (4.3 TB/s) | graph/floor |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         variant = (r["variant"] + (f", {r['lt_parts']} parts" if r.get("lt_parts") else "")
-                   + ("" if r["ntt_matches_first_variant"] else " (NTT MISMATCH)"))
+                   + ("" if r["matches_first_variant"] else " (MISMATCH)"))
         lines.append(f"| {r['set']} | {variant} | {r['l2_group_bytes'] >> 20} | {r['tile']} | {r['fill']} | {r['op']} | "
                      f"{r['launches']} | {r['eager_us']} | "
                      f"{r['graph_us']} | {r['floor_us']} | {r['graph_over_floor']} |")
