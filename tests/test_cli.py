@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fhelium_cupy._cli import build_parser, main
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.scripts import run_python
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "fhelium_cupy", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    return run_python("-m", "fhelium_cupy", *args, timeout=timeout)
 
 
 def test_info_runs_as_a_module_and_names_the_package_and_cuda_state() -> None:

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
 
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("0*.py"))
-
-
-def _python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+from tests.helpers.scripts import EXAMPLES, readme_capture_snippet
+from tests.helpers.scripts import run_python as _python
 
 
-@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="with a GPU the examples run the full CUDA path (slow)")
+@pytest.mark.skipif(cuda_unavailable_reason() is None,
+                    reason="a GPU is present: the examples take their CUDA path (tests/test_docs_gpu.py)")
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_each_example_exits_zero_without_a_gpu(example: Path) -> None:
     result = _python(str(example))
@@ -45,3 +37,14 @@ def test_run_all_cpu_smoke_writes_json_markdown_and_redraws_from_json(tmp_path: 
     again = _python("bench/run_all.py", "--from-json", str(out / "results.json"), "--out", str(tmp_path / "redrawn"))
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "redrawn" / "results.md").is_file()
+
+
+def test_readme_capture_snippet_is_python_that_uses_the_documented_names() -> None:
+    """The README's capture block compiles and names what the package exports (it runs on a
+    GPU in tests/test_docs_gpu.py)."""
+    from fhelium_cupy.ckks import linalg
+
+    code = readme_capture_snippet()
+    compile(code, "README.md", "exec")
+    for name in re.findall(r"linalg\.(\w+)", code):
+        assert hasattr(linalg, name), name
