@@ -187,6 +187,13 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "keyswitch_linear_transform (7 keys, double hoisting)": (
             lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct),
             7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * L),
+        "keyswitch_linear_transform, inverse NTT and rescale (7 keys)": (
+            lambda: be.rescale(be.ntt_inverse(be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct),
+                                              rows), rows, domain="coefficient"),
+            7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
+        "keyswitch_linear_transform rescale=True (7 keys, one division by P q_0)": (
+            lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct, rescale=True),
+            7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
         "keyswitch_from_digits_many ntt-domain (7 keys)": (
             lambda: be.keyswitch_from_digits_many(digits, keys7, rows, galois7, domain="ntt"),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),

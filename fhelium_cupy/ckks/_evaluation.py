@@ -274,7 +274,9 @@ class EvaluationMixin:
             self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1), c1_ntt)
         return ct._with_data(batch, polynomial_domain=domain)
 
-    def linear_transform(self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext) -> Ciphertext:
+    def linear_transform(
+        self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext, *, rescale: bool = False
+    ) -> Ciphertext:
         """``sum_i weights[i] * rot_i(ct)`` with double hoisting: one ModUp, one ModDown.
 
         ``rot_0`` is the identity and ``rot_i`` the rotation by ``keys[i - 1]``. ``ct``: an
@@ -289,6 +291,13 @@ class EvaluationMixin:
         ``multiply_plaintext_and_sum(rotate_hoisted_batch(ct, keys, output_domain="ntt"), w)``
         with ``w`` the Q part of ``weights``, but is not bit-identical to it. The E rotated
         inner products are never stored: device memory stays at one ciphertext's ModUp.
+
+        ``rescale=True`` also rescales: the ModDown and the division by the first active prime
+        ``q`` are one rounding division by ``P q``, and the result is a coefficient-domain CT2
+        at level + 1 with scale ``ct.scale * weights.scale / q``. It decrypts like
+        ``rescale_to_next_level(ntt_domain_to_coefficient_domain(...))`` of the default result
+        (one rounding instead of two, so not bit-identical to it), with fewer transforms: on
+        the GPU 4 launches after the accumulator instead of 8.
         """
         op = "linear_transform"
         self._check_hoisted(ct, keys, "ntt", op)
@@ -300,16 +309,27 @@ class EvaluationMixin:
                 f"{op}: weights must be at the ciphertext's level {ct.level} with batch shape {(1 + len(keys),)}, "
                 f"got level {weights.level} and batch shape {weights.batch_shape}"
             )
+        if not isinstance(rescale, bool):
+            raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
+        if rescale and ct.level >= self.context.max_level:
+            raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c_ntt = be.ntt_forward(ct.data, rows)
         if keys:
             digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
             data = be.keyswitch_linear_transform(
-                digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt
+                digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
+                rescale=rescale,
             )
         else:  # no rotation: the plain product with the Q part of the one weight
             data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
-        return ct._with_data(data, polynomial_domain="ntt", scale=ct.scale * weights.scale)
+            if rescale:
+                data = be.rescale(be.ntt_inverse(data, rows), rows, domain="coefficient")
+        scale = ct.scale * weights.scale
+        if rescale:
+            return ct._with_data(data, polynomial_domain="coefficient", level=ct.level + 1, prime_ids=rows[1:],
+                                 scale=scale / self.context.moduli[rows[0]])
+        return ct._with_data(data, polynomial_domain="ntt", scale=scale)
 
     def drop_special_primes(self, plaintext: Plaintext) -> Plaintext:
         """The basis-Q plaintext of a basis-QP one: its Q limbs (a contiguous copy), same state

@@ -183,8 +183,8 @@ def matrix_vector(
         hoisted: True (default) shares one ModUp among the ``n - 1`` rotations. With QP-basis
             diagonals (``encode_diagonals``' default) the diagonal products and their sum
             also happen before one shared ModDown (double hoisting,
-            ``engine.linear_transform``: one rounding instead of ``n - 1``, and no stored
-            rotations). With Q-basis diagonals every rotation is ModDown'd straight into one
+            ``engine.linear_transform(..., rescale=True)``: one rounding instead of ``n - 1``,
+            no stored rotations, and the rescale folded into that ModDown). With Q-basis diagonals every rotation is ModDown'd straight into one
             batch (``rotate_hoisted_batch``) and bit-identical to ``hoisted=False``:
             FHElium example 18's independent ``rotate_with_key`` calls (which use the Q
             limbs of QP diagonals).
@@ -203,8 +203,7 @@ def matrix_vector(
     keys = _keys(rotation_keys, range(1, n), engine.num_slots)
     if diagonals.modulus_basis == "QP":
         if hoisted:
-            total = engine.linear_transform(source, keys, diagonals)
-            return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))
+            return engine.linear_transform(source, keys, diagonals, rescale=True)
         diagonals = engine.drop_special_primes(diagonals)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes

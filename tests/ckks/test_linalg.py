@@ -171,6 +171,40 @@ def test_double_hoisting_rounds_once_and_decrypts_at_least_as_well():
     assert np.array_equal(double.data, plain.data)
 
 
+def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twice():
+    """rescale=True divides by P q_0 in one rounding: against rescale_to_next_level of the
+    coefficient-domain default result, the same level, scale, primes and domain, and the two
+    differ per coefficient by one small integer (the same centered value on every row), at
+    most the base conversions' bound K + 2; both decrypt to A x."""
+    e = make_engine("test-n4096-scale40")
+    rng = np.random.default_rng(9)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    keys = e.rotation_keys(required_rotation_steps(8))
+    ordered = [keys[k] for k in required_rotation_steps(8)]
+    weights = encode_diagonals(e, a)
+    fused = e.linear_transform(ct, ordered, weights, rescale=True)
+    two_step = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, ordered, weights)))
+    assert fused.polynomial_domain == two_step.polynomial_domain == "coefficient"
+    assert (fused.level, fused.prime_ids, fused.scale) == (two_step.level, two_step.prime_ids, two_step.scale)
+    assert np.array_equal(matrix_vector(ct, engine=e, diagonals=weights, rotation_keys=keys).data, fused.data)
+    moduli = np.array([e.context.moduli[r] for r in fused.prime_ids], dtype=object)[:, None]
+    diff = (fused.data.astype(object) - two_step.data.astype(object)) % moduli
+    centered = np.where(diff > moduli // 2, diff - moduli, diff)  # [2, L - 1, N]
+    assert (centered == centered[:, :1]).all()  # one integer per coefficient, whatever the row
+    assert np.abs(centered).max() <= e.context.p_count + 2
+    assert np.abs(centered).max() >= 1  # the roundings do differ: a different computation
+    want = periodic_message(a @ x, e.num_slots)
+    for y in (fused, two_step):
+        assert np.max(np.abs(e.decrypt_message(y, real=True) - want)) < TOLERANCE["test-n4096-scale40"]
+    last = encode_diagonals(e, a, level=e.context.max_level)
+    top = e.encrypt_message(periodic_message(x, e.num_slots), level=e.context.max_level)
+    with pytest.raises(StateMismatchError, match="last level"):
+        e.linear_transform(top, ordered, last, rescale=True)
+    with pytest.raises(TypeError, match="rescale"):
+        e.linear_transform(ct, ordered, weights, rescale="yes")
+
+
 def test_linear_transform_validates_before_any_work():
     e = make_engine("test-n4096-scale40")
     ct = e.encrypt_message(periodic_message(np.ones(4), e.num_slots))

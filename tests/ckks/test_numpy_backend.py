@@ -385,6 +385,8 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
     weights = np.stack([random_residues(rng, [moduli[r] for r in targets], N) for _ in range(3)])
     got = be.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)
     assert got.shape == (2, L, N)
+    rescaled = be.keyswitch_linear_transform(digits, keys, rows, gs, weights, c, rescale=True)
+    assert rescaled.shape == (2, L - 1, N)
     big_p = 1
     for j in be.p_rows:
         big_p *= moduli[j]
@@ -418,6 +420,20 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
             dtype=np.uint64,
         ).T
         np.testing.assert_array_equal(got[k], be.ntt_forward(np.ascontiguousarray(want), rows))
+        # rescale=True: the same x divided by P q_0 (q_0 = rows[0]) in one rounding, coefficient domain
+        want_rescaled = np.array(
+            [
+                oracle_moddown(
+                    [x[i][j] for i in range(1, L)],
+                    [x[0][j]] + [x[i][j] for i in range(L, len(targets))],
+                    [moduli[r] for r in rows[1:]],
+                    [moduli[rows[0]]] + [moduli[r] for r in be.p_rows],
+                )
+                for j in range(N)
+            ],
+            dtype=np.uint64,
+        ).T
+        np.testing.assert_array_equal(rescaled[k], want_rescaled)
     only_direct = weights.copy()
     only_direct[1:] = 0
     exact = be.keyswitch_linear_transform(digits, keys, rows, gs, only_direct, c)
@@ -427,3 +443,9 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
             be.keyswitch_linear_transform(digits, keys, rows, bad, weights, c)
     with pytest.raises(ValueError, match="weights"):
         be.keyswitch_linear_transform(digits, keys, rows, gs, weights[:2], c)
+    with pytest.raises(TypeError, match="rescale"):
+        be.keyswitch_linear_transform(digits, keys, rows, gs, weights, c, rescale=1)
+    one = rows[-1:]
+    with pytest.raises(ValueError, match="two rows"):
+        be.keyswitch_linear_transform(be.modup(be.ntt_inverse(c[1, -1:], one), one), keys, one, gs,
+                                      weights[:, -1 - len(be.p_rows):], c[:, -1:], rescale=True)

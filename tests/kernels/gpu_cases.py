@@ -250,28 +250,34 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
-def _keyswitch_linear_transform(gpu, ref, ctx, rng, lv):
+def _keyswitch_linear_transform(rescale: bool) -> Case:
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
-    NTT-domain ModDown, against the NumPy backend; with the accumulator in 1, 2 and 4 rotation
-    parts (at 4, one part has no rotation)."""
-    rows = lv["ks"]
-    targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
-    n = ctx.ring_degree
-    c = ref.ntt_forward(rand(ctx, rows, (2,), rng), rows)
-    digits = ref.modup(ref.ntt_inverse(c[1], rows), rows)
-    keys = [random_key(ctx, rng) for _ in range(3)]
-    gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
-    weights = rand(ctx, targets, (4,), rng)
-    want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)
-    chosen, got = gpu.linear_transform_parts, []
-    try:
-        for parts in (1, 2, 4):
-            gpu.linear_transform_parts = parts
-            got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
-                gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights), gpu.asarray(c))))
-    finally:
-        gpu.linear_transform_parts = chosen
-    return np.stack(got), np.stack([want] * len(got)), rows
+    NTT-domain ModDown (with ``rescale``: one division by P q_0 into the coefficient domain),
+    against the NumPy backend; with the accumulator in 1, 2 and 4 rotation parts (at 4, one
+    part has no rotation)."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"]
+        targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        n = ctx.ring_degree
+        c = ref.ntt_forward(rand(ctx, rows, (2,), rng), rows)
+        digits = ref.modup(ref.ntt_inverse(c[1], rows), rows)
+        keys = [random_key(ctx, rng) for _ in range(3)]
+        gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
+        weights = rand(ctx, targets, (4,), rng)
+        want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c, rescale=rescale)
+        chosen, got = gpu.linear_transform_parts, []
+        try:
+            for parts in (1, 2, 4):
+                gpu.linear_transform_parts = parts
+                got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
+                    gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights),
+                    gpu.asarray(c), rescale=rescale)))
+        finally:
+            gpu.linear_transform_parts = chosen
+        return np.stack(got), np.stack([want] * len(got)), rows[1:] if rescale else rows
+
+    return run
 
 
 CASES: dict[str, Case] = {
@@ -310,7 +316,8 @@ CASES: dict[str, Case] = {
     "keyswitch_from_digits_galois_ntt": _keyswitch(True, "ntt"),
     "keyswitch_from_digits_many": _keyswitch_many("coefficient"),
     "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
-    "keyswitch_linear_transform": _keyswitch_linear_transform,
+    "keyswitch_linear_transform": _keyswitch_linear_transform(False),
+    "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
 }
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "active_digits",
     "base_conversion_table",
     "coefficient_automorphism_map",
+    "moddown_rescale_tables",
     "moddown_tables",
     "modulus_constants",
     "modup_tables",
@@ -125,17 +126,34 @@ def ntt_row_skip_table(own_rows: Sequence[tuple[int, int]], batch: int, rows: in
                     dtype=np.int32).reshape(-1)
 
 
+def _division_tables(context: RingContext, dropped: Sequence[int], in_rows: Sequence[int],
+                     out_rows: Sequence[int]) -> dict[str, Any]:
+    """Rounding division by ``D = prod(moduli[dropped])`` of an input over ``in_rows`` into
+    ``out_rows``: the base conversion of the dropped primes into ``out_rows`` and
+    ``pinv = [D mod q_i, D^-1 mod q_i, Shoup]`` of keyswitch_moddown_combine."""
+    table, size = base_conversion_table(context, [tuple(dropped)], tuple(in_rows), tuple(out_rows))
+    big = math.prod(context.moduli[j] for j in dropped)
+    qs = [context.moduli[r] for r in out_rows]
+    inv = [pow(big, -1, q) for q in qs]
+    pinv = [big % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)]
+    return {"convert": table, "convert_size": size, "pinv": np.array(pinv, dtype=np.uint64)}
+
+
 def moddown_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
     """ModDown into ``rows``: the base conversion of the P primes (input rows ``rows + p_rows``)
     into ``rows``, and ``pinv = [P mod q_i, P^-1 mod q_i, Shoup]`` of keyswitch_moddown_combine."""
     rows = tuple(rows)
     p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
-    table, size = base_conversion_table(context, [p_rows], rows + p_rows, rows)
-    big_p = math.prod(context.moduli[j] for j in p_rows)
-    qs = [context.moduli[r] for r in rows]
-    p_inv = [pow(big_p, -1, q) for q in qs]
-    pinv = [big_p % q for q in qs] + p_inv + [shoup_companion(v, q) for v, q in zip(p_inv, qs)]
-    return {"convert": table, "convert_size": size, "pinv": np.array(pinv, dtype=np.uint64)}
+    return _division_tables(context, p_rows, rows + p_rows, rows)
+
+
+def moddown_rescale_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
+    """ModDown and rescale as one rounding division by ``P q_0`` (``q_0`` = ``rows[0]``, the
+    prime a rescale drops): the base conversion of ``q_0`` and the P primes (input rows
+    ``rows + p_rows``) into ``rows[1:]``, and its ``pinv`` over ``rows[1:]``."""
+    rows = tuple(rows)
+    p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+    return _division_tables(context, rows[:1] + p_rows, rows + p_rows, rows[1:])
 
 
 def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:

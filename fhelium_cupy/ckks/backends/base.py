@@ -230,6 +230,8 @@ class CkksBackend(Protocol):
         galois_elements: Sequence[int],
         weights: Array,
         c: Array,
+        *,
+        rescale: bool = False,
     ) -> Array:
         """Double hoisting: ``sum_i weights[i] * rot_i(c)`` with one ModUp and one ModDown.
 
@@ -246,7 +248,14 @@ class CkksBackend(Protocol):
         galois_elements[e], ntt), weights[1 + e])) mod q_i`` (``P`` = product of the P primes).
         A multiple of ``P`` on the Q rows passes the rounding division by ``P`` exactly, so the
         result is the weighted sum of the rotations with one rounding in place of one per
-        rotation (not bit-identical to summing ``keyswitch_from_digits`` results)."""
+        rotation (not bit-identical to summing ``keyswitch_from_digits`` results).
+
+        ``rescale=True`` (``L >= 2``) returns ``[2, L - 1, N]`` in the coefficient domain over
+        ``rows[1:]`` instead: the same ``acc`` after its inverse NTT, divided by ``P q_0``
+        (``q_0`` = the prime of ``rows[0]``, the one a rescale drops) with the rounding
+        ModDown's formula, i.e. ``(x_i - e_i) (P q_0)^-1 mod q_i`` with ``e`` the centered
+        fast base conversion of the rows of ``q_0`` and the P primes. ModDown and rescale then
+        round once instead of twice (not bit-identical to ``rescale(ntt_inverse(result))``)."""
         ...
 
 
@@ -270,10 +279,17 @@ def check_linear_transform(
     galois_elements: Sequence[int],
     weights: Array,
     c: Array,
+    *,
+    rescale: bool = False,
 ) -> tuple[list[Array], list[int]]:
     """Validate the arguments of ``keyswitch_linear_transform`` (shapes, dtypes, odd Galois
-    elements) before any work; returns the keys and Galois elements as lists."""
+    elements, a prime left after ``rescale``) before any work; returns the keys and Galois
+    elements as lists."""
     op = "keyswitch_linear_transform"
+    if not isinstance(rescale, bool):
+        raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
+    if rescale and len(rows) < 2:
+        raise ValueError(f"{op}: rescale needs at least two rows (one is dropped), got {len(rows)}")
     keys, gs = list(keys), list(galois_elements)
     if not keys or len(keys) != len(gs):
         raise ValueError(f"{op}: needs E >= 1 keys and as many galois elements, got {len(keys)} and {len(gs)}")

@@ -26,6 +26,7 @@ from ...runtime.retention import is_collecting, retain_for_capture
 from ._cupy_tables import (
     active_digits,
     coefficient_automorphism_map,
+    moddown_rescale_tables,
     moddown_tables,
     modulus_constants,
     modup_tables,
@@ -820,13 +821,14 @@ class CupyBackend:
                           np.int64(2 * batch * plane if out_strides is None else out_strides[0]), np.int64(plane)))
         return out
 
-    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c):
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False):
         """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): one
         ``keyswitch_linear_transform_accumulate`` launch (inner products, plaintext weights and
         the ``P``-scaled ``c`` terms, never materializing the E inner products), then one
-        NTT-domain ModDown of the 2-component accumulator."""
+        NTT-domain ModDown of the 2-component accumulator; with ``rescale`` one division by
+        ``P q_0`` into the coefficient domain instead (``_moddown_rescale_launch``)."""
         keys, gs = check_linear_transform(self, digits_ntt, keys, tuple(int(r) for r in rows), galois_elements,
-                                          weights, c)
+                                          weights, c, rescale=rescale)
         rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, keys, rows, "keyswitch_linear_transform")
         L, n = len(rows), self.n
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
@@ -840,9 +842,38 @@ class CupyBackend:
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
                       np.int32(D), np.int32(key_rows)))
         acc = acc[0] if parts == 1 else self.sum_batch(acc, 0, t["out_rows"])
+        if rescale:
+            out = self.xp.empty((2, L - 1, n), dtype=np.uint64)
+            self._moddown_rescale_launch(acc, out, rows, t)
+            return out
         out = self.xp.empty((2, L, n), dtype=np.uint64)
         self._moddown_launch(acc, out, t, L, 2, "ntt")
         return out
+
+    def _moddown_rescale_launch(self, acc: Any, out: Any, rows: tuple[int, ...], t: dict[str, Any]) -> None:
+        """ModDown and rescale as one rounding division by ``P q_0`` (``q_0 = rows[0]``): the
+        NTT-domain ``acc [2, L + K, N]`` over ``rows + p_rows`` into the coefficient-domain
+        ``out [2, L - 1, N]`` over ``rows[1:]``; ``acc`` is overwritten (inverse NTT in place).
+        Inverse NTT of all rows, base conversion of ``q_0`` and the P rows into ``rows[1:]``
+        (into ``out``), ``keyswitch_moddown_combine`` with the division's constants: 4 launches
+        where ModDown on NTT values, the inverse NTT and the rescale take 8."""
+        R, n, K, L = len(t["out_rows"]), self.n, len(self.p_rows), len(rows)
+
+        def build() -> dict[str, Any]:
+            tables = moddown_rescale_tables(self.context, rows)
+            return {"convert": (self._upload(tables["convert"]), tables["convert_size"]),
+                    "pinv": self._upload(tables["pinv"]), "map": self._rows(rows[1:])[1]}
+
+        d = self._cached(("moddown_rescale", rows), build)
+        acc3 = acc.reshape(2, R, n)
+        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, 2, R)
+        self._base_convert(acc3, out, d["convert"], L - 1, 1, 2, R * n, (L - 1) * n)  # no dropped row is a target
+        plane, null = (L - 1) * n, np.uint64(0)
+        # x = acc from its row 1 (rows[1:], then the L - 1 + K + 1 = R rows per component)
+        self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L - 1, 2), _BLOCK,
+                     (acc3[:, 1:], out, out, d["map"], self._consts, d["pinv"], null, null,
+                      np.int32(self.num_moduli), np.int32(n), np.int32(L - 1), np.int32(K + 1), np.int32(1),
+                      np.int64(2 * plane), np.int64(plane)))
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most

@@ -370,11 +370,13 @@ class NumpyBackend:
             return self._moddown_ntt(acc, rows)
         return self.moddown(self.ntt_inverse(acc, rows + self.p_rows), rows)
 
-    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c):
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False):
         """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): the weighted inner
-        products and the ``P``-scaled ``c`` terms summed over ``rows + p_rows``, one ModDown."""
+        products and the ``P``-scaled ``c`` terms summed over ``rows + p_rows``, one ModDown
+        (with ``rescale``: one division by ``P q_0`` into the coefficient domain)."""
         rows = tuple(int(r) for r in rows)
-        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c)
+        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c,
+                                          rescale=rescale)
         targets, L = rows + self.p_rows, len(rows)
         acc = None
         for key, g, w in zip(keys, gs, weights[1:]):
@@ -386,6 +388,8 @@ class NumpyBackend:
             self.add(direct[0], rotated, rows, out=direct[0])
         big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
         self.add(acc[:, :L], self.mul_scalar(direct, [big_p] * L, rows), rows, out=acc[:, :L])
+        if rescale:
+            return self._moddown_rescale(self.ntt_inverse(acc, targets), rows)
         return self._moddown_ntt(acc, rows)
 
     def keyswitch_from_digits_many(
@@ -404,6 +408,15 @@ class NumpyBackend:
         e = self.ntt_forward(self._conv(self.p_rows, rows)(self.ntt_inverse(acc[..., L:, :], self.p_rows)), rows)
         diff = sub_mod(acc[..., :L, :], e, self.tables(rows).q, out=e)
         return self._drop(self.p_rows, rows).mul(diff, fast=self.float_products, out=diff)
+
+    def _moddown_rescale(self, x: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
+        """ModDown and rescale as one rounding division by ``P q_0``: coefficient ``x [..., L + K,
+        N]`` over ``rows + p_rows`` -> ``[..., L - 1, N]`` over ``rows[1:]`` (``q_0 = rows[0]``)."""
+        L = len(rows)
+        dropped, rest = rows[:1] + self.p_rows, rows[1:]
+        e = self._conv(dropped, rest)(np.concatenate((x[..., :1, :], x[..., L:, :]), axis=-2))
+        diff = sub_mod(x[..., 1:L, :], e, self.tables(rest).q, out=e)
+        return self._drop(dropped, rest).mul(diff, fast=self.float_products, out=diff)
 
     @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
