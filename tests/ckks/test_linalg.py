@@ -197,6 +197,10 @@ def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twi
     want = periodic_message(a @ x, e.num_slots)
     for y in (fused, two_step):
         assert np.max(np.abs(e.decrypt_message(y, real=True) - want)) < TOLERANCE["test-n4096-scale40"]
+    one = encode_diagonals(e, a[:1, :1])  # no rotation: no ModDown, the product is rescaled as before
+    plain = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, [], one)))
+    alone = e.linear_transform(ct, [], one, rescale=True)
+    assert np.array_equal(alone.data, plain.data) and alone.level == plain.level and alone.scale == plain.scale
     last = encode_diagonals(e, a, level=e.context.max_level)
     top = e.encrypt_message(periodic_message(x, e.num_slots), level=e.context.max_level)
     with pytest.raises(StateMismatchError, match="last level"):
