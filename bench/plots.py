@@ -15,13 +15,23 @@ from typing import Any
 __all__ = ["footer_text", "write_plots"]
 
 
-def footer_text(env: dict[str, Any], device: str | None = None) -> str:
+def footer_text(env: dict[str, Any], device: str | None = None, width: int = 100) -> str:
+    """GPU, driver, CuPy/torch/NumPy versions and date, in lines of at most ``width``
+    characters broken between fields (a figure is about 100 characters wide at the footer's
+    font size)."""
     gpu = env.get("gpu") or "no GPU"
     if device:
         gpu = f"device {device}: {gpu}"
-    driver = env.get("driver") or env.get("cuda_driver") or "-"
-    return (f"{gpu} | driver {driver} | CuPy {env.get('cupy') or '-'} | torch {env.get('torch') or '-'} | "
-            f"NumPy {env.get('numpy')} | {env.get('date', '')}")
+    driver = " ".join(str(env.get("driver") or env.get("cuda_driver") or "-").split())  # one line per GPU in nvidia-smi
+    fields = [gpu, f"driver {driver}", f"CuPy {env.get('cupy') or '-'}", f"torch {env.get('torch') or '-'}",
+              f"NumPy {env.get('numpy')}", str(env.get("date", ""))]
+    lines = [fields[0]]
+    for field in fields[1:]:
+        if len(lines[-1]) + 3 + len(field) > width:
+            lines.append(field)
+        else:
+            lines[-1] += " | " + field
+    return "\n".join(lines)
 
 
 def _median(stats: dict[str, Any] | None) -> float | None:
@@ -31,21 +41,21 @@ def _median(stats: dict[str, Any] | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def _figure(ncols: int, env: dict[str, Any], title: str, device: str | None = None):
+def _figure(ncols: int, env: dict[str, Any], title: str, device: str | None = None, extra_width: float = 0.0):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=(max(6.0, 5.2 * ncols), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, ncols, figsize=(max(6.0, 5.2 * ncols) + extra_width, 4.6), squeeze=False)
     fig.suptitle(title)
     fig.text(0.5, 0.005, footer_text(env, device), ha="center", va="bottom", fontsize=7, color="0.35")
     return plt, fig, axes[0]
 
 
 def _save(plt: Any, fig: Any, path: Path) -> str:
-    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
-    fig.savefig(path, dpi=120)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the canvas takes in legends outside the axes
     plt.close(fig)
     return str(path)
 
@@ -54,20 +64,22 @@ def _plot_matvec(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
     presets = [(name, p) for name, p in results["presets"].items() if p.get("matvec")]
     if not presets:
         return None
-    plt, fig, axes = _figure(len(presets), env, "Encrypted matvec latency vs matrix size (median)", env.get("_device"))
+    plt, fig, axes = _figure(len(presets), env, "Encrypted matvec latency vs matrix size (median)", env.get("_device"),
+                             extra_width=2.0 * len(presets))
     for ax, (name, preset) in zip(axes, presets):
         rows = preset["matvec"]
         sizes = [r["size"] for r in rows]
         series = [
-            ("eager", lambda r: _median(r.get("eager", {}).get("latency")), "o-"),
-            ("CudaGraphProgram.replay", lambda r: _median(r.get("graph", {}).get("latency")), "s-"),
-            ("torch.cuda.graph replay", lambda r: _median(r.get("torch_graph", {}).get("latency")), "^--"),
+            # the main rows: FHElium example 18's schedule (independent rotations)
+            ("example 18 eager", lambda r: _median(r.get("eager", {}).get("latency")), "o-"),
+            ("example 18 CudaGraphProgram.replay", lambda r: _median(r.get("graph", {}).get("latency")), "s-"),
+            ("example 18 torch.cuda.graph replay", lambda r: _median(r.get("torch_graph", {}).get("latency")), "^--"),
         ]
         for label, get, style in series:
             points = [(s, get(r)) for s, r in zip(sizes, rows) if get(r) is not None]
             if points:
                 ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
-        for method, tag in (("hoisted", "hoisted"), ("bsgs", "BSGS")):
+        for method, tag in (("hoisted", "double-hoisted"), ("bsgs", "BSGS")):  # run_all's "hoisted": the default
             rows_m = preset.get(method) or []
             for label, get, style in (
                 (f"{tag} eager", lambda r: _median(r.get("eager", {}).get("latency")), "o:"),
@@ -88,7 +100,7 @@ def _plot_matvec(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
         ax.set_ylabel("latency (ms)")
         ax.set_title(f"{name} (N={preset['parameters']['ring_degree']})", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the lines
     return _save(plt, fig, out / "matvec_latency.png")
 
 
@@ -117,8 +129,19 @@ def _plot_ops(results: dict[str, Any], env: dict[str, Any], out: Path) -> str | 
     return _save(plt, fig, out / "ops_vs_floor.png")
 
 
+def _preset_tags(results: dict[str, Any]) -> dict[str, str]:
+    """Short x-axis names of the presets: ``N=2^k`` (the preset name when two share N)."""
+    degrees = {name: int((p.get("parameters") or {}).get("ring_degree") or 0) for name, p in results["presets"].items()}
+    tags = {}
+    for name, n in degrees.items():
+        shared = n <= 0 or list(degrees.values()).count(n) > 1
+        tags[name] = name if shared else f"N=2^{n.bit_length() - 1}"
+    return tags
+
+
 def _plot_host_overhead(results: dict[str, Any], env: dict[str, Any], out: Path) -> str | None:
     bars = []
+    tags = _preset_tags(results)
     for name, preset in results["presets"].items():
         for r in preset.get("matvec", []):
             g = r.get("graph", {})
@@ -130,7 +153,7 @@ def _plot_host_overhead(results: dict[str, Any], env: dict[str, Any], out: Path)
                 "torch copy+replay": _median(t.get("host_replay")),
             }
             if any(v is not None for k, v in values.items() if k != "eager issue"):
-                bars.append((f"{name}\nn={r['size']}", values))
+                bars.append((f"{tags[name]}\nn={r['size']}", values))
     if not bars:
         return None
     plt, fig, axes = _figure(1, env, "Host time to issue one matvec (no synchronize, median)", env.get("_device"))
@@ -152,15 +175,16 @@ def _plot_host_overhead(results: dict[str, Any], env: dict[str, Any], out: Path)
 def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str | None:
     mib = 1 / (1 << 20)
     groups = []
+    tags = _preset_tags(results)
     for name, preset in results["presets"].items():
         for r in preset.get("matvec", []):
             eager = (r.get("memory") or {}).get("eager_peak_bytes")
             scratch = ((r.get("graph") or {}).get("memory") or {}).get("arena_reserved_bytes")
             if eager is not None or scratch is not None:
-                groups.append((f"{name}\nn={r['size']}", {"eager peak working set": eager, "graph-private scratch": scratch}))
+                groups.append((f"{tags[name]}\nn={r['size']}", {"eager peak working set": eager, "graph-private scratch": scratch}))
         pool = preset.get("pool") or {}
         if "standalone" in pool and "pool" in pool:
-            groups.append((f"{name}\n{pool['programs']} programs n={pool['size']}", {
+            groups.append((f"{tags[name]}\n{pool['programs']} programs\nn={pool['size']}", {
                 "8 standalone (device delta)": pool["standalone"].get("device_used_delta_bytes"),
                 "8 in one CudaGraphPool (device delta)": pool["pool"].get("device_used_delta_bytes"),
             }))
