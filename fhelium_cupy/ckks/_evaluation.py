@@ -297,7 +297,8 @@ class EvaluationMixin:
         at level + 1 with scale ``ct.scale * weights.scale / q``. It decrypts like
         ``rescale_to_next_level(ntt_domain_to_coefficient_domain(...))`` of the default result
         (one rounding instead of two, so not bit-identical to it), with fewer transforms: on
-        the GPU 4 launches after the accumulator instead of 8. With no keys there is no
+        the GPU 4 launches after the accumulator instead of 8 (when each transform is one
+        launch group, as in the presets). With no keys there is no
         ModDown: the plain product is transformed back and rescaled.
         """
         op = "linear_transform"

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import (
+    CkksEngine,
     bsgs_split,
     encode_bsgs_diagonals,
     encode_diagonals,
@@ -16,6 +17,7 @@ from fhelium_cupy.ckks import (
     required_rotation_steps,
     required_rotation_steps_bsgs,
 )
+from fhelium_cupy.ckks.params import ParametersLiteral
 from fhelium_cupy.errors import StateMismatchError
 from tests.helpers.ckks_engines import TOLERANCE, make_engine
 
@@ -171,12 +173,24 @@ def test_double_hoisting_rounds_once_and_decrypts_at_least_as_well():
     assert np.array_equal(double.data, plain.data)
 
 
-def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twice():
+def _three_special_primes() -> CkksEngine:
+    """An insecure N=2^12 engine with K = 3 special primes (the presets have K = 1)."""
+    literal = ParametersLiteral(log_n=12, q_bits=(40, 40, 40, 49), p_bits=(50, 50, 50), scale=2.0**40, dnum=2,
+                                name="test-n4096-k3")
+    engine = CkksEngine(literal, insecure=True)
+    engine.generate_keys()
+    return engine
+
+
+@pytest.mark.parametrize("special_primes", [1, 3])
+def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twice(special_primes):
     """rescale=True divides by P q_0 in one rounding: against rescale_to_next_level of the
     coefficient-domain default result, the same level, scale, primes and domain, and the two
-    differ per coefficient by one small integer (the same centered value on every row), at
-    most the base conversions' bound K + 2; both decrypt to A x."""
-    e = make_engine("test-n4096-scale40")
+    differ per coefficient by one integer (the same centered value on every row) of at most
+    floor(K / 2) + 1: the fused quotient is within (K + 1) / 2 of the exact one (K + 1
+    centered fractions), the two-step one within 1 / 2 + K / (2 q_0); both decrypt to A x."""
+    e = make_engine("test-n4096-scale40") if special_primes == 1 else _three_special_primes()
+    assert e.context.p_count == special_primes
     rng = np.random.default_rng(9)
     a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
     ct = e.encrypt_message(periodic_message(x, e.num_slots))
@@ -192,15 +206,19 @@ def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twi
     diff = (fused.data.astype(object) - two_step.data.astype(object)) % moduli
     centered = np.where(diff > moduli // 2, diff - moduli, diff)  # [2, L - 1, N]
     assert (centered == centered[:, :1]).all()  # one integer per coefficient, whatever the row
-    assert np.abs(centered).max() <= e.context.p_count + 2
+    assert np.abs(centered).max() <= special_primes // 2 + 1
     assert np.abs(centered).max() >= 1  # the roundings do differ: a different computation
     want = periodic_message(a @ x, e.num_slots)
     for y in (fused, two_step):
         assert np.max(np.abs(e.decrypt_message(y, real=True) - want)) < TOLERANCE["test-n4096-scale40"]
+    if special_primes != 1:
+        return
     one = encode_diagonals(e, a[:1, :1])  # no rotation: no ModDown, the product is rescaled as before
     plain = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, [], one)))
     alone = e.linear_transform(ct, [], one, rescale=True)
-    assert np.array_equal(alone.data, plain.data) and alone.level == plain.level and alone.scale == plain.scale
+    assert np.array_equal(alone.data, plain.data)
+    assert (alone.level, alone.prime_ids, alone.scale, alone.polynomial_domain) == (
+        plain.level, plain.prime_ids, plain.scale, plain.polynomial_domain)
     last = encode_diagonals(e, a, level=e.context.max_level)
     top = e.encrypt_message(periodic_message(x, e.num_slots), level=e.context.max_level)
     with pytest.raises(StateMismatchError, match="last level"):

@@ -250,14 +250,15 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
-def _keyswitch_linear_transform(rescale: bool) -> Case:
+def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False) -> Case:
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
     NTT-domain ModDown (with ``rescale``: one division by P q_0 into the coefficient domain),
     against the NumPy backend; with the accumulator in 1, 2 and 4 rotation parts (at 4, one
-    part has no rotation)."""
+    part has no rotation). ``rescaled_level``: rows from prime 1 on (a level after one
+    rescale, where q_0 is not prime 0)."""
 
     def run(gpu, ref, ctx, rng, lv):
-        rows = lv["ks"]
+        rows = lv["ks"][1:] if rescaled_level else lv["ks"]
         targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
         n = ctx.ring_degree
         c = ref.ntt_forward(rand(ctx, rows, (2,), rng), rows)
@@ -318,6 +319,7 @@ CASES: dict[str, Case] = {
     "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
     "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
+    "keyswitch_linear_transform_rescale_rescaled_level": _keyswitch_linear_transform(True, rescaled_level=True),
 }
 
 

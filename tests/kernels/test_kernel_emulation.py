@@ -501,6 +501,28 @@ def test_keyswitch_kernel_emulation_matches_contract(ctx):
     assert np.array_equal(out, ro.keyswitch_from_digits(digits, key, rows, ctx, galois_element=g))
 
 
+@pytest.mark.parametrize("rows", [(0, 1, 2, 3), (1, 2, 3), (2, 3)])  # every level that can still rescale
+def test_moddown_rescale_kernel_emulation_matches_the_integer_division(ctx, rows):
+    """CupyBackend._moddown_rescale_launch after its inverse NTT: the base conversion of q_0 =
+    rows[0] and the P rows into rows[1:] (the host's s{size} pick) and keyswitch_moddown_combine
+    reading x from its row 1 with L - 1 Q and K + 1 dropped rows, against the rounding
+    division by P q_0 in Python integers; rows from prime 1 on are the levels after a rescale."""
+    from tests.helpers.ckks_oracles import oracle_moddown
+
+    n, L, K = ctx.ring_degree, len(rows), ctx.p_count
+    p_rows = tuple(range(ctx.q_count, ctx.q_count + K))
+    x = _rand(ctx, rows + p_rows, lead=(2,), seed=sum(rows) + 40)  # [2, L + K, N] coefficient domain
+    md = cb.moddown_rescale_tables(ctx, rows)
+    smax = next(s for s in cb._BASE_CONVERT_SIZES if s >= md["convert_size"])
+    e = emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, smax, n)
+    out = _emulate_combine(np.ascontiguousarray(x[:, 1:]), e, md, rows[1:], ctx, 1)
+    keep, dropped = [ctx.moduli[r] for r in rows[1:]], [ctx.moduli[r] for r in (rows[0],) + p_rows]
+    for z in range(2):
+        want = [oracle_moddown([int(v) for v in x[z, 1:L, k]], [int(x[z, 0, k])] + [int(v) for v in x[z, L:, k]],
+                               keep, dropped) for k in range(n)]
+        assert np.array_equal(out[z], np.array(want, dtype=np.uint64).T)
+
+
 def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):
     """NTT output: inverse NTT of the P rows only, base conversion, forward NTT of e, combine
     with the rotated c0 of a hoisted rotation == NTT of (automorphism(c0) + y0, y1)."""

@@ -856,7 +856,8 @@ class CupyBackend:
         ``out [2, L - 1, N]`` over ``rows[1:]``; ``acc`` is overwritten (inverse NTT in place).
         Inverse NTT of all rows, base conversion of ``q_0`` and the P rows into ``rows[1:]``
         (into ``out``), ``keyswitch_moddown_combine`` with the division's constants: 4 launches
-        where ModDown on NTT values, the inverse NTT and the rescale take 8."""
+        where ModDown on NTT values, the inverse NTT and the rescale take 8 (each transform in
+        one launch group; ``_ntt_launch`` splits larger ones)."""
         R, n, K, L = len(t["out_rows"]), self.n, len(self.p_rows), len(rows)
 
         def build() -> dict[str, Any]:
