@@ -449,3 +449,30 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
     with pytest.raises(ValueError, match="two rows"):
         be.keyswitch_linear_transform(be.modup(be.ntt_inverse(c[1, -1:], one), one), keys, one, gs,
                                       weights[:, -1 - len(be.p_rows):], c[:, -1:], rescale=True)
+
+
+@pytest.mark.parametrize("name", ["single-prime-digits", "two-prime-digits-two-p"])
+def test_rows_of_mixed_widths_in_any_order_give_the_exact_products(name):
+    """The default backend splits a row tuple into its primes below 2**50 (float-assisted) and
+    the wider ones (exact): in any order, interleaved too, every product and transform equals
+    the backend forced onto the exact products, and out= may alias the input."""
+    fast, exact = _pair(name)
+    q_rows, p_rows = tuple(range(fast.context.q_count)), fast.p_rows
+    for rows in (q_rows + p_rows, (p_rows[0],) + q_rows[:2], (q_rows[0], p_rows[-1], q_rows[-1])):
+        assert len(fast._width_groups(rows)) == 2
+        rng = random.Random(len(rows))
+        a = random_residues(rng, _mod(fast, rows), N, (3,))
+        b = random_residues(rng, _mod(fast, rows), N, (3,))
+        scalars = [rng.randrange(-(2**70), 2**70) for _ in rows]
+        for op in ("mul", "mul_montgomery"):
+            np.testing.assert_array_equal(getattr(fast, op)(a, b, rows), getattr(exact, op)(a, b, rows))
+            np.testing.assert_array_equal(getattr(fast, op)(a, b[0], rows), getattr(exact, op)(a, b[0], rows))
+        for op in ("to_montgomery", "from_montgomery", "ntt_forward", "ntt_inverse"):
+            want = getattr(exact, op)(a, rows)
+            np.testing.assert_array_equal(getattr(fast, op)(a, rows), want)
+            alias = a.copy()
+            assert getattr(fast, op)(alias, rows, out=alias) is alias
+            np.testing.assert_array_equal(alias, want)
+        np.testing.assert_array_equal(fast.mul_scalar(a, scalars, rows), exact.mul_scalar(a, scalars, rows))
+        with pytest.raises(ValueError, match="scalars"):
+            fast.mul_scalar(a, scalars[1:], rows)

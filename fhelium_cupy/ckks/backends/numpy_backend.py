@@ -178,6 +178,7 @@ class NumpyBackend:
         self._rows = lru_cache(maxsize=None)(lambda rows: _Rows(context, rows, fast=fast))
         self._conv = lru_cache(maxsize=None)(lambda src, dst: _BasisConversion(context, src, dst, fast=fast))
         self._drop = lru_cache(maxsize=None)(self._drop_constant)
+        self._width_groups = lru_cache(maxsize=None)(self._split_by_width)
         self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
 
     def tables(self, rows: Sequence[int]) -> _Rows:
@@ -216,35 +217,70 @@ class NumpyBackend:
     def neg(self, a, rows, *, out=None):
         return self._emit(neg_mod(a, self.tables(rows).q), out)
 
+    def _by_width(self, rows, arrays: tuple, fn, out):
+        """``fn(*parts, part_rows)`` on each width group of ``rows`` (``_split_by_width``): the
+        limb axis (-2) of every array split alike, the results written into one output (``out``
+        when given; it may alias an input, every group's result is made before it is written).
+        One group: ``fn`` on the whole arrays."""
+        rows = tuple(int(r) for r in rows)
+        groups = self._width_groups(rows)
+        if len(groups) == 1:
+            return self._emit(fn(*arrays, rows), out)
+        shape = np.broadcast_shapes(*(np.shape(x) for x in arrays))
+        result = np.empty(shape, dtype=np.uint64) if out is None else out
+        for where, part in groups:
+            result[..., where, :] = fn(*(x[..., where, :] for x in arrays), part)
+        return result
+
     def mul(self, a, b, rows, *, out=None):
+        return self._by_width(rows, (a, b), self._mul, out)
+
+    def _mul(self, a, b, rows):
         t = self.tables(rows)
         if t.small:
-            return self._emit(mul_mod_float(a, b, t.q, t.q_f), out)
+            return mul_mod_float(a, b, t.q, t.q_f)
         m = mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
-        return self._emit(mul_shoup(m, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
+        return mul_shoup(m, t.r_mod.w, None, t.q, w_split=t.r_mod.split)
 
     def mul_montgomery(self, a, b, rows, *, out=None):
+        return self._by_width(rows, (a, b), self._mul_montgomery, out)
+
+    def _mul_montgomery(self, a, b, rows):
         t = self.tables(rows)
         if t.small:
-            return self._emit(mul_shoup_float(mul_mod_float(a, b, t.q, t.q_f), t.r_inv.w, t.r_inv_f, t.q), out)
-        return self._emit(mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split), out)
+            return mul_shoup_float(mul_mod_float(a, b, t.q, t.q_f), t.r_inv.w, t.r_inv_f, t.q)
+        return mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
 
     def to_montgomery(self, a, rows, *, out=None):
+        return self._by_width(rows, (a,), self._to_montgomery, out)
+
+    def _to_montgomery(self, a, rows):
         t = self.tables(rows)
         if t.small:
-            return self._emit(mul_shoup_float(a, t.r_mod.w, t.r_mod_f, t.q), out)
-        return self._emit(mul_shoup(a, t.r_mod.w, None, t.q, w_split=t.r_mod.split), out)
+            return mul_shoup_float(a, t.r_mod.w, t.r_mod_f, t.q)
+        return mul_shoup(a, t.r_mod.w, None, t.q, w_split=t.r_mod.split)
 
     def from_montgomery(self, a, rows, *, out=None):
+        return self._by_width(rows, (a,), self._from_montgomery, out)
+
+    def _from_montgomery(self, a, rows):
         t = self.tables(rows)
         if t.small:
-            return self._emit(mul_shoup_float(a, t.r_inv.w, t.r_inv_f, t.q), out)
-        return self._emit(mul_shoup(a, t.r_inv.w, None, t.q, w_split=t.r_inv.split), out)
+            return mul_shoup_float(a, t.r_inv.w, t.r_inv_f, t.q)
+        return mul_shoup(a, t.r_inv.w, None, t.q, w_split=t.r_inv.split)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
-        t = self.tables(rows)
-        c = _Const([int(s) for s in scalars], t.moduli)
-        return self._emit(c.mul(a, fast=t.small), out)
+        rows = tuple(int(r) for r in rows)
+        values = [int(s) for s in scalars]
+        if len(values) != len(rows):
+            raise ValueError(f"mul_scalar: {len(values)} scalars for {len(rows)} limbs")
+        position = {r: i for i, r in enumerate(rows)}
+
+        def product(x, part):
+            t = self.tables(part)
+            return _Const([values[position[r]] for r in part], t.moduli).mul(x, fast=t.small)
+
+        return self._by_width(rows, (a,), product, out)
 
     def mul_montgomery_sum(self, a, b, rows):
         if a.ndim != 4 or tuple(b.shape) != tuple(a.shape[1:]):
@@ -269,10 +305,10 @@ class NumpyBackend:
 
     # --- transforms --------------------------------------------------------------
     def ntt_forward(self, a, rows, *, out=None):
-        return self._emit(ntt_forward_u64(a, self.tables(rows).ntt), out)
+        return self._by_width(rows, (a,), lambda x, part: ntt_forward_u64(x, self.tables(part).ntt), out)
 
     def ntt_inverse(self, a, rows, *, out=None):
-        return self._emit(ntt_inverse_u64(a, self.tables(rows).ntt), out)
+        return self._by_width(rows, (a,), lambda x, part: ntt_inverse_u64(x, self.tables(part).ntt), out)
 
     @_unbuffered
     def automorphism(self, a, galois_element: int, rows, *, domain: Domain):
@@ -344,23 +380,43 @@ class NumpyBackend:
                 self.context.ring_degree, int(galois_element) % (2 * self.context.ring_degree)
             )
             digits_ntt = np.take(digits_ntt, perm, axis=-1)
-        t = self.tables(targets)
-        key_rows = t.contiguous if t.contiguous is not None else np.asarray(targets)  # a slice is a view
         acc = np.empty((2,) + digits_ntt.shape[1:], dtype=np.uint64)
-        for k in range(2):
-            total = None
-            for d, (index, _) in enumerate(active):
-                key_k = key[index, k][key_rows]
+        for where, part in self._width_groups(targets):
+            t = self.tables(part)
+            key_rows = t.contiguous if t.contiguous is not None else np.asarray(part)  # a slice is a view
+            dig = digits_ntt[..., where, :]
+            for k in range(2):
+                total = None
+                for d, (index, _) in enumerate(active):
+                    key_k = key[index, k][key_rows]
+                    if t.small:
+                        # sum_D digit * key mod q, then one R^-1: equal to sum_D (digit * key * R^-1 mod q) mod q
+                        prod = mul_mod_float(dig[d], key_k, t.q, t.q_f)
+                    else:
+                        prod = mul_montgomery(dig[d], key_k, t.q, t.q_inv, q_split=t.q_split)
+                    total = prod if total is None else add_mod(total, prod, t.q, out=total)
                 if t.small:
-                    # sum_D digit * key mod q, then one R^-1: equal to sum_D (digit * key * R^-1 mod q) mod q
-                    prod = mul_mod_float(digits_ntt[d], key_k, t.q, t.q_f)
-                else:
-                    prod = mul_montgomery(digits_ntt[d], key_k, t.q, t.q_inv, q_split=t.q_split)
-                total = prod if total is None else add_mod(total, prod, t.q, out=total)
-            acc[k] = total
-        if t.small:
-            acc = mul_shoup_float(acc, t.r_inv.w, t.r_inv_f, t.q)
+                    total = mul_shoup_float(total, t.r_inv.w, t.r_inv_f, t.q)
+                acc[k][..., where, :] = total
         return acc
+
+    def _split_by_width(self, rows: tuple[int, ...]) -> tuple[tuple[slice | np.ndarray, tuple[int, ...]], ...]:
+        """``rows`` as the primes below 2**50 (float-assisted products) and the wider ones (exact
+        split products): (positions, prime ids) per group, one group when the primes are alike
+        or ``float_products`` is off. Positions are slices where contiguous (views, no copies).
+        The presets' 40-bit Q primes and 60-bit P primes: the wide products only on the P rows."""
+        every: tuple[tuple[slice | np.ndarray, tuple[int, ...]], ...] = ((slice(None), rows),)
+        if not self.float_products:
+            return every
+        small = [i for i, r in enumerate(rows) if self.context.moduli[r] < _FLOAT_LIMIT]
+        wide = [i for i in range(len(rows)) if self.context.moduli[rows[i]] >= _FLOAT_LIMIT]
+        if not small or not wide:
+            return every
+        groups = []
+        for pos in (small, wide):
+            contiguous = pos == list(range(pos[0], pos[-1] + 1))
+            groups.append((slice(pos[0], pos[-1] + 1) if contiguous else np.array(pos), tuple(rows[i] for i in pos)))
+        return tuple(groups)
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
         check_domain(domain, "keyswitch_from_digits")
