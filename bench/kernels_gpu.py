@@ -78,22 +78,29 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
     return variants or [("default", ())]
 
 
+def random_rows(be, ctx, rng, lead: tuple[int, ...], rows) -> object:
+    """Uniform residues ``lead + [len(rows), N]`` over ``rows``, on the backend's device."""
+    n = ctx.ring_degree
+    return be.asarray(np.stack([rng.integers(0, ctx.moduli[r], lead + (n,), dtype=np.uint64) for r in rows], axis=-2))
+
+
 def variant_outputs(cp, be, ctx) -> list:
-    """Forward and inverse NTT, ModUp and one key switch of fixed random inputs: the exactness
-    check of a kernel variant against the first one (every variant must be bit-identical)."""
-    n, L, K = ctx.ring_degree, ctx.q_count, ctx.p_count
-    rows = tuple(range(L))
+    """Forward and inverse NTT, ModUp, one key switch and a 3-key linear transform (plain and
+    with ``rescale=True``) of fixed random inputs: the exactness check of a kernel variant
+    against the first one (every variant, and every ``--lt-parts``, must be bit-identical)."""
+    L, K, n = ctx.q_count, ctx.p_count, ctx.ring_degree
+    rows, qp = tuple(range(L)), tuple(range(L + K))
     rng = np.random.default_rng(7)
-
-    def rand(lead, rws):
-        return be.asarray(np.stack([rng.integers(0, ctx.moduli[r], lead + (n,), dtype=np.uint64) for r in rws],
-                                   axis=-2))
-
-    ct = rand((2,), rows)
-    key = rand((len(ctx.digits), 2), tuple(range(L + K)))
+    ct = random_rows(be, ctx, rng, (2,), rows)
+    keys = [random_rows(be, ctx, rng, (len(ctx.digits), 2), qp) for _ in range(3)]
+    weights = random_rows(be, ctx, rng, (4,), qp)
+    gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
     digits = be.modup(ct[1], rows)
-    return [cp.asnumpy(x) for x in (be.ntt_forward(ct, rows), be.ntt_inverse(ct, rows), digits,
-                                    be.keyswitch_from_digits(digits, key, rows))]
+    outputs = (be.ntt_forward(ct, rows), be.ntt_inverse(ct, rows), digits,
+               be.keyswitch_from_digits(digits, keys[0], rows),
+               be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct),
+               be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct, rescale=True))
+    return [cp.asnumpy(x) for x in outputs]
 
 
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
@@ -115,7 +122,7 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
     rng = np.random.default_rng(0)
 
     def rand(lead, rws):
-        return be.asarray(np.stack([rng.integers(0, ctx.moduli[r], lead + (n,), dtype=np.uint64) for r in rws], axis=-2))
+        return random_rows(be, ctx, rng, lead, rws)
 
     ct = rand((2,), rows)
     ct_b = rand((2,), rows)
@@ -233,7 +240,8 @@ def main() -> int:
                         help="comma list of CupyBackend(linear_transform_parts=) values (0 = the host's choice)")
     parser.add_argument("--ntt-variants", default="",
                         help='kernel builds to compare, "name=-DFLAG=V ...;name2=..." (ntt.cu macros; '
-                             "every variant's NTT output is checked bit-exact against the first)")
+                             "every variant's NTTs, ModUp, key switch and linear transforms are checked bit-exact against the "
+                             "first)")
     args = parser.parse_args()
     exit_without_gpu("bench/kernels_gpu.py")
     from fhelium_cupy.runtime.kernels import require_cuda

@@ -19,8 +19,8 @@ from fhelium_cupy.ckks import (
     required_rotation_steps,
     required_rotation_steps_bsgs,
 )
-from tests.helpers.ckks_engines import random_message
-from tests.helpers.gpu_memory import junk_over_freed_blocks
+from tests.helpers.ckks_engines import random_message, rewrite_saved_value
+from tests.helpers.gpu_memory import replay_over_freed_blocks
 
 pytestmark = pytest.mark.gpu
 
@@ -183,8 +183,6 @@ def test_gpu_encrypt_decrypt_round_trip_and_torch_cuda_messages():
 
 def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
     """load_value(engine=<CUDA engine holding the secret>) runs the key-material check on the GPU."""
-    import json
-
     from fhelium_cupy.ckks import load_value, save_value
     from fhelium_cupy.errors import ForeignKeyError
 
@@ -196,10 +194,7 @@ def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
     stranger = CkksEngine("test-n4096-scale40", device="cpu", insecure=True)
     stranger.generate_keys()
     path = save_value(stranger.rotation_key(3), tmp_path / "foreign.npz")
-    with np.load(path) as archive:
-        header, data = json.loads(str(archive["header"])), archive["data"]
-    header["metadata"]["key_id"] = gpu.keys.key_id  # relabelled
-    np.savez(tmp_path / "forged.npz", data=data, header=np.array(json.dumps(header)))
+    rewrite_saved_value(path, tmp_path / "forged.npz", meta={"key_id": gpu.keys.key_id})  # relabelled
     with pytest.raises(ForeignKeyError, match="not made under its secret"):
         load_value(tmp_path / "forged.npz", engine=gpu)
 
@@ -221,9 +216,7 @@ def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():
     program = CudaGraphProgram.capture(square, example_inputs=(ct,))
     try:
         engine.generate_keys(secret_key=engine.keys.secret_key)
-        junk = junk_over_freed_blocks()
-        got = program.replay(ct, copy_output=True, synchronize=True)
-        del junk
+        got = replay_over_freed_blocks(program, ct)
         np.testing.assert_allclose(engine.decrypt_message(got), m * m, atol=1e-4)
     finally:
         program.close()
@@ -256,15 +249,11 @@ def test_tables_first_built_inside_a_capture_stay_with_that_graph():
     built_in_capture = len(engine.backend._cache)
     eager = engine.rotate_with_key(ct, key)  # builds (and publishes) its own tables
     np.testing.assert_allclose(engine.decrypt_message(eager), np.roll(m, 3), atol=1e-4)
-    print(f"capture with warmup=0 {'succeeded' if program is not None else 'was refused'}; "
-          f"tables published during it: {built_in_capture}")
     assert built_in_capture == 0
     if program is not None:
         try:
             engine.backend._cache.clear()
-            junk = junk_over_freed_blocks()
-            got = program.replay(ct, copy_output=True, synchronize=True)
-            del junk
+            got = replay_over_freed_blocks(program, ct)
             np.testing.assert_allclose(engine.decrypt_message(got), np.roll(m, 3), atol=1e-4)
         finally:
             program.close()

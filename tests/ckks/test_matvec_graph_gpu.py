@@ -123,7 +123,7 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
     """The graph reads cached device tables (key addresses, constants) by address. Once the
     backend's cache lets them go (its eviction past 65536 entries, here: cleared), the program
     still holds them: eager allocations cannot be handed that memory while replays read it."""
-    from tests.helpers.gpu_memory import junk_over_freed_blocks
+    from tests.helpers.gpu_memory import replay_over_freed_blocks
 
     engine, a, schedule = setup(8)
     rng = np.random.default_rng(5)
@@ -133,9 +133,7 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
         source = _encrypt(engine, x)
         want = program.replay(source, copy_output=True, synchronize=True)
         engine.backend._cache.clear()  # what an eviction does
-        junk = junk_over_freed_blocks(256)  # reuse freed blocks
-        got = program.replay(source, copy_output=True, synchronize=True)
-        del junk
+        got = replay_over_freed_blocks(program, source, blocks=256)  # reuse freed blocks
         np.testing.assert_array_equal(got.data.get(), want.data.get())
         assert _err(engine, got, a @ x) < 1e-6
     finally:

@@ -131,8 +131,6 @@ def test_sigma_below_the_standard_error_is_insecure():
 def test_replace_or_direct_construction_cannot_skip_the_bound():
     """Parameters validates itself however it is made: dataclasses.replace of a secure preset
     with more primes or a zero error, or direct construction, needs insecure=True too."""
-    import dataclasses
-
     base = Parameters.preset("slots8192-scale40-depth7")
     extra = tuple(m for m in generate_ntt_primes(40, 20, base.ring_degree) if m not in base.moduli)[:3]
     assert len(extra) == 3 and base.log2_qp + 3 * 39 > SECURITY_BOUNDS_128[base.ring_degree]
@@ -162,8 +160,6 @@ def test_replace_or_direct_construction_cannot_skip_the_bound():
 @pytest.mark.parametrize("flag", ["false", "no", 1, 0, None, np.bool_(True)])
 def test_the_insecure_opt_in_must_be_a_real_bool(flag):
     """A config-file string such as "false" is truthy: it must not unlock test parameters."""
-    from fhelium_cupy.ckks import CkksEngine
-
     with pytest.raises(TypeError, match="insecure must be True or False"):
         Parameters.preset("test-n4096-scale40", insecure=flag)
     with pytest.raises(TypeError, match="insecure must be True or False"):

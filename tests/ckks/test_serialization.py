@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import CkksEngine, load_value, save_value
-from fhelium_cupy.errors import ForeignContextError, ForeignKeyError, SerializationError
-from tests.helpers.ckks_engines import make_engine, random_message
+from fhelium_cupy.errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
+from tests.helpers.ckks_engines import make_engine, random_message, rewrite_saved_value
 
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
@@ -107,22 +107,10 @@ def test_loading_checks_residues_and_ring_degree_against_the_context(tmp_path):
     loaded = load_value(good, engine=e)
     np.testing.assert_array_equal(loaded.data, ct.data)
     # a value of the wrong ring degree made by hand is refused by every operation, not crashed on
-    from fhelium_cupy.errors import StateMismatchError
-
     forged = ct._with_data(np.ascontiguousarray(ct.data[..., : ct.data.shape[-1] // 2]))
     for call in (lambda: e.decrypt(forged), lambda: e.add(forged, forged), lambda: e.coefficient_domain_to_ntt_domain(forged)):
         with pytest.raises(StateMismatchError, match="coefficients per limb"):
             call()
-
-
-def _rewrite(source, target, *, meta=None, data=None, compressed=False):
-    """``source`` re-saved as ``target`` with edited metadata or data (what a forger does)."""
-    with np.load(source) as archive:
-        header, array = json.loads(str(archive["header"])), archive["data"]
-    header["metadata"].update(meta or {})
-    array = array if data is None else data(array)
-    (np.savez_compressed if compressed else np.savez)(target, data=array, header=np.array(json.dumps(header)))
-    return target
 
 
 def test_loading_needs_the_parameters_it_checks_against(tmp_path):
@@ -140,16 +128,16 @@ def test_loading_refuses_states_that_contradict_the_context(tmp_path):
     pk_path = save_value(e.keys.generator.public_key(e.keys.secret_key), tmp_path / "pk.npz")
     n = e.context.ring_degree
     forged = {
-        "ciphertext level": _rewrite(ct_path, tmp_path / "a.npz", meta={"level": 1}),
-        "ciphertext basis": _rewrite(ct_path, tmp_path / "b.npz", meta={"modulus_basis": "QP"}),
-        "ciphertext form": _rewrite(ct_path, tmp_path / "c.npz", meta={"residue_representation": "montgomery"}),
-        "unknown metadata": _rewrite(ct_path, tmp_path / "d.npz", meta={"foo": 1}),
-        "compressed": _rewrite(ct_path, tmp_path / "e.npz", compressed=True),
-        "relabelled rotation": _rewrite(rk_path, tmp_path / "f.npz", meta={"rotation_step": 1}),
-        "rotation galois": _rewrite(rk_path, tmp_path / "g.npz", meta={"galois_element": 3}),
-        "conjugation galois": _rewrite(conj_path, tmp_path / "h.npz", meta={"galois_element": 5}),
-        "key digits": _rewrite(rk_path, tmp_path / "i.npz", data=lambda d: np.concatenate([d, d[:1]])),
-        "public key primes": _rewrite(
+        "ciphertext level": rewrite_saved_value(ct_path, tmp_path / "a.npz", meta={"level": 1}),
+        "ciphertext basis": rewrite_saved_value(ct_path, tmp_path / "b.npz", meta={"modulus_basis": "QP"}),
+        "ciphertext form": rewrite_saved_value(ct_path, tmp_path / "c.npz", meta={"residue_representation": "montgomery"}),
+        "unknown metadata": rewrite_saved_value(ct_path, tmp_path / "d.npz", meta={"foo": 1}),
+        "compressed": rewrite_saved_value(ct_path, tmp_path / "e.npz", compressed=True),
+        "relabelled rotation": rewrite_saved_value(rk_path, tmp_path / "f.npz", meta={"rotation_step": 1}),
+        "rotation galois": rewrite_saved_value(rk_path, tmp_path / "g.npz", meta={"galois_element": 3}),
+        "conjugation galois": rewrite_saved_value(conj_path, tmp_path / "h.npz", meta={"galois_element": 5}),
+        "key digits": rewrite_saved_value(rk_path, tmp_path / "i.npz", data=lambda d: np.concatenate([d, d[:1]])),
+        "public key primes": rewrite_saved_value(
             pk_path, tmp_path / "j.npz", meta={"prime_ids": list(e.context.qp_ids[:-1])},
             data=lambda d: np.ascontiguousarray(d[:, :-1])),
     }
@@ -164,8 +152,6 @@ def test_loading_refuses_states_that_contradict_the_context(tmp_path):
 
 def test_operations_refuse_keys_of_another_shape():
     from fhelium_cupy.ckks import RotationKey
-    from fhelium_cupy.errors import StateMismatchError
-
     e = make_engine("test-n4096-scale40")
     rk = e.rotation_key(1)
     short = RotationKey(np.ascontiguousarray(rk.data[:-1]), prime_ids=rk.prime_ids, context_id=rk.context_id,
@@ -203,7 +189,7 @@ def test_a_relabelled_foreign_key_is_caught_by_an_engine_holding_the_secret(tmp_
     for name, key in (("relin", stranger.relinearization_key()), ("rot", stranger.rotation_key(3)),
                       ("conj", stranger.conjugation_key()),
                       ("pk", stranger.key_generator.public_key(stranger.keys.secret_key))):
-        path = _rewrite(save_value(key, tmp_path / f"{name}.npz"), tmp_path / f"{name}-forged.npz",
+        path = rewrite_saved_value(save_value(key, tmp_path / f"{name}.npz"), tmp_path / f"{name}-forged.npz",
                         meta={"key_id": e.keys.key_id})
         with pytest.raises(ForeignKeyError, match="not made under its secret"):
             load_value(path, engine=e)

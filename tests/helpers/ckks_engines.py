@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from fhelium_cupy.ckks import CkksEngine
 
-__all__ = ["TOLERANCE", "make_engine", "random_message"]
+__all__ = ["TOLERANCE", "make_engine", "random_message", "rewrite_saved_value"]
 
 TOLERANCE = {"test-n4096-scale30": 1e-4, "test-n4096-scale40": 1e-6}
 _CACHE: dict[str, CkksEngine] = {}
@@ -30,3 +32,14 @@ def random_message(
     if complex_values:
         m = m + 1j * rng.uniform(-1, 1, k)
     return m
+
+
+def rewrite_saved_value(source, target, *, meta=None, data=None, compressed=False):
+    """A ``save_value`` file ``source`` re-saved as ``target`` with edited metadata or data (what a
+    forger does); returns ``target``."""
+    with np.load(source) as archive:
+        header, array = json.loads(str(archive["header"])), archive["data"]
+    header["metadata"].update(meta or {})
+    array = array if data is None else data(array)
+    (np.savez_compressed if compressed else np.savez)(target, data=array, header=np.array(json.dumps(header)))
+    return target

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-__all__ = ["junk_over_freed_blocks"]
+__all__ = ["junk_over_freed_blocks", "replay_over_freed_blocks"]
 
 
 def junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
@@ -16,3 +16,14 @@ def junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
 
     gc.collect()
     return [cp.full(1 << 12, 0xFFFF_FFFF_FFFF_FFFF, dtype=cp.uint64) for _ in range(blocks)]
+
+
+def replay_over_freed_blocks(program: Any, *inputs: Any, blocks: int = 512) -> Any:
+    """``program.replay(*inputs, copy_output=True, synchronize=True)`` while ``blocks`` junk
+    arrays fill the memory CuPy would hand out next (``junk_over_freed_blocks``): the owned
+    output, computed from whatever the graph reads."""
+    junk = junk_over_freed_blocks(blocks)
+    try:
+        return program.replay(*inputs, copy_output=True, synchronize=True)
+    finally:
+        del junk

@@ -119,21 +119,31 @@ def test_base_conversion_too_large_for_shared_memory_is_a_clear_error(fake_backe
     assert backend.launch_count > before
 
 
+def _one_key_switch(fake_backend_factory, seed: int):
+    """(backend, switch, key) on the fake n4096 backend: ``switch(key)`` runs one NTT-domain
+    batched key switch of fixed digits with that key (Galois element 5)."""
+    ctx = gpu_cases.context("n4096")
+    backend = fake_backend_factory(ctx)
+    rows = tuple(range(ctx.q_count - 1))
+    rng = np.random.default_rng(seed)
+    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
+
+    def switch(key):
+        return backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")
+
+    return backend, switch, gpu_cases.random_key(ctx, rng)
+
+
 def test_batched_key_switch_does_not_keep_dropped_keys_alive(fake_backend_factory):
     """The key-address table is cached by address; the backend holds no reference to the keys,
     so a key dropped by its owner is freed (device memory of rotation keys is large)."""
     import gc
     import weakref
 
-    ctx = gpu_cases.context("n4096")
-    backend = fake_backend_factory(ctx)
-    rows = tuple(range(ctx.q_count - 1))
-    rng = np.random.default_rng(5)
-    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
-    key = gpu_cases.random_key(ctx, rng)
-    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")
+    backend, switch, key = _one_key_switch(fake_backend_factory, seed=5)
+    switch(key)
     before = backend.launch_count
-    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")  # cached tables reused
+    switch(key)  # cached tables reused
     assert backend.launch_count > before
     watch = weakref.ref(key)
     del key
@@ -353,15 +363,10 @@ def test_a_capture_holds_the_keys_its_key_switches_read(fake_backend_factory):
 
     from fhelium_cupy.runtime import retention
 
-    ctx = gpu_cases.context("n4096")
-    backend = fake_backend_factory(ctx)
-    rows = tuple(range(ctx.q_count - 1))
-    rng = np.random.default_rng(6)
-    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
-    key = gpu_cases.random_key(ctx, rng)
-    backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")  # warmup: tables cached
+    _, switch, key = _one_key_switch(fake_backend_factory, seed=6)
+    switch(key)  # warmup: tables cached
     with retention.collecting() as kept:
-        backend.keyswitch_from_digits_many(digits, [key], rows, [5], domain="ntt")
+        switch(key)
     watch = weakref.ref(key)
     del key
     gc.collect()

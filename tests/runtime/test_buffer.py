@@ -278,10 +278,9 @@ def test_closing_a_buffer_frees_its_storage_without_waiting_for_the_garbage_coll
         gc.enable()
 
 
-@pytest.mark.parametrize("device", ["cpu"])
-def test_a_source_with_other_strides_is_refused_not_reinterpreted(device):
+def test_a_source_with_other_strides_is_refused_not_reinterpreted():
     """Same shape and dtype, other strides: copying the bytes would store other values."""
-    buffer = ReusableValueBuffer.like(np.zeros(4), device=device)
+    buffer = ReusableValueBuffer.like(np.zeros(4), device="cpu")
     with pytest.raises(ExecutionInputError, match="stride"):
         buffer.copy_from(np.arange(8.0)[::2])  # values 0, 2, 4, 6 at stride 2
     np.testing.assert_array_equal(buffer.value, np.zeros(4))

@@ -729,9 +729,17 @@ class CupyBackend:
             return
         if domain == "ntt":
             self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
-        self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L, entries), _BLOCK,
-                     (acc, e, out, t["out_map"], self._consts, t["pinv"], null if c0 is None else c0,
-                      null if perms is None else perms, np.int32(self.num_moduli), np.int32(n), np.int32(L),
+        self._combine_launch(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+
+    def _combine_launch(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
+                        batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
+        """``keyswitch_moddown_combine``: ``out = (x - e) * D^-1`` over the L kept rows (``rowmap``,
+        ``pinv`` of the division by ``D``); ``x`` has L + K rows per entry, the K divided-out
+        ones last (a view may start past rows divided out before them)."""
+        null = np.uint64(0)
+        self._launch("keyswitch_moddown_combine", (-(-self.n // _BLOCK), L, entries), _BLOCK,
+                     (x, e, out, rowmap, self._consts, pinv, null if c0 is None else c0,
+                      null if perms is None else perms, np.int32(self.num_moduli), np.int32(self.n), np.int32(L),
                       np.int32(K), np.int32(batch), np.int64(out_es), np.int64(out_cs)))
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
@@ -863,18 +871,16 @@ class CupyBackend:
         def build() -> dict[str, Any]:
             tables = moddown_rescale_tables(self.context, rows)
             return {"convert": (self._upload(tables["convert"]), tables["convert_size"]),
-                    "pinv": self._upload(tables["pinv"]), "map": self._rows(rows[1:])[1]}
+                    "pinv": self._upload(tables["pinv"])}
 
         d = self._cached(("moddown_rescale", rows), build)
         acc3 = acc.reshape(2, R, n)
         self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, 2, R)
         self._base_convert(acc3, out, d["convert"], L - 1, 1, 2, R * n, (L - 1) * n)  # no dropped row is a target
-        plane, null = (L - 1) * n, np.uint64(0)
-        # x = acc from its row 1 (rows[1:], then the L - 1 + K + 1 = R rows per component)
-        self._launch("keyswitch_moddown_combine", (-(-n // _BLOCK), L - 1, 2), _BLOCK,
-                     (acc3[:, 1:], out, out, d["map"], self._consts, d["pinv"], null, null,
-                      np.int32(self.num_moduli), np.int32(n), np.int32(L - 1), np.int32(K + 1), np.int32(1),
-                      np.int64(2 * plane), np.int64(plane)))
+        plane = (L - 1) * n
+        # x = acc from its row 1: rows[1:], then P (q_0 and P divided out: K + 1 rows), R rows an entry
+        self._combine_launch(acc3[:, 1:], out, out, t["out_map"][1:L], d["pinv"], L - 1, K + 1, 2, 1, 2 * plane,
+                             plane)
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most
