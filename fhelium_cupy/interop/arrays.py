@@ -84,14 +84,20 @@ def is_array_leaf(obj: object) -> bool:
     return leaf_kind(obj) is not None
 
 
-_TORCH_TO_NUMPY: dict[Any, np.dtype] = {}
+# torch dtypes NumPy lacks whose bytes are their values: staged through a tag (module docstring)
+_TORCH_ONLY_NAMES = (
+    "bfloat16", "complex32", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+)
+_TAG_PREFIX = "torch."
+_TORCH_TO_NUMPY: dict[Any, np.dtype] = {}  # torch dtype -> NumPy dtype or tag, built once
+_TAG_TO_TORCH: dict[np.dtype, Any] = {}  # tag -> torch dtype
 
 
 def _torch_dtype_table() -> dict[Any, np.dtype]:
     if not _TORCH_TO_NUMPY:
         torch = loaded_torch()
         assert torch is not None
-        table = {}
+        table, tags = {}, {}
         for name in (
             "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
             "complex64", "complex128", "uint16", "uint32", "uint64",
@@ -99,23 +105,14 @@ def _torch_dtype_table() -> dict[Any, np.dtype]:
             tdt = getattr(torch, name, None)
             if tdt is not None:
                 table[tdt] = np.dtype(name)
+        for name in _TORCH_ONLY_NAMES:
+            tdt = getattr(torch, name, None)
+            if tdt is not None:
+                tag = np.dtype([(_TAG_PREFIX + name, f"<u{tdt.itemsize}")])
+                table[tdt], tags[tag] = tag, tdt
+        _TAG_TO_TORCH.update(tags)  # before the table: a tag handed out is always in the map
         _TORCH_TO_NUMPY.update(table)  # one step: another thread never sees a partial table
     return _TORCH_TO_NUMPY
-
-
-# torch dtypes NumPy lacks whose bytes are their values: staged through a tag (module docstring)
-_TORCH_ONLY_NAMES = (
-    "bfloat16", "complex32", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
-)
-_TAG_PREFIX = "torch."
-
-
-def _torch_only_tag(dtype: Any) -> np.dtype | None:
-    name = str(dtype).removeprefix(_TAG_PREFIX)
-    torch = loaded_torch()
-    if torch is None or name not in _TORCH_ONLY_NAMES or getattr(torch, name, None) != dtype:
-        return None
-    return np.dtype([(_TAG_PREFIX + name, f"<u{dtype.itemsize}")])
 
 
 def is_torch_only_dtype(dtype: np.dtype) -> bool:
@@ -132,9 +129,8 @@ def storage_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _torch_dtype_of_tag(dtype: np.dtype) -> Any:
-    torch = loaded_torch()
-    assert torch is not None and dtype.names is not None  # a tag exists only once torch is imported
-    return getattr(torch, dtype.names[0].removeprefix(_TAG_PREFIX))
+    _torch_dtype_table()  # a tag exists only once torch is imported
+    return _TAG_TO_TORCH[dtype]
 
 
 def numpy_dtype_of(dtype: object) -> np.dtype:
@@ -148,13 +144,10 @@ def numpy_dtype_of(dtype: object) -> np.dtype:
             and for dtypes holding Python objects (their bytes are references, not values).
     """
     if type(dtype).__module__.startswith("torch"):
-        table = _torch_dtype_table()
-        if dtype in table:
-            return table[dtype]
-        tag = _torch_only_tag(dtype)
-        if tag is None:
+        found = _torch_dtype_table().get(dtype)
+        if found is None:
             raise TypeError(f"torch dtype {dtype} has no NumPy equivalent and cannot be staged")
-        return tag
+        return found
     result = np.dtype(dtype)  # type: ignore[call-overload]
     if result.hasobject:
         raise TypeError(f"dtype {result} holds Python object references, not values, and cannot be staged")

@@ -69,6 +69,16 @@ def _compile(sig: ValueTreeSignature, array_types: frozenset[type]) -> Check:
 def _compile_tensor(expected: TensorSignature, array_types: frozenset[type]) -> Check:
     if expected.requires_grad:
         return _never  # only torch leaves carry requires_grad: the generic walk handles them
+    if expected._empty:  # no element, no stride to compare (TensorSignature.matches)
+        shape, dtype = expected.shape, expected.dtype
+
+        def empty(value: Any, out: list) -> bool:
+            if type(value) in array_types and value.shape == shape and value.dtype == dtype:
+                out.append(value)
+                return True
+            return False
+
+        return empty
     topology = (expected.shape, expected._byte_strides, expected.dtype)
 
     def tensor(value: Any, out: list) -> bool:

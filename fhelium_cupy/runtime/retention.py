@@ -26,15 +26,20 @@ _ACTIVE = 0  # collecting() blocks open in any thread: eager lookups (none open)
 _ACTIVE_LOCK = threading.Lock()
 
 
-def retain_for_capture(obj: Any) -> None:
-    """Keep ``obj`` alive as long as the program being captured on this thread (if any).
+def retain_for_capture(*objs: Any) -> None:
+    """Keep ``objs`` alive as long as the program being captured on this thread (if any); an
+    object already kept by this capture is not added again (a table looked up per launch).
 
     Called on every cached-table lookup of the kernel launch path: outside a capture it is
     one global read."""
     if _ACTIVE:
         kept = getattr(_LOCAL, "kept", None)
         if kept is not None:
-            kept.append(obj)
+            seen = _LOCAL.seen
+            for obj in objs:
+                if id(obj) not in seen:  # kept objects stay alive, so their ids are not reused
+                    seen.add(id(obj))
+                    kept.append(obj)
 
 
 def is_collecting() -> bool:
@@ -46,9 +51,9 @@ def is_collecting() -> bool:
 def collecting() -> Iterator[list[Any]]:
     """Collect what :func:`retain_for_capture` receives on this thread inside the block."""
     global _ACTIVE
-    previous = getattr(_LOCAL, "kept", None)
+    previous = getattr(_LOCAL, "kept", None), getattr(_LOCAL, "seen", None)
     kept: list[Any] = []
-    _LOCAL.kept = kept
+    _LOCAL.kept, _LOCAL.seen = kept, set()
     with _ACTIVE_LOCK:
         _ACTIVE += 1
     try:
@@ -56,4 +61,4 @@ def collecting() -> Iterator[list[Any]]:
     finally:
         with _ACTIVE_LOCK:
             _ACTIVE -= 1
-        _LOCAL.kept = previous
+        _LOCAL.kept, _LOCAL.seen = previous

@@ -151,6 +151,13 @@ def test_empty_arrays_share_one_signature_across_frameworks():
     assert not signature.matches(np.zeros((0, 4)))
     assert not signature.matches(np.zeros((0, 3), np.float32))
     assert not signature.matches(torch.zeros(0, 3, dtype=torch.float32))
+    # replay's compiled check takes the same empty leaves (no fall-back to the generic walk)
+    from fhelium_cupy.runtime._validate import _compile
+    from fhelium_cupy.runtime.signature import ValueTreeSignature
+
+    check = _compile(ValueTreeSignature.from_value(np.zeros((0, 3))), frozenset({np.ndarray}))
+    assert all(check(a, []) for a in empties[:3])
+    assert not check(np.zeros((0, 4)), []) and not check(np.zeros((0, 3), np.float32), [])
 
     buffer = ReusableValueBuffer.like({"empty": np.zeros((0, 3)), "x": np.arange(4.0)})
     buffer.copy_from({"empty": torch.zeros(0, 3, dtype=torch.float64), "x": np.full(4, 7.0)}).synchronize()

@@ -285,9 +285,11 @@ def test_tables_a_capture_looks_up_are_kept_by_the_capturing_program(fake_backen
     eager = backend._cached(("probe", 1), lambda: np.arange(3))  # outside a capture: nothing kept
     with retention.collecting() as kept:
         table = backend._cached(("probe", 1), lambda: np.arange(5))  # cached already: same object
+        backend._cached(("probe", 1), lambda: np.arange(5))  # looked up again: kept once
         rows = tuple(range(gpu_cases.context("n4096").q_count))
         backend.mul_scalar(np.zeros((len(rows), backend.n), np.uint64), [3] * len(rows), rows)
     assert table is eager and any(item is eager for item in kept)
+    assert sum(item is eager for item in kept) == 1  # two lookups, one reference
     assert len(kept) >= 2  # the scalar table of mul_scalar too
     backend._cache.clear()  # an eviction: the program's list still holds the tables
     assert any(item is eager for item in kept)
@@ -296,6 +298,9 @@ def test_tables_a_capture_looks_up_are_kept_by_the_capturing_program(fake_backen
             retention.retain_for_capture("x")
         retention.retain_for_capture("y")
     assert inner == ["x"] and outer == ["y"]
+    with retention.collecting() as several:
+        retention.retain_for_capture("y", "w", "y")
+    assert several == ["y", "w"]
     retention.retain_for_capture("z")  # no capture: a no-op
 
 

@@ -772,8 +772,7 @@ class CupyBackend:
             rows = [ident if g is None else ntt_automorphism_permutation(self.n, g) for g in gs]
             return self._upload(np.stack(rows))
 
-        for key in keys:
-            retain_for_capture(key)  # a captured graph reads them by address: the engine's own keys included
+        retain_for_capture(*keys)  # a captured graph reads them by address: the engine's own keys included
         return self._cached(("keyptrs", addrs), build_keys), self._cached(("perms", gs), build_perms)
 
     def keyswitch_from_digits_many(
