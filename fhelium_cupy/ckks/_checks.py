@@ -38,11 +38,11 @@ def _residency(engine, value, op: str) -> None:
         )
 
 
-def _ring_degree(engine, value, op: str) -> None:
+def _ring_degree(context, value, op: str) -> None:
     n = value.data.shape[-1]
-    if n != engine.context.ring_degree:
+    if n != context.ring_degree:
         raise StateMismatchError(
-            f"{op}: {type(value).__name__} has {n} coefficients per limb, the engine's ring {engine.context.ring_degree}"
+            f"{op}: {type(value).__name__} has {n} coefficients per limb, the ring degree is {context.ring_degree}"
         )
 
 
@@ -81,7 +81,7 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
         raise StateMismatchError(
             f"{op} needs a {domain}-domain ciphertext, got {ct.polynomial_domain}; use engine.{hint}"
         )
-    _ring_degree(engine, ct, op)
+    _ring_degree(engine.context, ct, op)
     _residency(engine, ct, op)
 
 
@@ -106,7 +106,7 @@ def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: st
             f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}" + hint
         )
     check_level_rows(engine.context, pt, op)  # its basis is ``basis`` here
-    _ring_degree(engine, pt, op)
+    _ring_degree(engine.context, pt, op)
     _residency(engine, pt, op)
 
 
@@ -134,10 +134,7 @@ def check_key_layout(context, key, op: str) -> None:
     name = type(key).__name__
     if key.prime_ids != context.qp_ids:
         raise StateMismatchError(f"{op}: {name} prime_ids {key.prime_ids} are not the context's QP primes {context.qp_ids}")
-    if key.data.shape[-1] != context.ring_degree:
-        raise StateMismatchError(
-            f"{op}: {name} has {key.data.shape[-1]} coefficients per limb, the context's ring {context.ring_degree}"
-        )
+    _ring_degree(context, key, op)
     if isinstance(key, KeySwitchKey) and key.digit_count != len(context.digits):
         raise StateMismatchError(f"{op}: {name} has {key.digit_count} digits, the parameters {len(context.digits)}")
 

@@ -317,17 +317,16 @@ class EvaluationMixin:
             raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c_ntt = be.ntt_forward(ct.data, rows)
-        if keys:
-            digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
-            data = be.keyswitch_linear_transform(
-                digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
-                rescale=rescale,
-            )
-        else:  # no rotation: the plain product with the Q part of the one weight
-            data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
-            if rescale:
-                data = be.rescale(be.ntt_inverse(data, rows), rows, domain="coefficient")
         scale = ct.scale * weights.scale
+        if not keys:  # no rotation: the plain product with the Q part of the one weight
+            data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
+            product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
+            return self.rescale_to_next_level(self.ntt_domain_to_coefficient_domain(product)) if rescale else product
+        digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
+        data = be.keyswitch_linear_transform(
+            digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
+            rescale=rescale,
+        )
         if rescale:
             return ct._with_data(data, polynomial_domain="coefficient", level=ct.level + 1, prime_ids=rows[1:],
                                  scale=scale / self.context.moduli[rows[0]])

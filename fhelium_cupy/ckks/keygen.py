@@ -20,6 +20,7 @@ import numpy as np
 from .._once import get_or_build
 from ..errors import ForeignContextError, StateMismatchError
 from ._device_scope import on_backend_device
+from .crypto import decrypt_phase
 from .encoding import integers_to_rns
 from .keys import (
     ConjugationKey,
@@ -169,24 +170,15 @@ class KeyGenerator:
         """
         self._check(sk)
         be, qp, ctx = self.backend, self._qp, self.context
-        s = self.secret_standard(sk)
-        data = be.from_montgomery(be.xp.ascontiguousarray(key.data), qp)
-        if isinstance(key, PublicKey):
-            errors = [be.add(data[0], be.mul(data[1], s, qp), qp)]
-        else:
-            g = getattr(key, "galois_element", None)
-            errors = []
-            for d, (lo, hi, rows, gadget) in enumerate(self._gadget_terms(self._key_source(s, g))):
-                err = be.add(data[d, 0], be.mul(data[d, 1], s, qp), qp)
-                err[lo:hi] = be.sub(be.xp.ascontiguousarray(err[lo:hi]), gadget, rows)
-                errors.append(err)
-        worst = 0
+        data = be.from_montgomery(be.xp.ascontiguousarray(key.data), qp)  # [2, QP, N] or [dnum, 2, QP, N]
+        if not isinstance(key, PublicKey):
+            source = self._key_source(self.secret_standard(sk), getattr(key, "galois_element", None))
+            for d, (lo, hi, rows, gadget) in enumerate(self._gadget_terms(source)):
+                data[d, 0, lo:hi] = be.sub(be.xp.ascontiguousarray(data[d, 0, lo:hi]), gadget, rows)
+            data = be.xp.ascontiguousarray(be.xp.swapaxes(data, 0, 1))  # components first: [2, dnum, QP, N]
+        coeffs = decrypt_phase(be, sk, data, qp, "ntt")  # b (- P g src) + a s, coefficients, on the host
         moduli = np.array([ctx.moduli[r] for r in qp], dtype=np.uint64)[:, None]
-        for err in errors:
-            coeffs = be.to_numpy(be.ntt_inverse(be.xp.ascontiguousarray(err), qp))
-            centered = np.minimum(coeffs, moduli - coeffs)  # |x| of the centered residue
-            worst = max(worst, int(centered.max()))
-        return worst
+        return int(np.minimum(coeffs, moduli - coeffs).max())  # |x| of the centered residues
 
     def conjugation_key(self, sk: SecretKey) -> ConjugationKey:
         """Key for complex conjugation of the slots (``g = 2N - 1``)."""

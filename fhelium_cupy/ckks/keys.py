@@ -73,7 +73,7 @@ class _Key(CkksValue):
 
 
 def _ring_degree_of(key: _Key) -> int:
-    n = int(key.data.shape[-1])
+    n = key.ring_degree
     if n < 4 or n & (n - 1):
         raise StateMismatchError(f"{type(key).__name__} limbs of {n} coefficients: not a power-of-two ring degree")
     return n

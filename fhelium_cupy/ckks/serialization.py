@@ -174,8 +174,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         raise ForeignKeyError(
             f"{path}: value is under secret key {meta.get('key_id')}, the engine holds {engine.keys.key_id}"
         )
-    allowed = set(getattr(entry.cls, "_FIELDS", ())) - set(_DERIVED.get(entry.type_name, _DERIVED["*"]))
-    unknown = sorted(set(meta) - allowed - set(_DERIVED.get(entry.type_name, _DERIVED["*"])))
+    derived = set(_DERIVED.get(entry.type_name, _DERIVED["*"]))  # recorded, recomputed on load
+    allowed = set(getattr(entry.cls, "_FIELDS", ())) - derived
+    unknown = sorted(set(meta) - allowed - derived)
     if unknown:
         raise SerializationError(f"{path}: unknown {entry.type_name} metadata {unknown}")
     data = read_data()
@@ -191,9 +192,10 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         _check_state(value, context)
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
+    value = value.to(target)  # itself on the CPU; a key copied once, then checked where it lives
     if engine is not None and engine._keys is not None and isinstance(value, (PublicKey, KeySwitchKey)):
         _check_key_material(path, value, engine)
-    return value.to(target) if target != "cpu" else value
+    return value
 
 
 # A key made under the secret carries an error of a few sigma (the sampler's tail is 10 sigma);
@@ -205,8 +207,7 @@ _KEY_ERROR_BOUND = 1 << 20
 def _check_key_material(path: Any, key: Any, engine: Any) -> None:
     """The key's material belongs to the engine's secret (its ``key_id`` is only a label)."""
     bound = min(_KEY_ERROR_BOUND, min(engine.context.moduli) // 8)
-    on_engine = key.to(engine.device) if engine.device != "cpu" else key
-    worst = engine.key_generator.key_error_magnitude(engine.keys.secret_key, on_engine)
+    worst = engine.key_generator.key_error_magnitude(engine.keys.secret_key, key.to(engine.device))
     if worst > bound:
         raise ForeignKeyError(
             f"{path}: the {type(key).__name__} is labelled with the engine's key id but was not made under its "

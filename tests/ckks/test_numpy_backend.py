@@ -476,3 +476,11 @@ def test_rows_of_mixed_widths_in_any_order_give_the_exact_products(name):
         np.testing.assert_array_equal(fast.mul_scalar(a, scalars, rows), exact.mul_scalar(a, scalars, rows))
         with pytest.raises(ValueError, match="scalars"):
             fast.mul_scalar(a, scalars[1:], rows)
+    # base conversions from narrow Q primes into Q and P targets split by target width too
+    rng = random.Random(9)
+    digit = fast.context.digits[0]
+    assert fast._conv(digit, q_rows + p_rows).terms[0]._parts  # the narrow targets take the float path
+    c = random_residues(rng, _mod(fast, q_rows), N, (2,))
+    np.testing.assert_array_equal(fast.modup(c, q_rows), exact.modup(c, q_rows))
+    x = random_residues(rng, _mod(fast, q_rows + p_rows), N, (2,))
+    np.testing.assert_array_equal(fast.moddown(x, q_rows), exact.moddown(x, q_rows))

@@ -126,17 +126,22 @@ def ntt_row_skip_table(own_rows: Sequence[tuple[int, int]], batch: int, rows: in
                     dtype=np.int32).reshape(-1)
 
 
-def _division_tables(context: RingContext, dropped: Sequence[int], in_rows: Sequence[int],
-                     out_rows: Sequence[int]) -> dict[str, Any]:
-    """Rounding division by ``D = prod(moduli[dropped])`` of an input over ``in_rows`` into
-    ``out_rows``: the base conversion of the dropped primes into ``out_rows`` and
-    ``pinv = [D mod q_i, D^-1 mod q_i, Shoup]`` of keyswitch_moddown_combine."""
-    table, size = base_conversion_table(context, [tuple(dropped)], tuple(in_rows), tuple(out_rows))
+def _division_constants(context: RingContext, dropped: Sequence[int], out_rows: Sequence[int]) -> np.ndarray:
+    """``[D mod q_i, D^-1 mod q_i, Shoup(D^-1)]`` over ``out_rows`` for ``D = prod(moduli[dropped])``:
+    the constants of a rounding division (keyswitch_moddown_combine's pinv, the rescale kernels')."""
     big = math.prod(context.moduli[j] for j in dropped)
     qs = [context.moduli[r] for r in out_rows]
     inv = [pow(big, -1, q) for q in qs]
-    pinv = [big % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)]
-    return {"convert": table, "convert_size": size, "pinv": np.array(pinv, dtype=np.uint64)}
+    return np.array([big % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)], dtype=np.uint64)
+
+
+def _division_tables(context: RingContext, dropped: Sequence[int], in_rows: Sequence[int],
+                     out_rows: Sequence[int]) -> dict[str, Any]:
+    """Rounding division by ``D = prod(moduli[dropped])`` of an input over ``in_rows`` into
+    ``out_rows``: the base conversion of the dropped primes into ``out_rows`` and its ``pinv``
+    (``_division_constants``)."""
+    table, size = base_conversion_table(context, [tuple(dropped)], tuple(in_rows), tuple(out_rows))
+    return {"convert": table, "convert_size": size, "pinv": _division_constants(context, dropped, out_rows)}
 
 
 def moddown_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
@@ -158,7 +163,4 @@ def moddown_rescale_tables(context: RingContext, rows: Sequence[int]) -> dict[st
 
 def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
     """``[q0 mod q_i, q0^-1 mod q_i, Shoup]`` over the remaining rows (rns.cu rescale kernels)."""
-    q0 = context.moduli[rows[0]]
-    qs = [context.moduli[r] for r in rows[1:]]
-    inv = [pow(q0, -1, q) for q in qs]
-    return np.array([q0 % q for q in qs] + inv + [shoup_companion(v, q) for v, q in zip(inv, qs)], dtype=np.uint64)
+    return _division_constants(context, rows[:1], rows[1:])

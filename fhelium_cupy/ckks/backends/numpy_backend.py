@@ -64,7 +64,7 @@ def _all_small(moduli: Sequence[int]) -> bool:
 class _Const:
     """A per-limb constant ``[L, 1]`` with its Shoup companion halves."""
 
-    __slots__ = ("w", "split", "q", "w_over_q", "small")
+    __slots__ = ("w", "split", "q", "w_over_q", "small", "_parts")
 
     def __init__(self, values: Sequence[int], moduli: Sequence[int]) -> None:
         L = len(values)
@@ -74,14 +74,31 @@ class _Const:
         self.q = as_u64(moduli, (L, 1))
         self.small = _all_small(moduli)
         self.w_over_q = self.w.astype(np.float64) / self.q.astype(np.float64)
+        narrow = [i for i, q in enumerate(moduli) if q < _FLOAT_LIMIT]
+        self._parts: tuple[tuple[slice | np.ndarray, _Const], ...] = ()
+        if narrow and len(narrow) < L:  # mixed widths: the narrow limbs on the float path
+            wide = [i for i in range(L) if i not in set(narrow)]
+            self._parts = tuple((_positions(idx), _Const([values[i] for i in idx], [moduli[i] for i in idx]))
+                                for idx in (narrow, wide))
 
     def mul(self, x: np.ndarray, *, fast: bool, out: np.ndarray | None = None) -> np.ndarray:
-        """``x * w mod q`` per limb, canonical. ``fast`` (needs ``x < 2**51``; taken only when every
-        modulus is < 2**50): the float-assisted Shoup product into a new array; otherwise the exact
-        32-bit-split one (any ``x < 2**64``) into ``out`` when given. Use the return value."""
+        """``x * w mod q`` per limb, canonical. ``fast`` (needs ``x < 2**51`` on the limbs of
+        moduli below 2**50): the float-assisted Shoup product on those limbs (all of them when
+        every modulus is below 2**50), the exact 32-bit-split one (any ``x < 2**64``) on the
+        others; into ``out`` when given on the exact path. Use the return value."""
         if fast and self.small:
             return mul_shoup_float(x, self.w, self.w_over_q, self.q)
+        if fast and self._parts:
+            result = np.empty(np.broadcast_shapes(x.shape, self.q.shape), dtype=np.uint64) if out is None else out
+            for where, part in self._parts:
+                result[..., where, :] = part.mul(x if x.shape[-2] == 1 else x[..., where, :], fast=True)
+            return result
         return mul_shoup(x, self.w, None, self.q, w_split=self.split, out=out)
+
+
+def _positions(idx: list[int]) -> slice | np.ndarray:
+    """A slice for contiguous positions (a view), else an index array."""
+    return slice(idx[0], idx[-1] + 1) if idx == list(range(idx[0], idx[-1] + 1)) else np.array(idx)
 
 
 class _Rows:
@@ -100,8 +117,6 @@ class _Rows:
         self.half = as_u64([(q - 1) // 2 for q in moduli], (L, 1))
         self.small = fast and _all_small(moduli)  # float-assisted exact products
         self.q_f = self.q.astype(np.float64)
-        self.r_inv_f = self.r_inv.w_over_q
-        self.r_mod_f = self.r_mod.w_over_q
         n = context.ring_degree
         self.ntt = stack_ntt_tables(tuple(ntt_tables(context.moduli[r], context.psi[r], n) for r in rows))
         self.contiguous = slice(rows[0], rows[-1] + 1) if rows == tuple(range(rows[0], rows[-1] + 1)) else None
@@ -113,9 +128,10 @@ class _BasisConversion:
     ``out_r = sum_j centered((x_j * inv_j) mod s_j, s_j) * (S / s_j) mod m_r`` with
     ``S = prod(src)``, ``inv_j = (S / s_j)^-1 mod s_j``.
 
-    When every src and dst modulus is < 2**50 (and ``fast``), the products are the
-    float-assisted ``mul_shoup_float`` (inputs are canonical, so ``< 2**50``); otherwise the
-    exact 32-bit-split ``mul_shoup``. With one src prime ``inv = 1`` and the first product is
+    With ``fast`` the products take the float-assisted ``mul_shoup_float`` wherever its
+    operands allow (``_Const.mul``: a modulus below 2**50, and for the terms a source prime
+    below 2**50, so that the scaled source is too), the exact 32-bit-split ``mul_shoup``
+    elsewhere: a narrow-source conversion into Q and P primes splits by target width. With one src prime ``inv = 1`` and the first product is
     skipped (``x`` is canonical, so ``x * 1 mod s = x``).
     """
 
@@ -126,7 +142,9 @@ class _BasisConversion:
         for s in s_mod:
             S *= s
         J, T = len(src), len(dst)
-        self.fast = fast and _all_small(s_mod) and _all_small(d_mod)
+        self.float_products = fast
+        self.fast = fast and _all_small(s_mod) and _all_small(d_mod)  # every product on the float path
+        self.narrow_src = [s < _FLOAT_LIMIT for s in s_mod]
         inv = [pow(S // s, -1, s) for s in s_mod]
         self.inv = _Const(inv, s_mod)
         self.inv_is_one = all(v == 1 for v in inv)
@@ -140,12 +158,12 @@ class _BasisConversion:
     @_unbuffered
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [..., J, N]`` canonical over src -> ``[..., T, N]`` canonical over dst."""
-        fast = self.fast
+        fast = self.float_products
         y = x if self.inv_is_one else self.inv.mul(x, fast=fast)
         neg_count = (y > self.half).sum(axis=-2, dtype=np.uint64)  # [..., N]
         acc = None
         for j in range(self.J):
-            term = self.terms[j].mul(y[..., j : j + 1, :], fast=fast)
+            term = self.terms[j].mul(y[..., j : j + 1, :], fast=fast and self.narrow_src[j])
             acc = term if acc is None else add_mod(acc, term, self.dst_q, out=acc)
         assert acc is not None
         corr = self.s_mod_dst.mul(neg_count[..., None, :], fast=fast)
@@ -248,39 +266,21 @@ class NumpyBackend:
     def _mul_montgomery(self, a, b, rows):
         t = self.tables(rows)
         if t.small:
-            return mul_shoup_float(mul_mod_float(a, b, t.q, t.q_f), t.r_inv.w, t.r_inv_f, t.q)
+            return mul_shoup_float(mul_mod_float(a, b, t.q, t.q_f), t.r_inv.w, t.r_inv.w_over_q, t.q)
         return mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
 
     def to_montgomery(self, a, rows, *, out=None):
-        return self._by_width(rows, (a,), self._to_montgomery, out)
-
-    def _to_montgomery(self, a, rows):
-        t = self.tables(rows)
-        if t.small:
-            return mul_shoup_float(a, t.r_mod.w, t.r_mod_f, t.q)
-        return mul_shoup(a, t.r_mod.w, None, t.q, w_split=t.r_mod.split)
+        return self._emit(self.tables(rows).r_mod.mul(a, fast=self.float_products), out)
 
     def from_montgomery(self, a, rows, *, out=None):
-        return self._by_width(rows, (a,), self._from_montgomery, out)
-
-    def _from_montgomery(self, a, rows):
-        t = self.tables(rows)
-        if t.small:
-            return mul_shoup_float(a, t.r_inv.w, t.r_inv_f, t.q)
-        return mul_shoup(a, t.r_inv.w, None, t.q, w_split=t.r_inv.split)
+        return self._emit(self.tables(rows).r_inv.mul(a, fast=self.float_products), out)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
-        rows = tuple(int(r) for r in rows)
+        t = self.tables(rows)
         values = [int(s) for s in scalars]
-        if len(values) != len(rows):
-            raise ValueError(f"mul_scalar: {len(values)} scalars for {len(rows)} limbs")
-        position = {r: i for i, r in enumerate(rows)}
-
-        def product(x, part):
-            t = self.tables(part)
-            return _Const([values[position[r]] for r in part], t.moduli).mul(x, fast=t.small)
-
-        return self._by_width(rows, (a,), product, out)
+        if len(values) != len(t.moduli):
+            raise ValueError(f"mul_scalar: {len(values)} scalars for {len(t.moduli)} limbs")
+        return self._emit(_Const(values, t.moduli).mul(a, fast=self.float_products), out)
 
     def mul_montgomery_sum(self, a, b, rows):
         if a.ndim != 4 or tuple(b.shape) != tuple(a.shape[1:]):
@@ -333,12 +333,7 @@ class NumpyBackend:
         c0 = a[..., 0:1, :]
         if domain == "ntt":
             c0 = self.ntt_inverse(c0, head)
-        r_rows = self._centered_lift(c0, head[0], rest)
-        if domain == "ntt":
-            r_rows = self.ntt_forward(r_rows, rest)
-        t = self.tables(rest)
-        diff = sub_mod(a[..., 1:, :], r_rows, t.q)
-        return self._drop(head, rest).mul(diff, fast=self.float_products, out=diff)
+        return self._divide(a[..., 1:, :], c0, rest, head, ntt=domain == "ntt")
 
     def _centered_lift(self, c: np.ndarray, row: int, targets: tuple[int, ...]) -> np.ndarray:
         """``centered(c, q_row) mod m_t`` for each target row: ``c [..., 1, N]`` -> ``[..., T, N]``
@@ -396,7 +391,7 @@ class NumpyBackend:
                         prod = mul_montgomery(dig[d], key_k, t.q, t.q_inv, q_split=t.q_split)
                     total = prod if total is None else add_mod(total, prod, t.q, out=total)
                 if t.small:
-                    total = mul_shoup_float(total, t.r_inv.w, t.r_inv_f, t.q)
+                    total = mul_shoup_float(total, t.r_inv.w, t.r_inv.w_over_q, t.q)
                 acc[k][..., where, :] = total
         return acc
 
@@ -457,29 +452,36 @@ class NumpyBackend:
             self, digits_ntt, keys, rows, galois_elements, c0=c0, domain=domain, out=out
         )
 
+    def _divide(self, x_kept: np.ndarray, x_dropped: np.ndarray, kept: tuple[int, ...], dropped: tuple[int, ...],
+                *, ntt: bool = False) -> np.ndarray:
+        """Rounding division by ``D = prod(moduli[dropped])``: ``(x_kept - e) * D^-1`` over ``kept``,
+        ``e`` the centered fast base conversion of the coefficient-domain ``x_dropped`` (over
+        ``dropped``) into ``kept``. With ``ntt`` ``x_kept`` is in the NTT domain and ``e`` is
+        transformed to match (every step is linear mod q_i: the NTT of the coefficient result).
+        ModDown, the NTT-domain ModDown, rescale and their fold are this with other rows."""
+        e = self._conv(dropped, kept)(x_dropped)
+        if ntt:
+            e = self.ntt_forward(e, kept)
+        diff = sub_mod(x_kept, e, self.tables(kept).q, out=e)
+        return self._drop(dropped, kept).mul(diff, fast=self.float_products, out=diff)
+
     def _moddown_ntt(self, acc: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
         """``ntt_forward(moddown(ntt_inverse(acc)))`` computed with the inverse NTT of the K P
         rows only: ``(acc_Q - NTT(e)) * P^-1`` (every step linear mod q_i, so bit-identical)."""
         L = len(rows)
-        e = self.ntt_forward(self._conv(self.p_rows, rows)(self.ntt_inverse(acc[..., L:, :], self.p_rows)), rows)
-        diff = sub_mod(acc[..., :L, :], e, self.tables(rows).q, out=e)
-        return self._drop(self.p_rows, rows).mul(diff, fast=self.float_products, out=diff)
+        return self._divide(acc[..., :L, :], self.ntt_inverse(acc[..., L:, :], self.p_rows), rows, self.p_rows,
+                            ntt=True)
 
     def _moddown_rescale(self, x: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
         """ModDown and rescale as one rounding division by ``P q_0``: coefficient ``x [..., L + K,
         N]`` over ``rows + p_rows`` -> ``[..., L - 1, N]`` over ``rows[1:]`` (``q_0 = rows[0]``)."""
         L = len(rows)
-        dropped, rest = rows[:1] + self.p_rows, rows[1:]
-        e = self._conv(dropped, rest)(np.concatenate((x[..., :1, :], x[..., L:, :]), axis=-2))
-        diff = sub_mod(x[..., 1:L, :], e, self.tables(rest).q, out=e)
-        return self._drop(dropped, rest).mul(diff, fast=self.float_products, out=diff)
+        dropped = np.concatenate((x[..., :1, :], x[..., L:, :]), axis=-2)
+        return self._divide(x[..., 1:L, :], dropped, rows[1:], rows[:1] + self.p_rows)
 
     @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
         """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
         rows = tuple(int(r) for r in rows)
         L = len(rows)
-        t = self.tables(rows)
-        e = self._conv(self.p_rows, rows)(x[..., L:, :])
-        diff = sub_mod(x[..., :L, :], e, t.q)
-        return self._drop(self.p_rows, rows).mul(diff, fast=self.float_products, out=diff)
+        return self._divide(x[..., :L, :], x[..., L:, :], rows, self.p_rows)
