@@ -25,11 +25,14 @@ def environment() -> dict:
             info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
             info["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
             info["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+            info["gpu_count"] = cupy.cuda.runtime.getDeviceCount()
             try:
                 import subprocess
 
                 info["driver"] = subprocess.run(
-                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    # One driver serves every GPU of the host: ask about device 0 only
+                    # (the unfiltered query prints a line per GPU).
+                    ["nvidia-smi", "-i", "0", "--query-gpu=driver_version", "--format=csv,noheader"],
                     capture_output=True, text=True, timeout=20,
                 ).stdout.strip()
             except Exception:

@@ -156,6 +156,27 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         d = be.modup(c1, rows, c_ntt=ct_ntt[1])
         return be.keyswitch_from_digits_many(d, [key], rows, [g], c0=ct_ntt[0], domain="ntt")
 
+    c3 = rand((3,), rows)  # an NTT-domain CT3 (a product before relinearization)
+    c3_01 = c3[:2]
+
+    def relinearize_two_roundings(domain: str):
+        """The engine's relinearize(output_domain=domain) then rescale_to_next_level."""
+        def run():
+            d = be.modup(be.ntt_inverse(c3[2], rows), rows, c_ntt=c3[2])
+            y = be.keyswitch_from_digits(d, key, rows, domain=domain)
+            c01 = c3_01 if domain == "ntt" else be.ntt_inverse(c3_01, rows)
+            return be.rescale(be.add(c01, y, rows, out=y), rows, domain=domain)
+        return run
+
+    def relinearize_fused(domain: str):
+        """The engine's relinearize(output_domain=domain, rescale=True)."""
+        def run():
+            d = be.modup(be.ntt_inverse(c3[2], rows), rows, c_ntt=c3[2])
+            return be.keyswitch_add_rescale(d, key, rows, c3_01, domain=domain)
+        return run
+
+    relin_limbs = 3 * L + 2 * D * (L + K) + 2 * (L - 1)  # read CT3 and the key, write CT2 one level down
+
     def ntt_part(part: str):
         """One of the two forward-NTT kernels alone: the launch ``ntt_forward(ct)`` makes,
         recorded from ``_launch`` (same kernel, grid, block, arguments and shared memory)."""
@@ -201,6 +222,12 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "keyswitch_linear_transform rescale=True (7 keys, one division by P q_0)": (
             lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct, rescale=True),
             7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
+        "relinearize and rescale ntt->ntt (two roundings)": (relinearize_two_roundings("ntt"), relin_limbs),
+        "relinearize rescale=True ntt->ntt (keyswitch_add_rescale)": (relinearize_fused("ntt"), relin_limbs),
+        "relinearize and rescale ntt->coefficient (two roundings)": (
+            relinearize_two_roundings("coefficient"), relin_limbs),
+        "relinearize rescale=True ntt->coefficient (keyswitch_add_rescale)": (
+            relinearize_fused("coefficient"), relin_limbs),
         "keyswitch_from_digits_many ntt-domain (7 keys)": (
             lambda: be.keyswitch_from_digits_many(digits, keys7, rows, galois7, domain="ntt"),
             D * (L + K) + 7 * (2 * D * (L + K) + 2 * L)),

@@ -79,6 +79,8 @@ def floor_bytes(summary: dict[str, Any], op: str, *, limbs: int | None = None, s
         return ct + evk + ct
     if op == "multiply_relinearize":
         return 2 * ct + evk + ct
+    if op == "multiply_relinearize_rescale":
+        return 2 * ct + evk + 2 * (ell - 1) * limb
     if op == "matvec":
         if size is None:
             raise ValueError("matvec floor needs the matrix size")
@@ -109,8 +111,11 @@ def _operations(workload: MatvecWorkload, ct: Any) -> dict[str, Callable[[], Any
         rlk = engine.relinearization_key()
         # NTT in, NTT out: the HMult floor (read 2 ct + evk, write ct) has no domain change
         ops["multiply_relinearize"] = lambda: relinearize(multiply(ct_ntt, ct_ntt), rlk, output_domain="ntt")
+        # the rescale folded into the relinearization's ModDown (one division by P q_0)
+        ops["multiply_relinearize_rescale"] = lambda: relinearize(
+            multiply(ct_ntt, ct_ntt), rlk, output_domain="ntt", rescale=True)
     else:
-        ops["multiply_relinearize"] = "engine lacks multiply / relinearize"
+        ops["multiply_relinearize"] = ops["multiply_relinearize_rescale"] = "engine lacks multiply / relinearize"
     keys = workload.rotation_keys
     key = keys.get(1) if isinstance(keys, dict) else None
     if rotate and key is not None:

@@ -77,6 +77,17 @@ extern "C" __global__ void rns_mul_scalar(const u64* a, u64* out, const u64* sca
   out[z * out_bs + row] = shoup_mul(a[z * a_bs + row], scal[y], scal[limbs + y], md.q);
 }
 
+// rns_mul_scalar_add: out = a + b * w_y mod q, scal as in rns_mul_scalar (one Shoup constant
+// per limb). The key switch with a rescale folds a ciphertext into its inner product this way:
+// acc_Q += P * c (keyswitch_add_rescale). In canonical, out canonical. out may alias a.
+extern "C" __global__ void rns_mul_scalar_add(const u64* a, const u64* b, u64* out, const u64* scal,
+                                              const int* rowmap, const u64* consts, int num_moduli, int n,
+                                              int limbs, i64 a_bs, i64 b_bs, i64 out_bs) {
+  FHE_ELEMENTWISE_PROLOGUE
+  const u64 wb = shoup_mul(b[z * b_bs + row], scal[y], scal[limbs + y], md.q);
+  out[z * out_bs + row] = add_mod(a[z * a_bs + row], wb, md.q);
+}
+
 // rns_sum_batch: out[o, i] = sum_c a[o, c, i] mod q over `count` planes.
 // Axis order: in [outer, count, inner, limb, coeff], out [outer, inner, limb, coeff];
 // grid z = outer * inner. In canonical, out canonical.

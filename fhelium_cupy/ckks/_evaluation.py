@@ -188,17 +188,42 @@ class EvaluationMixin:
         return self.backend.keyswitch_from_digits(digits, key.data, rows, domain=output_domain)
 
     def relinearize(
-        self, ct: Ciphertext, key: RelinearizationKey | None = None, *, output_domain: str = "coefficient"
+        self,
+        ct: Ciphertext,
+        key: RelinearizationKey | None = None,
+        *,
+        output_domain: str = "coefficient",
+        rescale: bool = False,
     ) -> Ciphertext:
-        """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged."""
+        """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged.
+
+        ``rescale=True`` also rescales: the ModDown and the division by the first active prime
+        ``q`` are one rounding division by ``P q`` (the backend's ``keyswitch_add_rescale``),
+        and the result is at level + 1 with scale ``ct.scale / q``. It decrypts like
+        ``rescale_to_next_level(relinearize(ct))`` with one rounding instead of two, so it is
+        not bit-identical to it. NTT output then skips a whole ciphertext transform: only
+        ``q`` and the special primes are transformed back, and the kept rows once forward.
+        """
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")
+        if not isinstance(rescale, bool):
+            raise TypeError(f"relinearize: rescale must be a bool, got {rescale!r}")
+        if rescale and ct.level >= self.context.max_level:
+            raise StateMismatchError(
+                f"relinearize: ciphertext is at the last level {ct.level}; rescale has no prime to drop"
+            )
         if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
             self._check_own_secret(ct, "relinearize")
             key = self.keys.relinearization_key()
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c2, c2_ntt = self._modup_input(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain)
+        if rescale:
+            digits = be.modup(c2, rows, c_ntt=c2_ntt)
+            c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, "ntt")
+            data = be.keyswitch_add_rescale(digits, key.data, rows, c01, domain=domain)
+            return ct._with_data(data, polynomial_domain=output_domain, level=ct.level + 1, prime_ids=rows[1:],
+                                 scale=ct.scale / self.context.moduli[rows[0]])
         y = self._switch(c2, key, rows, domain, c2_ntt)
         c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)

@@ -7,7 +7,7 @@ import pytest
 
 from fhelium_cupy.ckks import Ciphertext, Plaintext
 from fhelium_cupy.errors import StateMismatchError
-from tests.helpers.ckks_engines import TOLERANCE, make_engine, random_message
+from tests.helpers.ckks_engines import TOLERANCE, centered_difference, make_engine, random_message, three_special_primes
 
 PRESETS = list(TOLERANCE)
 
@@ -240,3 +240,50 @@ def test_realistic_preset_rotation_and_multiplication_use_the_exact_60_bit_path(
     c2 = e.rescale_to_next_level(e.relinearize(e.multiply(r, ct)))
     want = np.roll(np.pad(m, (0, e.num_slots - 64)), -2) * np.pad(m, (0, e.num_slots - 64))
     assert _err(e.decrypt_message(c2), want) < 1e-6
+
+
+@pytest.mark.parametrize("special_primes", [1, 3])
+def test_relinearize_with_rescale_rounds_once_where_the_two_steps_round_twice(special_primes):
+    """relinearize(rescale=True) divides by P q_0 once: against rescale_to_next_level of the
+    default result, the same level, scale, primes and domain, and one centered integer per
+    coefficient (the same on every row) of at most floor(K / 2) + 1 between them, as for the
+    linear transform's fold. Its NTT output is exactly the NTT of its coefficient output (the
+    kept rows never leave the NTT domain), from either input domain, batched or not."""
+    e = make_engine("test-n4096-scale40") if special_primes == 1 else three_special_primes()
+    tol = TOLERANCE["test-n4096-scale40"]
+    a, b = random_message(e, 30), random_message(e, 31)
+    na = e.coefficient_domain_to_ntt_domain(e.encrypt_message(a))
+    nb = e.coefficient_domain_to_ntt_domain(e.encrypt_message(b))
+    c3 = e.multiply(na, nb)
+    fused = e.relinearize(c3, rescale=True)
+    two_step = e.rescale_to_next_level(e.relinearize(c3))
+    assert fused.polynomial_domain == two_step.polynomial_domain == "coefficient"
+    assert (fused.level, fused.prime_ids, fused.scale, fused.component_count) == (
+        two_step.level, two_step.prime_ids, two_step.scale, 2)
+    centered = centered_difference(e, fused, two_step)
+    assert (centered == centered[:, :1]).all()
+    assert 1 <= np.abs(centered).max() <= special_primes // 2 + 1
+    for y in (fused, two_step):
+        assert _err(e.decrypt_message(y), a * b) < tol
+    fused_ntt = e.relinearize(c3, output_domain="ntt", rescale=True)
+    assert fused_ntt.polynomial_domain == "ntt" and fused_ntt.level == fused.level
+    assert np.array_equal(fused_ntt.data, e.coefficient_domain_to_ntt_domain(fused).data)
+    c3_coef = e.ntt_domain_to_coefficient_domain(c3)
+    assert np.array_equal(e.relinearize(c3_coef, rescale=True).data, fused.data)
+    batch = e.multiply(e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([a, b]))),
+                       e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([b, b]))))
+    batched = e.relinearize(batch, output_domain="ntt", rescale=True)
+    assert batched.batch_shape == (2,) and batched.level == 1
+    assert _err(e.decrypt_message(batched), np.stack([a * b, b * b])) < tol
+
+
+def test_relinearize_with_rescale_validates_before_any_work():
+    e = make_engine("test-n4096-scale40")
+    m = random_message(e, 32)
+    top = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=e.context.max_level))
+    c3 = e.multiply(top, top)
+    with pytest.raises(StateMismatchError, match="last level"):
+        e.relinearize(c3, rescale=True)
+    with pytest.raises(TypeError, match="rescale"):
+        e.relinearize(e.multiply(*(2 * [e.coefficient_domain_to_ntt_domain(e.encrypt_message(m))])), rescale=1)
+    assert e.relinearize(c3).level == e.context.max_level  # without the rescale the last level is fine

@@ -90,10 +90,11 @@ def test_multiplications_are_bit_identical(preset):
     assert_same(c3, g3)
     relin = cpu.relinearization_key()
     for domain in ("coefficient", "ntt"):
-        assert_same(
-            cpu.relinearize(c3, relin, output_domain=domain),
-            gpu.relinearize(g3, relin.to("cuda"), output_domain=domain),
-        )
+        for rescale in (False, True):
+            assert_same(
+                cpu.relinearize(c3, relin, output_domain=domain, rescale=rescale),
+                gpu.relinearize(g3, relin.to("cuda"), output_domain=domain, rescale=rescale),
+            )
 
 
 @pytest.mark.parametrize("preset", PRESETS)

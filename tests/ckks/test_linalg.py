@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import (
-    CkksEngine,
     bsgs_split,
     encode_bsgs_diagonals,
     encode_diagonals,
@@ -17,9 +16,8 @@ from fhelium_cupy.ckks import (
     required_rotation_steps,
     required_rotation_steps_bsgs,
 )
-from fhelium_cupy.ckks.params import ParametersLiteral
 from fhelium_cupy.errors import StateMismatchError
-from tests.helpers.ckks_engines import TOLERANCE, make_engine
+from tests.helpers.ckks_engines import TOLERANCE, centered_difference, make_engine, three_special_primes
 
 
 def test_diagonal_identity_holds_in_cleartext():
@@ -173,15 +171,6 @@ def test_double_hoisting_rounds_once_and_decrypts_at_least_as_well():
     assert np.array_equal(double.data, plain.data)
 
 
-def _three_special_primes() -> CkksEngine:
-    """An insecure N=2^12 engine with K = 3 special primes (the presets have K = 1)."""
-    literal = ParametersLiteral(log_n=12, q_bits=(40, 40, 40, 49), p_bits=(50, 50, 50), scale=2.0**40, dnum=2,
-                                name="test-n4096-k3")
-    engine = CkksEngine(literal, insecure=True)
-    engine.generate_keys()
-    return engine
-
-
 @pytest.mark.parametrize("special_primes", [1, 3])
 def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twice(special_primes):
     """rescale=True divides by P q_0 in one rounding: against rescale_to_next_level of the
@@ -189,7 +178,7 @@ def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twi
     differ per coefficient by one integer (the same centered value on every row) of at most
     floor(K / 2) + 1: the fused quotient is within (K + 1) / 2 of the exact one (K + 1
     centered fractions), the two-step one within 1 / 2 + K / (2 q_0); both decrypt to A x."""
-    e = make_engine("test-n4096-scale40") if special_primes == 1 else _three_special_primes()
+    e = make_engine("test-n4096-scale40") if special_primes == 1 else three_special_primes()
     assert e.context.p_count == special_primes
     rng = np.random.default_rng(9)
     a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
@@ -202,9 +191,7 @@ def test_linear_transform_with_rescale_rounds_once_where_the_two_steps_round_twi
     assert fused.polynomial_domain == two_step.polynomial_domain == "coefficient"
     assert (fused.level, fused.prime_ids, fused.scale) == (two_step.level, two_step.prime_ids, two_step.scale)
     assert np.array_equal(matrix_vector(ct, engine=e, diagonals=weights, rotation_keys=keys).data, fused.data)
-    moduli = np.array([e.context.moduli[r] for r in fused.prime_ids], dtype=object)[:, None]
-    diff = (fused.data.astype(object) - two_step.data.astype(object)) % moduli
-    centered = np.where(diff > moduli // 2, diff - moduli, diff)  # [2, L - 1, N]
+    centered = centered_difference(e, fused, two_step)  # [2, L - 1, N]
     assert (centered == centered[:, :1]).all()  # one integer per coefficient, whatever the row
     assert np.abs(centered).max() <= special_primes // 2 + 1
     assert np.abs(centered).max() >= 1  # the roundings do differ: a different computation

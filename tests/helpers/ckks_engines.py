@@ -7,8 +7,10 @@ import json
 import numpy as np
 
 from fhelium_cupy.ckks import CkksEngine
+from fhelium_cupy.ckks.params import ParametersLiteral
 
-__all__ = ["TOLERANCE", "make_engine", "random_message", "rewrite_saved_value"]
+__all__ = ["TOLERANCE", "centered_difference", "make_engine", "random_message", "rewrite_saved_value",
+           "three_special_primes"]
 
 TOLERANCE = {"test-n4096-scale30": 1e-4, "test-n4096-scale40": 1e-6}
 _CACHE: dict[str, CkksEngine] = {}
@@ -21,6 +23,25 @@ def make_engine(preset: str) -> CkksEngine:
         engine.generate_keys()
         _CACHE[preset] = engine
     return _CACHE[preset]
+
+
+def three_special_primes() -> CkksEngine:
+    """An insecure N=2^12 engine with K = 3 special primes (the presets have K = 1), one per
+    test session."""
+    if "k3" not in _CACHE:
+        literal = ParametersLiteral(log_n=12, q_bits=(40, 40, 40, 49), p_bits=(50, 50, 50), scale=2.0**40,
+                                    dnum=2, name="test-n4096-k3")
+        engine = CkksEngine(literal, insecure=True)
+        engine.generate_keys()
+        _CACHE["k3"] = engine
+    return _CACHE["k3"]
+
+
+def centered_difference(engine: CkksEngine, a, b) -> np.ndarray:
+    """``a - b`` per residue, centered mod each prime of ``a`` (two values over the same primes)."""
+    moduli = np.array([engine.context.moduli[r] for r in a.prime_ids], dtype=object)[:, None]
+    diff = (a.data.astype(object) - b.data.astype(object)) % moduli
+    return np.where(diff > moduli // 2, diff - moduli, diff)
 
 
 def random_message(

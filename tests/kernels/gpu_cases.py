@@ -281,6 +281,24 @@ def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False) -> 
     return run
 
 
+def _keyswitch_add_rescale(domain: str, rescaled_level: bool = False) -> Case:
+    """Relinearize and rescale with one rounding over a batch of two: the inner product, ``P c``
+    added on the Q rows and one division by P q_0 into ``domain``, against the NumPy backend.
+    ``rescaled_level``: rows from prime 1 on."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"][1:] if rescaled_level else lv["ks"]
+        c = ref.ntt_forward(rand(ctx, rows, (3, 2), rng), rows)  # a batched CT3 in the NTT domain
+        digits = ref.modup(ref.ntt_inverse(c[2], rows), rows)
+        key = random_key(ctx, rng)
+        want = ref.keyswitch_add_rescale(digits, key, rows, c[:2].copy(), domain=domain)
+        got = gpu.keyswitch_add_rescale(gpu.asarray(digits), gpu.asarray(key), rows, gpu.asarray(c[:2].copy()),
+                                        domain=domain)
+        return gpu.to_numpy(got), want, rows[1:]
+
+    return run
+
+
 CASES: dict[str, Case] = {
     "add": _elementwise("add"),
     "sub": _elementwise("sub"),
@@ -320,6 +338,9 @@ CASES: dict[str, Case] = {
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
     "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
     "keyswitch_linear_transform_rescale_rescaled_level": _keyswitch_linear_transform(True, rescaled_level=True),
+    "keyswitch_add_rescale": _keyswitch_add_rescale("coefficient"),
+    "keyswitch_add_rescale_ntt": _keyswitch_add_rescale("ntt"),
+    "keyswitch_add_rescale_ntt_rescaled_level": _keyswitch_add_rescale("ntt", rescaled_level=True),
 }
 
 

@@ -523,6 +523,44 @@ def test_moddown_rescale_kernel_emulation_matches_the_integer_division(ctx, rows
         assert np.array_equal(out[z], np.array(want, dtype=np.uint64).T)
 
 
+@pytest.mark.parametrize("rows", [(0, 1, 2, 3), (1, 2, 3)])
+def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, rows):
+    """CupyBackend.keyswitch_add_rescale after its inner product: rns_mul_scalar_add adds P c
+    to the Q rows (one Shoup constant per limb), then _moddown_rescale_launch with NTT output
+    transforms back only q_0 (row 0) and the P rows, converts them into rows[1:], transforms
+    e forward and combines from row 1. Against the NTT of the rounding division by P q_0 of
+    the coefficient-domain sum, in Python integers."""
+    from fhelium_cupy.ckks.modarith import shoup_companion
+    from tests.helpers.ckks_oracles import oracle_moddown
+
+    n, L, K = ctx.ring_degree, len(rows), ctx.p_count
+    p_rows = tuple(range(ctx.q_count, ctx.q_count + K))
+    acc = _rand(ctx, rows + p_rows, lead=(2,), seed=sum(rows) + 50)  # NTT domain
+    c = _rand(ctx, rows, lead=(2,), seed=sum(rows) + 60)  # NTT domain
+    big_p = math.prod(ctx.moduli[r] for r in p_rows)
+    for i, r in enumerate(rows):  # rns_mul_scalar_add: out = a + shoup_mul(b, w, w') mod q
+        q = ctx.moduli[r]
+        w = big_p % q
+        wp = shoup_companion(w, q)
+        for z in range(2):
+            acc[z, i] = [(int(a) + red(shoup_lazy(int(b), w, wp, q), q)) % q for a, b in zip(acc[z, i], c[z, i])]
+    x = acc.copy()
+    x[:, :1] = ro.ntt_inverse(acc[:, :1], rows[:1], ctx)
+    x[:, L:] = ro.ntt_inverse(acc[:, L:], p_rows, ctx)
+    md = cb.moddown_rescale_tables(ctx, rows)
+    smax = int(cb._base_convert_kernel(md["convert_size"]).rsplit("_s", 1)[1])
+    e = ro.ntt_forward(emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, smax, n), rows[1:], ctx)
+    out = _emulate_combine(np.ascontiguousarray(acc[:, 1:]), e, md, rows[1:], ctx, 1)
+    coef = ro.ntt_inverse(acc, rows + p_rows, ctx)  # the accumulator with P c, coefficient domain
+    keep, dropped = [ctx.moduli[r] for r in rows[1:]], [ctx.moduli[r] for r in (rows[0],) + p_rows]
+    want = np.empty((2, L - 1, n), dtype=np.uint64)
+    for z in range(2):
+        want[z] = np.array([oracle_moddown([int(v) for v in coef[z, 1:L, k]],
+                                           [int(coef[z, 0, k])] + [int(v) for v in coef[z, L:, k]], keep, dropped)
+                            for k in range(n)], dtype=np.uint64).T
+    assert np.array_equal(out, ro.ntt_forward(want, rows[1:], ctx))
+
+
 def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):
     """NTT output: inverse NTT of the P rows only, base conversion, forward NTT of e, combine
     with the rotated c0 of a hoisted rotation == NTT of (automorphism(c0) + y0, y1)."""

@@ -67,6 +67,7 @@ __all__ = [
     "RingContext",
     "active_digits",
     "check_domain",
+    "check_keyswitch_add_rescale",
     "check_linear_transform",
     "keyswitch_from_digits_many_by_loop",
 ]
@@ -258,6 +259,29 @@ class CkksBackend(Protocol):
         round once instead of twice (not bit-identical to ``rescale(ntt_inverse(result))``)."""
         ...
 
+    def keyswitch_add_rescale(
+        self,
+        digits_ntt: Array,
+        key: Array,
+        rows: Sequence[int],
+        c: Array,
+        *,
+        domain: Domain = "coefficient",
+    ) -> Array:
+        """A key switch, an addition and a rescale with one rounding (relinearize and rescale).
+
+        ``acc`` = the inner product of ``keyswitch_from_digits(digits_ntt, key, rows)`` before
+        its ModDown (``[2, ..., L + K, N]`` over ``rows + p_rows``), plus ``P * c mod q_i`` on
+        the Q rows (``c [2, ..., L, N]``: NTT domain over ``rows``, the digits' batch shape;
+        ``P`` = product of the P primes). Returns ``[2, ..., L - 1, N]`` over ``rows[1:]`` in
+        ``domain`` (``L >= 2``): ``acc`` divided by ``P q_0`` exactly as in
+        ``keyswitch_linear_transform(rescale=True)``; ``domain="ntt"`` returns exactly
+        ``ntt_forward`` of the coefficient-domain result, which a backend computes with the
+        inverse NTT of the divided-out rows only (``q_0`` and the P rows; every step is
+        linear mod ``q_i``). It decrypts like ``rescale(c + keyswitch_from_digits(...))``
+        with one rounding in place of two, so it is not bit-identical to that."""
+        ...
+
 
 def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
     """(level-0 digit index, surviving prime ids) of each non-empty digit at ``rows`` (see
@@ -269,6 +293,20 @@ def active_digits(context: RingContext, rows: Sequence[int]) -> list[tuple[int, 
         if kept:
             active.append((index, kept))
     return active
+
+
+def check_keyswitch_add_rescale(backend: Any, digits_ntt: Array, rows: tuple[int, ...], c: Array,
+                                domain: object) -> None:
+    """Validate what ``keyswitch_add_rescale`` adds to a key switch's own checks (the domain, a
+    prime left after the rescale, ``c``'s dtype and shape) before any work."""
+    op = "keyswitch_add_rescale"
+    check_domain(domain, op)
+    if len(rows) < 2:
+        raise ValueError(f"{op}: the rescale needs at least two rows (one is dropped), got {len(rows)}")
+    shape = (2,) + tuple(digits_ntt.shape[1:-2]) + (len(rows), backend.context.ring_degree)
+    if getattr(c, "dtype", None) != "uint64" or tuple(getattr(c, "shape", ())) != shape:
+        raise ValueError(f"{op}: c must be uint64 {shape} (two components, the digits' batch shape), got "
+                         f"{getattr(c, 'dtype', None)} {tuple(getattr(c, 'shape', ()))}")
 
 
 def check_linear_transform(

@@ -36,7 +36,14 @@ from ._cupy_tables import (
     shoup_companion,
     twiddle_tables,
 )
-from .base import Domain, RingContext, check_domain, check_linear_transform, keyswitch_from_digits_many_by_loop
+from .base import (
+    Domain,
+    RingContext,
+    check_domain,
+    check_keyswitch_add_rescale,
+    check_linear_transform,
+    keyswitch_from_digits_many_by_loop,
+)
 
 __all__ = [
     "CupyBackend",
@@ -712,24 +719,34 @@ class CupyBackend:
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
-        null = np.uint64(0)
+        if domain == "ntt":
+            self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+            return
+        self._combine_launch(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+
+    def _ntt_combine(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
+                     batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
+        """``_combine_launch`` on NTT values: ``out = (x - NTT(e)) * D^-1`` with ``e [entries, L,
+        N]`` contiguous in the coefficient domain (transformed in place; ``out`` may be ``e``).
+        In one launch group the combine is the output step of the NTT's chunk kernel
+        (``ntt_forward_chunk_stages_moddown_combine``: NTT(e) is never stored)."""
+        n = self.n
         e3 = e.reshape(entries, L, n)
-        if domain == "ntt" and self._fused_combine and len(self._groups(entries, L)) == 1:
+        q_map = rowmap[:L]
+        if self._fused_combine and len(self._groups(entries, L)) == 1:
             tw, _ = self._tw()
-            q_map = t["out_map"][:L]
+            null = np.uint64(0)
 
             def combine(suffix: str, src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
                 self._launch("ntt_forward_chunk_stages_moddown_combine" + suffix, grid, block,
-                             (src, acc, out, q_map, self._consts, tw, t["pinv"], null if c0 is None else c0,
+                             (src, x, out, q_map, self._consts, tw, pinv, null if c0 is None else c0,
                               null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
-                              np.int64(R * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
+                              np.int64((L + K) * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
 
-            # NTT(e) is never stored: the chunk stages of e write the combined result
             self._ntt_launch(e3, e3, q_map, False, L * n, L * n, entries, L, chunk_output=combine)
             return
-        if domain == "ntt":
-            self._ntt_launch(e3, e3, t["out_map"][:L], False, L * n, L * n, entries, L)
-        self._combine_launch(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+        self._ntt_launch(e3, e3, q_map, False, L * n, L * n, entries, L)
+        self._combine_launch(x, e, out, rowmap, pinv, L, K, entries, batch, out_es, out_cs, c0, perms)
 
     def _combine_launch(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
                         batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
@@ -792,7 +809,7 @@ class CupyBackend:
             if g is not None and int(g) % 2 == 0:
                 raise ValueError(f"galois element must be odd, got {g}")
         L, n = len(rows), self.n
-        R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
+        E = len(keys)
         batch_shape = tuple(digits.shape[1:-2])
         batch = _prod(batch_shape)
         if c0 is not None:
@@ -804,12 +821,7 @@ class CupyBackend:
             return keyswitch_from_digits_many_by_loop(
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
-        key_table, perms = self._many_tables(keys, galois_elements)
-        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
-        self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
-                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms,
-                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
-                      np.int32(key_rows)))
+        acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
         if out is None:
             out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
@@ -826,6 +838,46 @@ class CupyBackend:
                          (c0, out, maps, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
                           np.int32(batch), np.int64(plane),
                           np.int64(2 * batch * plane if out_strides is None else out_strides[0]), np.int64(plane)))
+        return out
+
+    def _inner_product_launch(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
+                              t: dict[str, Any], batch: int, key_rows: int) -> tuple[Any, Any]:
+        """``keyswitch_inner_product_many``: the NTT-domain inner products ``[E, 2, batch, R, N]``
+        of checked digits with every (key, Galois element); returns them and the permutations."""
+        n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
+        key_table, perms = self._many_tables(keys, galois_elements)
+        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
+                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms,
+                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
+                      np.int32(key_rows)))
+        return acc, perms
+
+    def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
+        """Relinearize and rescale with one rounding (see the contract): the inner product
+        (``keyswitch_inner_product_many``), ``acc_Q += P c`` (``rns_mul_scalar_add``) and one
+        division by ``P q_0`` (``_moddown_rescale_launch``). NTT output costs the inverse NTT of
+        ``q_0`` and the P rows and the forward NTT of the L - 1 kept ones, where a key switch,
+        an addition and an NTT-domain rescale transform ``L`` rows more."""
+        op = "keyswitch_add_rescale"
+        rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, [key], rows, op)
+        check_keyswitch_add_rescale(self, digits, rows, c, domain)
+        c = self._check(c, rows, op)
+        L, n = len(rows), self.n
+        batch_shape = tuple(digits.shape[1:-2])
+        batch = _prod(batch_shape)
+        if 2 * batch > _MAX_GRID_YZ:
+            raise ValueError(f"{op}: {batch} batch entries exceed the ModDown grid's limit of {_MAX_GRID_YZ // 2}")
+        acc, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows)
+        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
+        _, rowmap = self._rows(rows)
+        R = len(t["out_rows"])
+        self._launch("rns_mul_scalar_add", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,
+                     (acc, c, acc, self._scalar_table(rows, [big_p] * L), rowmap, self._consts,
+                      np.int32(self.num_moduli), np.int32(n), np.int32(L), np.int64(R * n), np.int64(L * n),
+                      np.int64(R * n)))
+        out = self.xp.empty((2,) + batch_shape + (L - 1, n), dtype=np.uint64)
+        self._moddown_rescale_launch(acc, out, rows, t, domain=domain, batch=batch)
         return out
 
     def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False):
@@ -857,14 +909,18 @@ class CupyBackend:
         self._moddown_launch(acc, out, t, L, 2, "ntt")
         return out
 
-    def _moddown_rescale_launch(self, acc: Any, out: Any, rows: tuple[int, ...], t: dict[str, Any]) -> None:
+    def _moddown_rescale_launch(self, acc: Any, out: Any, rows: tuple[int, ...], t: dict[str, Any], *,
+                                domain: str = "coefficient", batch: int = 1) -> None:
         """ModDown and rescale as one rounding division by ``P q_0`` (``q_0 = rows[0]``): the
-        NTT-domain ``acc [2, L + K, N]`` over ``rows + p_rows`` into the coefficient-domain
-        ``out [2, L - 1, N]`` over ``rows[1:]``; ``acc`` is overwritten (inverse NTT in place).
-        Inverse NTT of all rows, base conversion of ``q_0`` and the P rows into ``rows[1:]``
-        (into ``out``), ``keyswitch_moddown_combine`` with the division's constants: 4 launches
-        where ModDown on NTT values, the inverse NTT and the rescale take 8 (each transform in
-        one launch group; ``_ntt_launch`` splits larger ones)."""
+        NTT-domain ``acc [2, batch, L + K, N]`` over ``rows + p_rows`` into ``out [2, batch, L -
+        1, N]`` over ``rows[1:]`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
+
+        Coefficient output: inverse NTT of all rows, base conversion of ``q_0`` and the P rows
+        into ``rows[1:]`` (into ``out``), ``keyswitch_moddown_combine`` with the division's
+        constants: 4 launches where ModDown on NTT values, the inverse NTT and the rescale take
+        8 (each transform in one launch group; ``_ntt_launch`` splits larger ones). NTT output:
+        inverse NTT of the ``q_0`` row and of the P rows only, the same conversion, then
+        ``_ntt_combine`` (the kept rows never leave the NTT domain)."""
         R, n, K, L = len(t["out_rows"]), self.n, len(self.p_rows), len(rows)
 
         def build() -> dict[str, Any]:
@@ -873,13 +929,21 @@ class CupyBackend:
                     "pinv": self._upload(tables["pinv"])}
 
         d = self._cached(("moddown_rescale", rows), build)
-        acc3 = acc.reshape(2, R, n)
-        self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, 2, R)
-        self._base_convert(acc3, out, d["convert"], L - 1, 1, 2, R * n, (L - 1) * n)  # no dropped row is a target
-        plane = (L - 1) * n
+        entries = 2 * batch
+        acc3 = acc.reshape(entries, R, n)
+        if domain == "coefficient":
+            self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
+        else:  # the divided-out rows only: q_0 (row 0) and the P rows (rows L..)
+            self._ntt_launch(acc3[:, :1], acc3[:, :1], t["out_map"][:1], True, R * n, R * n, entries, 1)
+            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        plane = batch * (L - 1) * n
+        self._base_convert(acc3, out, d["convert"], L - 1, 1, entries, R * n, (L - 1) * n)  # no dropped row is a target
         # x = acc from its row 1: rows[1:], then P (q_0 and P divided out: K + 1 rows), R rows an entry
-        self._combine_launch(acc3[:, 1:], out, out, t["out_map"][1:L], d["pinv"], L - 1, K + 1, 2, 1, 2 * plane,
-                             plane)
+        args = (acc3[:, 1:], out, out, t["out_map"][1:L], d["pinv"], L - 1, K + 1, entries, batch, 2 * plane, plane)
+        if domain == "ntt":
+            self._ntt_combine(*args)
+        else:
+            self._combine_launch(*args)
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most

@@ -46,6 +46,7 @@ from .base import (
     RingContext,
     active_digits,
     check_domain,
+    check_keyswitch_add_rescale,
     check_linear_transform,
     keyswitch_from_digits_many_by_loop,
 )
@@ -437,11 +438,28 @@ class NumpyBackend:
         for g, w in zip(gs, weights[1:]):
             rotated = self.mul_montgomery(self.automorphism(c[0], g, rows, domain="ntt"), w[:L], rows)
             self.add(direct[0], rotated, rows, out=direct[0])
-        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
-        self.add(acc[:, :L], self.mul_scalar(direct, [big_p] * L, rows), rows, out=acc[:, :L])
+        self._add_p_multiple(acc, direct, rows)
         if rescale:
             return self._moddown_rescale(self.ntt_inverse(acc, targets), rows)
         return self._moddown_ntt(acc, rows)
+
+    def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
+        """Relinearize and rescale with one rounding (see the contract): the inner product plus
+        ``P c`` on the Q rows, divided by ``P q_0``."""
+        rows = tuple(int(r) for r in rows)
+        check_keyswitch_add_rescale(self, digits_ntt, rows, c, domain)
+        acc = self._inner_product(digits_ntt, key, rows, None)
+        self._add_p_multiple(acc, c, rows)
+        if domain == "ntt":
+            return self._moddown_rescale(acc, rows, ntt=True)
+        return self._moddown_rescale(self.ntt_inverse(acc, rows + self.p_rows), rows)
+
+    def _add_p_multiple(self, acc: np.ndarray, c: np.ndarray, rows: tuple[int, ...]) -> None:
+        """``acc[..., :L, :] += P * c mod q_i`` in place (``P`` = product of the P primes): a
+        multiple of ``P`` on the Q rows, which a rounding division by ``P`` passes exactly."""
+        L = len(rows)
+        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
+        self.add(acc[..., :L, :], self.mul_scalar(c, [big_p] * L, rows), rows, out=acc[..., :L, :])
 
     def keyswitch_from_digits_many(
         self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
@@ -472,12 +490,17 @@ class NumpyBackend:
         return self._divide(acc[..., :L, :], self.ntt_inverse(acc[..., L:, :], self.p_rows), rows, self.p_rows,
                             ntt=True)
 
-    def _moddown_rescale(self, x: np.ndarray, rows: tuple[int, ...]) -> np.ndarray:
-        """ModDown and rescale as one rounding division by ``P q_0``: coefficient ``x [..., L + K,
-        N]`` over ``rows + p_rows`` -> ``[..., L - 1, N]`` over ``rows[1:]`` (``q_0 = rows[0]``)."""
+    def _moddown_rescale(self, x: np.ndarray, rows: tuple[int, ...], *, ntt: bool = False) -> np.ndarray:
+        """ModDown and rescale as one rounding division by ``P q_0``: ``x [..., L + K, N]`` over
+        ``rows + p_rows`` -> ``[..., L - 1, N]`` over ``rows[1:]`` (``q_0 = rows[0]``), in the
+        coefficient domain, or with ``ntt`` in the NTT domain (only the divided-out rows are
+        transformed back: bit-identical to the coefficient result's NTT)."""
         L = len(rows)
+        dropped_rows = rows[:1] + self.p_rows
         dropped = np.concatenate((x[..., :1, :], x[..., L:, :]), axis=-2)
-        return self._divide(x[..., 1:L, :], dropped, rows[1:], rows[:1] + self.p_rows)
+        if ntt:
+            dropped = self.ntt_inverse(dropped, dropped_rows)
+        return self._divide(x[..., 1:L, :], dropped, rows[1:], dropped_rows, ntt=ntt)
 
     @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
