@@ -162,7 +162,9 @@ extern "C" __global__ void rescale_drop_first_coefficient(const u64* in, u64* ou
 }
 
 // rescale_spread_dropped: out[z, y] = centered(c0[z], q0) mod q_y (coefficient domain), the
-// correction a rescale in the NTT domain transforms forward. Axis order: c0 [batch, coeff]
+// correction a rescale in the NTT domain transforms forward (its combine (a - NTT(r)) * q0^-1
+// is the ModDown's: keyswitch.cu keyswitch_moddown_combine, or the output step of
+// ntt_forward_chunk_stages_moddown_combine). Axis order: c0 [batch, coeff]
 // (c0_bs), out [batch, L - 1, coeff]. In/out canonical.
 extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const int* rowmap, const u64* consts,
                                                   const u64* tab, int num_moduli, int n, int dropped_id,
@@ -170,15 +172,4 @@ extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const
   FHE_ELEMENTWISE_PROLOGUE
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
   out[z * out_bs + row] = rescale_correction(c0[z * c0_bs + k], q0, md, tab, y);
-}
-
-// rescale_combine_ntt: out = (a - t) * q0^-1 mod q_y, NTT domain. Axis order: a [batch, L - 1,
-// coeff] (a_bs; a view that skips the dropped limb), t and out [batch, L - 1, coeff].
-// In/out canonical. out may alias t.
-extern "C" __global__ void rescale_combine_ntt(const u64* a, const u64* t, u64* out, const int* rowmap,
-                                               const u64* consts, const u64* tab, int num_moduli, int n,
-                                               int remaining, i64 a_bs, i64 t_bs, i64 out_bs) {
-  FHE_ELEMENTWISE_PROLOGUE
-  const u64 d = sub_mod(a[z * a_bs + row], t[z * t_bs + row], md.q);
-  out[z * out_bs + row] = shoup_mul(d, tab[remaining + y], tab[2 * remaining + y], md.q);
 }

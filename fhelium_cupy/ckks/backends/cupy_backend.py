@@ -604,11 +604,9 @@ class CupyBackend:
         self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
         self._launch("rescale_spread_dropped", grid, _BLOCK,
                      (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
-        out3 = out.reshape(batch, L - 1, n)
-        self._ntt_launch(out3, out3, rest_map, False, (L - 1) * n, (L - 1) * n, batch, L - 1)
-        self._launch("rescale_combine_ntt", grid, _BLOCK,
-                     (a3[:, 1:], out, out, rest_map, *base, np.int32(L - 1), np.int64(L * n),
-                      np.int64((L - 1) * n), np.int64((L - 1) * n)))
+        # (a - NTT(r)) * q0^-1: the division's combine with one divided-out row (the rescale
+        # table has the combine's layout); entries = batch plain polynomials (one "component")
+        self._ntt_combine(a3[:, 1:], out, out, rest_map, tab, L - 1, 1, batch, batch, 0, 0)
         return out
 
     # --- key switching ---------------------------------------------------------------
