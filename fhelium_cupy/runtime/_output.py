@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..interop.arrays import leaf_device, leaf_kind, leaf_span, low_offset_bytes, storage_dtype, wrap_like
+from ..interop.arrays import leaf_device, leaf_kind, leaf_span, wrap_like
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..values import is_registered_value, registered_type_of, value_type_info
-from .buffer import MEMCPY_DEFAULT, allocate_storage
+from .buffer import MEMCPY_DEFAULT, StorageLayout, allocate_storage
 from .signature import TensorSignature, check_plain_container
 
 __all__ = ["OutputLeafError", "OutputPlan", "OutputSpec", "allocate_retained", "check_output", "describe_output"]
@@ -169,16 +169,13 @@ def _borrower(node: Node, leaves: Any, templates: Any) -> tuple[bool, Callable[[
 class _LeafLayout:
     """Everything needed to clone one fixed output array without re-inspecting it."""
 
-    __slots__ = ("byte_strides", "dtype", "kind", "low", "low_offset", "shape", "span", "storage_dtype")
+    __slots__ = ("dtype", "kind", "low", "storage")
 
     def __init__(self, leaf: Any) -> None:
         sig = TensorSignature.from_tensor(leaf)
-        self.shape = sig.shape
         self.dtype = sig.dtype  # a torch-only dtype's tag for torch leaves (wrap_like restores it)
-        self.storage_dtype = storage_dtype(sig.dtype)
-        self.byte_strides = tuple(s * sig.dtype.itemsize for s in sig.stride)
-        self.low_offset = low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize)
-        self.low, self.span = leaf_span(leaf)
+        self.storage = StorageLayout(sig)
+        self.low = leaf_span(leaf)[0]
         self.kind = leaf_kind(leaf)
 
 
@@ -210,7 +207,7 @@ class OutputPlan:
         self.leaves = tuple(leaves)
         self.templates = tuple(templates)
         self._layouts = tuple(_LeafLayout(leaf) for leaf in leaves)
-        self.nbytes = sum(layout.span for layout in self._layouts)
+        self.nbytes = sum(layout.storage.span for layout in self._layouts)
         self._borrow: Callable[[], object] = self._make_borrow()
 
     @classmethod
@@ -276,10 +273,10 @@ class OutputPlan:
         sptr = stream.ptr
         copies = []
         for layout in self._layouts:
-            mem = cupy.cuda.alloc(max(layout.span, 1))
-            array = cupy.ndarray(layout.shape, layout.storage_dtype, memptr=mem + layout.low_offset,
-                                 strides=layout.byte_strides)
-            if layout.span:
-                runtime.memcpyAsync(mem.ptr, layout.low, layout.span, MEMCPY_DEFAULT, sptr)
+            storage = layout.storage
+            array = storage.device_array(cupy)
+            if storage.span:
+                runtime.memcpyAsync(array.data.ptr - storage.low_offset, layout.low, storage.span, MEMCPY_DEFAULT,
+                                    sptr)
             copies.append(wrap_like(array, "torch", dtype=layout.dtype) if layout.kind == "torch" else array)
         return _rebuild(self.structure, iter(copies), iter(self.templates))

@@ -48,25 +48,48 @@ MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addr
 # storage
 
 
+class StorageLayout:
+    """Where a signature's elements sit in one allocation of their own: the storage dtype
+    (``storage_dtype``), byte strides, the bytes from the lowest element to element 0, and
+    the span. One per signature, so repeated allocations (``OutputPlan.clone`` on every
+    ``copy_output=True`` replay) skip the derivation."""
+
+    __slots__ = ("byte_strides", "dtype", "low_offset", "shape", "span")
+
+    def __init__(self, sig: TensorSignature) -> None:
+        self.dtype = storage_dtype(sig.dtype)
+        itemsize = self.dtype.itemsize
+        self.shape = sig.shape
+        self.span = span_nbytes(sig.shape, sig.stride, itemsize)
+        self.low_offset = low_offset_bytes(sig.shape, sig.stride, itemsize)
+        self.byte_strides = tuple(s * itemsize for s in sig.stride)
+
+    def host_array(self, pinned: bool = False) -> np.ndarray:
+        """Fresh host storage (pageable, or CuPy pinned memory)."""
+        size = max(self.span, 1)
+        if pinned:
+            cupy = require_cupy("pinned host memory")
+            raw = np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
+        else:
+            raw = np.empty(size, dtype=np.uint8)
+        return np.ndarray(self.shape, self.dtype, buffer=raw, offset=self.low_offset, strides=self.byte_strides)
+
+    def device_array(self, cupy: Any) -> Any:
+        """Fresh storage on the current CUDA device, from the current CuPy allocator (the
+        caller picks device and allocator); its lowest byte is at ``data.ptr - low_offset``."""
+        mem = cupy.cuda.alloc(max(self.span, 1))
+        return cupy.ndarray(self.shape, self.dtype, memptr=mem + self.low_offset, strides=self.byte_strides)
+
+
 def allocate_storage(sig: TensorSignature, device: Device, pinned: bool = False) -> Any:
     """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array;
     a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
-    dtype = storage_dtype(sig.dtype)
-    itemsize = dtype.itemsize
-    span = span_nbytes(sig.shape, sig.stride, itemsize)
-    offset = low_offset_bytes(sig.shape, sig.stride, itemsize)
-    byte_strides = tuple(s * itemsize for s in sig.stride)
+    layout = StorageLayout(sig)
     if device.type == "cpu":
-        if pinned:
-            cupy = require_cupy("pinned host memory")
-            raw = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(span, 1)), dtype=np.uint8, count=max(span, 1))
-        else:
-            raw = np.empty(max(span, 1), dtype=np.uint8)
-        return np.ndarray(sig.shape, dtype, buffer=raw, offset=offset, strides=byte_strides)
+        return layout.host_array(pinned)
     cupy = require_cupy("a CUDA buffer")
     with cupy.cuda.Device(device.index):
-        mem = cupy.cuda.alloc(max(span, 1))
-        return cupy.ndarray(sig.shape, dtype, memptr=mem + offset, strides=byte_strides)
+        return layout.device_array(cupy)
 
 
 def _target_kind(example_leaf: Any, device: Device) -> str:
