@@ -7,14 +7,13 @@ every output on device 1, and the current device left as the caller had it.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import CkksEngine, linalg
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 from tests.helpers.ckks_engines import random_message
+from tests.helpers.threads import run_together
 
 pytestmark = pytest.mark.gpu
 
@@ -69,36 +68,27 @@ def test_threads_drive_an_engine_on_the_second_gpu_and_capture_there(second_gpu)
     a = np.random.default_rng(32).uniform(-1, 1, (n, n)) / n
     keys = engine.rotation_keys(linalg.required_rotation_steps(n))
     diagonals = linalg.encode_diagonals(engine, a)
-    results: dict[int, float] = {}
-    errors: list[BaseException] = []
 
-    def worker(seed: int) -> None:
+    def worker(i: int) -> float:
+        seed = i + 1
+        assert cp.cuda.runtime.getDevice() == 0  # a new thread starts on device 0
+        x = np.random.default_rng(seed).uniform(-1, 1, n)
+        ct = engine.encrypt_message(linalg.periodic_message(x, engine.num_slots))
+
+        def schedule(c):
+            return linalg.matrix_vector(c, engine=engine, diagonals=diagonals, rotation_keys=keys)
+
+        eager = schedule(ct)
+        program = CudaGraphProgram.capture(schedule, example_inputs=(ct,), warmup=1)
         try:
-            assert cp.cuda.runtime.getDevice() == 0  # a new thread starts on device 0
-            x = np.random.default_rng(seed).uniform(-1, 1, n)
-            ct = engine.encrypt_message(linalg.periodic_message(x, engine.num_slots))
+            assert program.device == "cuda:1"
+            replayed = program.replay(ct, copy_output=True)
+            with cp.cuda.Device(1):
+                cp.cuda.get_current_stream().synchronize()
+            np.testing.assert_array_equal(_on_device_1(cp, replayed), _on_device_1(cp, eager))
+            return float(np.abs(engine.decrypt_message(replayed, real=True)[:n] - a @ x).max())
+        finally:
+            program.close()
 
-            def schedule(c):
-                return linalg.matrix_vector(c, engine=engine, diagonals=diagonals, rotation_keys=keys)
-
-            eager = schedule(ct)
-            program = CudaGraphProgram.capture(schedule, example_inputs=(ct,), warmup=1)
-            try:
-                assert program.device == "cuda:1"
-                replayed = program.replay(ct, copy_output=True)
-                with cp.cuda.Device(1):
-                    cp.cuda.get_current_stream().synchronize()
-                np.testing.assert_array_equal(_on_device_1(cp, replayed), _on_device_1(cp, eager))
-                results[seed] = float(np.abs(engine.decrypt_message(replayed, real=True)[:n] - a @ x).max())
-            finally:
-                program.close()
-        except BaseException as exc:  # reported on the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
-    assert sorted(results) == [1, 2] and max(results.values()) < 1e-6
+    matvec_errors = run_together(worker, 2)  # re-raises a worker's failure here
+    assert len(matvec_errors) == 2 and max(matvec_errors) < 1e-6

@@ -9,6 +9,7 @@ from fhelium_cupy.interop import Device, as_device
 from fhelium_cupy.interop.arrays import leaf_span, to_cupy
 from fhelium_cupy.interop.streams import event_handles, resolve_stream
 from fhelium_cupy.runtime import ReusableValueBuffer, pin_value_tree
+from tests.helpers.gpu_spin import spin_ms
 from tests.helpers.torch_cuda import torch_with_cuda
 from tests.helpers.toy_values import ToyValue
 
@@ -95,9 +96,11 @@ def test_copy_on_a_generic_torch_stream_after_a_generic_torch_event(cp):
     producer = torch.Stream(device="cuda:0")
     transfer = torch.Stream(device="cuda:0")
     ready = torch.Event(device="cuda:0")
-    with torch.cuda.stream(torch.cuda.Stream(stream_id=producer.stream_id, device_index=producer.device_index,
-                                             device_type=producer.device_type)):
-        torch.cuda._sleep(5_000_000)  # the producer is still busy when the copy is enqueued
+    producer_cuda = torch.cuda.Stream(stream_id=producer.stream_id, device_index=producer.device_index,
+                                      device_type=producer.device_type)
+    with torch.cuda.stream(producer_cuda):
+        # the producer is still busy when the copy is enqueued
+        spin_ms(3.0, stream=cp.cuda.ExternalStream(producer_cuda.cuda_stream))
         src.fill_(3.0)
         ready.record()
     handle = buffer.copy_from(src, stream=transfer, wait_for=[ready])
