@@ -100,7 +100,7 @@ def test_copy_on_a_generic_torch_stream_after_a_generic_torch_event(cp):
                                       device_type=producer.device_type)
     with torch.cuda.stream(producer_cuda):
         # the producer is still busy when the copy is enqueued
-        spin_ms(3.0, stream=cp.cuda.ExternalStream(producer_cuda.cuda_stream))
+        spin_ms(3.0, stream=resolve_stream(producer, as_device("cuda:0")))
         src.fill_(3.0)
         ready.record()
     handle = buffer.copy_from(src, stream=transfer, wait_for=[ready])
