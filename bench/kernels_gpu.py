@@ -85,9 +85,10 @@ def random_rows(be, ctx, rng, lead: tuple[int, ...], rows) -> object:
 
 
 def variant_outputs(cp, be, ctx) -> list:
-    """Forward and inverse NTT, ModUp, one key switch and a 3-key linear transform (plain and
-    with ``rescale=True``) of fixed random inputs: the exactness check of a kernel variant
-    against the first one (every variant, and every ``--lt-parts``, must be bit-identical)."""
+    """Forward and inverse NTT, ModUp, one key switch, a 3-key linear transform (plain and
+    with ``rescale=True``), the NTT-domain rescale and the relinearize-and-rescale division
+    (both domains) of fixed random inputs: the exactness check of a kernel variant against
+    the first one (every variant, and every ``--lt-parts``, must be bit-identical)."""
     L, K, n = ctx.q_count, ctx.p_count, ctx.ring_degree
     rows, qp = tuple(range(L)), tuple(range(L + K))
     rng = np.random.default_rng(7)
@@ -99,7 +100,10 @@ def variant_outputs(cp, be, ctx) -> list:
     outputs = (be.ntt_forward(ct, rows), be.ntt_inverse(ct, rows), digits,
                be.keyswitch_from_digits(digits, keys[0], rows),
                be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct),
-               be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct, rescale=True))
+               be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct, rescale=True),
+               be.rescale(ct, rows, domain="ntt"),
+               be.keyswitch_add_rescale(digits, keys[1], rows, ct, domain="ntt"),
+               be.keyswitch_add_rescale(digits, keys[1], rows, ct, domain="coefficient"))
     return [cp.asnumpy(x) for x in outputs]
 
 

@@ -195,14 +195,16 @@ class EvaluationMixin:
         output_domain: str = "coefficient",
         rescale: bool = False,
     ) -> Ciphertext:
-        """CT3 -> CT2 under the same secret via the relinearization key; level and scale unchanged.
+        """CT3 -> CT2 under the same secret via the relinearization key; level and scale
+        unchanged unless ``rescale=True`` (below).
 
         ``rescale=True`` also rescales: the ModDown and the division by the first active prime
         ``q`` are one rounding division by ``P q`` (the backend's ``keyswitch_add_rescale``),
         and the result is at level + 1 with scale ``ct.scale / q``. It decrypts like
         ``rescale_to_next_level(relinearize(ct))`` with one rounding instead of two, so it is
-        not bit-identical to it. NTT output then skips a whole ciphertext transform: only
-        ``q`` and the special primes are transformed back, and the kept rows once forward.
+        not bit-identical to it. NTT output then skips a whole ciphertext transform: only the
+        rows of ``q`` and the special primes are transformed back, and their base conversion
+        into the kept rows is transformed forward once (the kept rows stay NTT values).
         """
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")

@@ -51,8 +51,8 @@ MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred through unified addr
 class StorageLayout:
     """Where a signature's elements sit in one allocation of their own: the storage dtype
     (``storage_dtype``), byte strides, the bytes from the lowest element to element 0, and
-    the span. One per signature, so repeated allocations (``OutputPlan.clone`` on every
-    ``copy_output=True`` replay) skip the derivation."""
+    the span. ``OutputPlan.clone`` keeps one per output leaf, so its allocation on every
+    ``copy_output=True`` replay skips the derivation."""
 
     __slots__ = ("byte_strides", "dtype", "low_offset", "shape", "span")
 

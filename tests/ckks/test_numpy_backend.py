@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from functools import cache
 
@@ -153,39 +154,76 @@ def test_rescale_matches_centered_rounding_in_both_domains(be, level):
     np.testing.assert_array_equal(via_ntt, be.ntt_forward(got, rows[1:]))
 
 
+def _inner_product_coefficients(be, digits, key, rows, galois_element=None) -> list[list[list[int]]]:
+    """Per component, the coefficient-domain key inner product over ``rows + p_rows`` as
+    Python integers, from the contract's steps (automorphism, Montgomery products, sum)."""
+    targets = rows + be.p_rows
+    active = [i for i, d in enumerate(be.context.digits) if any(r in rows for r in d)]
+    dig = digits if galois_element is None else be.automorphism(digits, galois_element, targets, domain="ntt")
+    out = []
+    for k in range(2):
+        acc = None
+        for d, index in enumerate(active):
+            term = be.mul_montgomery(dig[d], np.ascontiguousarray(key[index, k][list(targets)]), targets)
+            acc = term if acc is None else be.add(acc, term, targets)
+        out.append(to_int_rows(be.ntt_inverse(acc, targets)))
+    return out
+
+
+def _random_key(be, rng) -> np.ndarray:
+    """``[dnum, 2, QP, N]`` (any residues; Montgomery semantics via mul_montgomery)."""
+    moduli = be.context.moduli
+    return np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
+
+
 def test_keyswitch_from_digits_equals_inner_product_then_rounding_moddown(be):
     level = 1
     rows = tuple(range(level, be.context.q_count))
-    targets = rows + be.p_rows
     moduli = be.context.moduli
     qp = be.context.q_count + be.context.p_count
     rng = random.Random(11)
     c = random_residues(rng, [moduli[r] for r in rows], N)
     digits = be.modup(c, rows)
-    key = np.stack(
-        [np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits]
-    )  # [dnum, 2, QP, N] (any residues; Montgomery semantics via mul_montgomery)
+    key = _random_key(be, rng)
     assert key.shape == (len(be.context.digits), 2, qp, N)
-    active = [i for i, d in enumerate(be.context.digits) if any(r in rows for r in d)]
+    L = len(rows)
     for g in (None, 5):
         got = be.keyswitch_from_digits(digits, key, rows, galois_element=g)
-        assert got.shape == (2, len(rows), N)
-        dig = digits if g is None else be.automorphism(digits, g, targets, domain="ntt")
-        for k in range(2):
-            acc = None
-            for d, index in enumerate(active):
-                term = be.mul_montgomery(dig[d], np.ascontiguousarray(key[index, k][list(targets)]), targets)
-                acc = term if acc is None else be.add(acc, term, targets)
-            x = to_int_rows(be.ntt_inverse(acc, targets))
-            L = len(rows)
+        assert got.shape == (2, L, N)
+        for k, x in enumerate(_inner_product_coefficients(be, digits, key, rows, g)):
             for j in range(N):
                 want = oracle_moddown(
                     [x[i][j] for i in range(L)],
-                    [x[i][j] for i in range(L, len(targets))],
+                    [x[i][j] for i in range(L, len(x))],
                     [moduli[r] for r in rows],
                     [moduli[r] for r in be.p_rows],
                 )
                 assert [int(v) for v in got[k, :, j]] == want
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_keyswitch_add_rescale_is_the_rounding_division_of_inner_product_plus_p_c(be, level):
+    """keyswitch_add_rescale against Python integers: the coefficient-domain inner product plus
+    P c on the Q rows, divided by P q_0 with rounding (oracle_moddown over q_0 and the P
+    primes); its NTT output is the NTT of that."""
+    rows = tuple(range(level, be.context.q_count))
+    moduli = be.context.moduli
+    rng = random.Random(13 + level)
+    c = be.ntt_forward(random_residues(rng, [moduli[r] for r in rows], N, (3,)), rows)  # a CT3, NTT domain
+    digits = be.modup(be.ntt_inverse(c[2], rows), rows)
+    key = _random_key(be, rng)
+    got = {d: be.keyswitch_add_rescale(digits, key, rows, np.ascontiguousarray(c[:2]), domain=d)
+           for d in ("coefficient", "ntt")}
+    big_p = math.prod(moduli[r] for r in be.p_rows)
+    L = len(rows)
+    for k, x in enumerate(_inner_product_coefficients(be, digits, key, rows)):
+        ck = to_int_rows(be.ntt_inverse(c[k], rows))
+        for j in range(N):
+            q_part = [(x[i][j] + big_p * ck[i][j]) % moduli[rows[i]] for i in range(L)]
+            want = oracle_moddown(q_part[1:], [q_part[0]] + [x[i][j] for i in range(L, len(x))],
+                                  [moduli[r] for r in rows[1:]], [moduli[r] for r in rows[:1] + be.p_rows])
+            assert [int(v) for v in got["coefficient"][k, :, j]] == want
+    np.testing.assert_array_equal(got["ntt"], be.ntt_forward(got["coefficient"], rows[1:]))
 
 
 def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
@@ -194,12 +232,7 @@ def test_keyswitch_from_digits_many_stacks_single_keyswitches(be):
     rng = random.Random(12)
     digits = be.modup(random_residues(rng, [moduli[r] for r in rows], N), rows)
 
-    def key():
-        return np.stack(
-            [np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits]
-        )
-
-    keys, gs = [key(), key(), key()], [5, None, 25]
+    keys, gs = [_random_key(be, rng) for _ in range(3)], [5, None, 25]
     got = be.keyswitch_from_digits_many(digits, keys, rows, gs)
     assert got.shape == (3, 2, len(rows), N)
     for i, (k, g) in enumerate(zip(keys, gs)):
@@ -221,10 +254,7 @@ def test_keyswitch_ntt_domain_output_is_the_ntt_of_the_coefficient_output(be):
     for level in (0, 1):
         rows = tuple(range(level, be.context.q_count))
         digits = be.modup(random_residues(rng, [moduli[r] for r in rows], N), rows)
-        keys = [
-            np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
-            for _ in range(2)
-        ]
+        keys = [_random_key(be, rng) for _ in range(2)]
         for g in (None, 5):
             coef = be.keyswitch_from_digits(digits, keys[0], rows, galois_element=g)
             ntt = be.keyswitch_from_digits(digits, keys[0], rows, galois_element=g, domain="ntt")
@@ -377,10 +407,7 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
     rng = random.Random(14)
     c = np.stack([be.ntt_forward(random_residues(rng, [moduli[r] for r in rows], N), rows) for _ in range(2)])
     digits = be.modup(be.ntt_inverse(c[1], rows), rows)
-    keys = [
-        np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
-        for _ in range(2)
-    ]
+    keys = [_random_key(be, rng) for _ in range(2)]
     gs = [5, 25]
     weights = np.stack([random_residues(rng, [moduli[r] for r in targets], N) for _ in range(3)])
     got = be.keyswitch_linear_transform(digits, keys, rows, gs, weights, c)

@@ -2,18 +2,19 @@
 
 The kernel library is replaced by a checker that parses ``extern "C" __global__`` signatures
 from ``kernels/*.cu`` and validates count, pointer dtypes and scalar widths of each launch;
-NumPy stands in for CuPy (no kernel runs, results are not checked here).
+NumPy stands in for CuPy (``tests/helpers/numpy_cupy.py``; no kernel runs, results are not
+checked here: ``test_launch_emulation.py`` runs emulated kernels and checks values).
 """
 
 from __future__ import annotations
 
 import re
-import types
 
 import numpy as np
 import pytest
 
 from fhelium_cupy.runtime import kernels
+from tests.helpers.numpy_cupy import install_numpy_cupy
 from tests.kernels import gpu_cases
 
 _SIG = re.compile(r'extern "C" __global__ void (?:[A-Z][A-Z0-9_]*_BOUNDS )?(\w+)\((.*?)\)\s*\{', re.S)
@@ -50,37 +51,10 @@ class _Checker:
         assert 1 <= block[0] <= 1024 and shared_mem <= 48 * 1024
 
 
-class _Device:
-    id = 0
-
-    def __init__(self, *args) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
 @pytest.fixture
 def fake_backend_factory(monkeypatch):
     sigs = _signatures()
-    def library_for(device=None, options=None):
-        return types.SimpleNamespace(function=lambda name: _Checker(name, sigs[name]),
-                                     options=options or kernels.KernelOptions())
-
-    fake_cupy = types.SimpleNamespace(
-        asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
-        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
-        zeros=np.zeros, swapaxes=np.swapaxes,
-    )
-    monkeypatch.setattr(kernels, "require_cuda", lambda: fake_cupy)
-    monkeypatch.setattr(kernels.KernelLibrary, "for_device",
-                        classmethod(lambda cls, device=None, options=None: library_for(device, options)))
-    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
-
-    return CupyBackend
+    return install_numpy_cupy(monkeypatch, lambda options: lambda name: _Checker(name, sigs[name]))
 
 
 @pytest.mark.parametrize("ctx_name", ["n4096", "n16384"])

@@ -604,8 +604,9 @@ class CupyBackend:
         self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
         self._launch("rescale_spread_dropped", grid, _BLOCK,
                      (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
-        # (a - NTT(r)) * q0^-1: the division's combine with one divided-out row (the rescale
-        # table has the combine's layout); entries = batch plain polynomials (one "component")
+        # (a - NTT(r)) * q0^-1: the division's combine with one divided-out row, K = 1, so x's
+        # entry stride is (L - 1 + 1) rows = a's (the rescale table has the combine's layout);
+        # entries = batch plain polynomials (ent and comp always 0: out_es, out_cs unused)
         self._ntt_combine(a3[:, 1:], out, out, rest_map, tab, L - 1, 1, batch, batch, 0, 0)
         return out
 
@@ -725,7 +726,8 @@ class CupyBackend:
     def _ntt_combine(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
                      batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
         """``_combine_launch`` on NTT values: ``out = (x - NTT(e)) * D^-1`` with ``e [entries, L,
-        N]`` contiguous in the coefficient domain (transformed in place; ``out`` may be ``e``).
+        N]`` contiguous in the coefficient domain (scratch: the transform works in place; ``out``
+        may be ``e``).
         In one launch group the combine is the output step of the NTT's chunk kernel
         (``ntt_forward_chunk_stages_moddown_combine``: NTT(e) is never stored)."""
         n = self.n

@@ -1,0 +1,327 @@
+"""CupyBackend's real launch sequences, run through Python emulations of the kernels (no GPU).
+
+``test_launch_arguments.py`` checks each launch against its kernel's C signature; this file
+checks the values. Each emulated kernel reads and writes the memory its pointer arguments
+address (NumPy arrays stand in for CuPy's, so a pointer is a host address) with the index
+arithmetic of its CUDA source: entry order ``[E, 2, batch]``, batch and row strides, row
+maps, table offsets (and that every Shoup constant belongs to its value). A wrong stride,
+row map or table in the host's launch code changes the result, which must equal the NumPy
+backend bit for bit. The NTTs are emulated whole: the kernel of a two-kernel transform that
+runs second transforms, after checking that the first ran on the same rows, and the first
+only moves data.
+
+Covered: ``keyswitch_add_rescale`` (relinearize with rescale) and ``rescale`` in both
+domains, and the key switch whose NTT-domain ModDown shares ``_ntt_combine`` with them;
+with the build defaults, with the fused combine off, with the batch-fast NTT grid, and
+(N=2^14) with launch groups split by a small L2 budget.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.runtime import kernels
+from tests.helpers.numpy_cupy import install_numpy_cupy
+from tests.kernels import gpu_cases
+
+R64 = 1 << 64
+NO_ROW = R64 - 1  # base-conversion tables: "this target is not one of the group's sources"
+
+
+def _memory(arg: Any, dtype: Any, count: int | None = None) -> np.ndarray:
+    """A flat writable view of the memory a pointer argument addresses: a NumPy array (from
+    its element 0 to the end of its base buffer) or a raw address (``count`` elements)."""
+    if isinstance(arg, np.ndarray):
+        root = arg
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        start = arg.__array_interface__["data"][0]
+        nbytes = root.__array_interface__["data"][0] + root.nbytes - start
+    else:
+        start = int(arg)
+        assert start != 0 and count is not None
+        nbytes = count * np.dtype(dtype).itemsize
+    return np.frombuffer((ctypes.c_char * nbytes).from_address(start), dtype=dtype)
+
+
+class _Kernels:
+    """The emulated kernels of one kernel build (``options``)."""
+
+    def __init__(self, ctx: Any, options: kernels.KernelOptions) -> None:
+        from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
+
+        self.ctx, self.n = ctx, ctx.ring_degree
+        self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
+        self.batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
+        self.first_pass: tuple | None = None  # the first kernel of a two-kernel NTT, awaiting the second
+
+    def function(self, name: str) -> Any:
+        base = name.removesuffix("_v4").removesuffix("_x2")
+        if base.startswith("keyswitch_base_convert_s"):
+            base = "keyswitch_base_convert"
+        method = getattr(self, base)
+        return lambda grid, block, args, shared_mem=0: method(grid, args)
+
+    # --- helpers ---------------------------------------------------------------------
+    def _row(self, arg: Any, offset: int) -> np.ndarray:
+        return _memory(arg, np.uint64)[offset:offset + self.n]
+
+    def _prime(self, rowmap: Any, i: int) -> tuple[int, int]:
+        prime_id = int(_memory(rowmap, np.int32)[i])
+        return prime_id, self.ctx.moduli[prime_id]
+
+    def _transform(self, values: np.ndarray, prime_id: int, inverse: bool) -> np.ndarray:
+        row = np.ascontiguousarray(values).reshape(1, self.n)
+        return (self.ntt.ntt_inverse if inverse else self.ntt.ntt_forward)(row, (prime_id,))[0]
+
+    def _chunk_grid(self, grid: tuple) -> tuple[int, int]:
+        """(entries, rows) of a chunk-stage launch (ntt.cu chunk_coords)."""
+        return (grid[0], grid[2]) if self.batch_fast else (grid[2], grid[1])
+
+    def _pass_key(self, data: Any, stride: Any, entries: int, rows: int, rowmap: Any) -> tuple:
+        return (_memory(data, np.uint64).ctypes.data, int(stride), entries, rows,
+                tuple(_memory(rowmap, np.int32)[:rows]))
+
+    @staticmethod
+    def _divide(x: np.ndarray, e: np.ndarray, q: int, table: np.ndarray, kept: int, i: int) -> np.ndarray:
+        """(x - e) * D^-1 mod q with the table's [D mod q_i, D^-1 mod q_i, Shoup] layout."""
+        inverse, shoup = int(table[kept + i]), int(table[2 * kept + i])
+        assert shoup == (inverse << 64) // q
+        return ((x.astype(object) - e.astype(object)) % q * inverse % q).astype(np.uint64)
+
+    # --- NTT ----------------------------------------------------------------------------
+    def ntt_inverse_chunk_stages(self, grid, a):
+        src, dst, rowmap, _consts, _tw, _m, log_n, log_chunk, in_bs, out_bs = a
+        entries, rows = self._chunk_grid(grid)
+        out = [(z, i, self._transform(self._row(src, z * int(in_bs) + i * self.n), self._prime(rowmap, i)[0], True))
+               for z in range(entries) for i in range(rows)]
+        for z, i, values in out:
+            self._row(dst, z * int(out_bs) + i * self.n)[:] = values
+        whole = int(log_chunk) == int(log_n)
+        self.first_pass = None if whole else self._pass_key(dst, out_bs, entries, rows, rowmap)
+
+    def ntt_inverse_column_stages(self, grid, a):
+        src, dst, rowmap, _consts, _tw, _m, _log_n, _log_chunk, in_bs, out_bs = a
+        assert self.first_pass == self._pass_key(dst, out_bs, grid[2], grid[1], rowmap), "column after its chunks"
+        assert _memory(src, np.uint64).ctypes.data == _memory(dst, np.uint64).ctypes.data and in_bs == out_bs
+        self.first_pass = None
+
+    def ntt_forward_column_stages(self, grid, a):
+        src, dst, rowmap, _consts, _tw, skip, _m, _log_n, _log_chunk, in_bs, out_bs = a
+        assert isinstance(skip, np.uint64) and skip == 0
+        entries, rows = grid[2], grid[1]
+        out = [(z, i, self._row(src, z * int(in_bs) + i * self.n).copy()) for z in range(entries) for i in range(rows)]
+        for z, i, values in out:
+            self._row(dst, z * int(out_bs) + i * self.n)[:] = values
+        self.first_pass = self._pass_key(dst, out_bs, entries, rows, rowmap)
+
+    def _forward_rows(self, grid, src, in_bs, rowmap, log_n, log_chunk) -> tuple[int, int]:
+        entries, rows = self._chunk_grid(grid)
+        if int(log_chunk) != int(log_n):
+            assert self.first_pass == self._pass_key(src, in_bs, entries, rows, rowmap), "chunks after their columns"
+        self.first_pass = None
+        return entries, rows
+
+    def ntt_forward_chunk_stages(self, grid, a):
+        src, dst, rowmap, _consts, _tw, skip, _m, log_n, log_chunk, in_bs, out_bs = a
+        assert isinstance(skip, np.uint64) and skip == 0
+        entries, rows = self._forward_rows(grid, src, in_bs, rowmap, log_n, log_chunk)
+        out = [(z, i, self._transform(self._row(src, z * int(in_bs) + i * self.n), self._prime(rowmap, i)[0], False))
+               for z in range(entries) for i in range(rows)]
+        for z, i, values in out:
+            self._row(dst, z * int(out_bs) + i * self.n)[:] = values
+
+    def ntt_forward_chunk_stages_moddown_combine(self, grid, a):
+        e, x, out, rowmap, _consts, _tw, pinv, c0, _perms, _m, log_n, log_chunk, L, batch, in_bs, x_bs, out_es, \
+            out_cs = a
+        assert isinstance(c0, np.uint64) and c0 == 0, "no rotated c0 in the covered calls"
+        L, batch, n = int(L), int(batch), self.n
+        entries, rows = self._forward_rows(grid, e, in_bs, rowmap, log_n, log_chunk)
+        assert rows == L
+        table = _memory(pinv, np.uint64)
+        results = []
+        for z in range(entries):
+            for i in range(L):
+                prime_id, q = self._prime(rowmap, i)
+                ntt_e = self._transform(self._row(e, z * int(in_bs) + i * n), prime_id, False)
+                results.append((z, i, self._divide(self._row(x, z * int(x_bs) + i * n), ntt_e, q, table, L, i)))
+        for z, i, y in results:  # every block reads its chunk before it writes (out may be e)
+            ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
+            self._row(out, ent * int(out_es) + comp * int(out_cs) + (b * L + i) * n)[:] = y
+
+    # --- key switching ----------------------------------------------------------------
+    def keyswitch_inner_product_many(self, grid, a):
+        digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
+        n, R, batch, D, key_rows = int(n), int(R), int(batch), int(D), int(key_rows)
+        assert grid[1] == R
+        key_digit = _memory(keydig, np.int32)[:D]
+        plane = batch * R * n
+        for ent in range(grid[2] // batch):
+            key = _memory(int(_memory(key_ptrs, np.uint64)[ent]), np.uint64,
+                          (int(key_digit.max()) + 1) * 2 * key_rows * n)
+            perm = _memory(perms, np.int32)[ent * n:(ent + 1) * n].astype(np.int64)
+            for b in range(batch):
+                for r in range(R):
+                    prime_id, q = self._prime(rowmap, r)
+                    for comp in range(2):
+                        total = np.zeros(n, dtype=object)
+                        for d in range(D):
+                            digit = self._row(digits, d * plane + (b * R + r) * n)[perm].astype(object)
+                            k = self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
+                            total = total + digit * k.astype(object)
+                        y = (total * pow(R64, -1, q) % q).astype(np.uint64)  # Montgomery products
+                        self._row(out, ent * 2 * plane + comp * plane + (b * R + r) * n)[:] = y
+
+    def keyswitch_base_convert(self, grid, a):
+        c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
+        S, T, n, batch = int(S), int(T), int(n), int(batch)
+        assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
+        words = [int(v) for v in _memory(table, np.uint64)]
+        group_words = S * T + 2 * T + 4 * S + 1  # keyswitch.cu bc_group_words
+        target_q = words[(grid[2] // batch) * group_words:]
+        for z in range(grid[2]):
+            g, b = z // batch, z % batch
+            block = words[g * group_words:(g + 1) * group_words]
+            W, negc, self_row = block[:S * T], block[S * T:S * T + T], block[S * T + T:S * T + 2 * T]
+            w, w_shoup, s, s_row = (block[S * T + 2 * T + k * S:S * T + 2 * T + (k + 1) * S] for k in range(4))
+            count = block[-1]
+            ys = []
+            for j in range(count):
+                assert w_shoup[j] == (w[j] << 64) // s[j]
+                ys.append(self._row(c, b * int(in_bs) + s_row[j] * n).astype(object) * w[j] % s[j])
+            negatives = sum((y > s[j] >> 1).astype(object) for j, y in enumerate(ys))
+            for t in range(T):
+                if self_row[t] != NO_ROW:
+                    value = self._row(c, b * int(in_bs) + self_row[t] * n).copy()
+                else:
+                    m = target_q[t]
+                    total = sum(y * W[j * T + t] for j, y in enumerate(ys)) + negatives * negc[t]
+                    value = (total * pow(R64, -1, m) % m).astype(np.uint64)  # W, negc in Montgomery form
+                self._row(out, z * int(out_bs) + t * n)[:] = value
+
+    def keyswitch_moddown_combine(self, grid, a):
+        x, e, out, rowmap, _consts, pinv, c0, _perms, _m, n, L, K, batch, out_es, out_cs = a
+        n, L, K, batch = int(n), int(L), int(K), int(batch)
+        assert grid[1] == L and isinstance(c0, np.uint64) and c0 == 0
+        table = _memory(pinv, np.uint64)
+        for z in range(grid[2]):
+            ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
+            for i in range(L):
+                q = self._prime(rowmap, i)[1]
+                y = self._divide(self._row(x, z * (L + K) * n + i * n), self._row(e, z * L * n + i * n), q, table, L, i)
+                self._row(out, ent * int(out_es) + comp * int(out_cs) + b * L * n + i * n)[:] = y
+
+    # --- element-wise -------------------------------------------------------------------
+    def rns_mul_scalar_add(self, grid, a):
+        lhs, rhs, out, scal, rowmap, _consts, _m, n, limbs, a_bs, b_bs, out_bs = a
+        n, limbs = int(n), int(limbs)
+        scalars = _memory(scal, np.uint64)
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                w, w_shoup = int(scalars[y]), int(scalars[limbs + y])
+                assert w < q and w_shoup == (w << 64) // q
+                total = self._row(lhs, z * int(a_bs) + y * n).astype(object) + \
+                    self._row(rhs, z * int(b_bs) + y * n).astype(object) * w
+                self._row(out, z * int(out_bs) + y * n)[:] = (total % q).astype(np.uint64)
+
+    def _rescale_correction(self, c0: np.ndarray, q0: int, q: int, q0_mod_q: int) -> np.ndarray:
+        """centered(c0, q0) mod q."""
+        c = c0.astype(object)
+        return np.where(c > q0 >> 1, (c % q - q0_mod_q) % q, c % q)
+
+    def rescale_spread_dropped(self, grid, a):
+        c0, out, rowmap, _consts, tab, _m, n, dropped_id, c0_bs, out_bs = a
+        n, q0 = int(n), self.ctx.moduli[int(dropped_id)]
+        table = _memory(tab, np.uint64)
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                assert int(table[y]) == q0 % q
+                r = self._rescale_correction(self._row(c0, z * int(c0_bs)), q0, q, int(table[y]))
+                self._row(out, z * int(out_bs) + y * n)[:] = r.astype(np.uint64)
+
+    def rescale_drop_first_coefficient(self, grid, a):
+        src, out, rowmap, _consts, tab, _m, n, remaining, dropped_id, in_bs, out_bs = a
+        n, remaining, q0 = int(n), int(remaining), self.ctx.moduli[int(dropped_id)]
+        table = _memory(tab, np.uint64)
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                r = self._rescale_correction(self._row(src, z * int(in_bs)), q0, q, int(table[y]))
+                c = self._row(src, z * int(in_bs) + (y + 1) * n)
+                self._row(out, z * int(out_bs) + y * n)[:] = self._divide(c, r.astype(np.uint64), q, table,
+                                                                           remaining, y)
+
+
+CONFIGS = {
+    "defaults": {},
+    "fused combine off": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_MODDOWN_FUSED_COMBINE=0",))},
+    "batch-fast NTT grid": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST=1",))},
+}
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """``emulated(ctx, **backend_options)`` -> (CupyBackend with emulated kernels, NumpyBackend)."""
+    def make(ctx: Any, **options: Any) -> tuple[Any, Any]:
+        backend_class = install_numpy_cupy(monkeypatch, lambda build: _Kernels(ctx, build).function)
+        return backend_class(ctx, **options), gpu_cases.reference(ctx)
+    return make
+
+
+def _levels(ctx: Any) -> list[tuple[int, ...]]:
+    """A key-switching level from prime 0 and the level after one rescale."""
+    rows = tuple(range(ctx.q_count - 1))
+    return [rows, rows[1:]]
+
+
+def _check_relinearize_rescale_and_rescale(gpu: Any, ref: Any, ctx: Any, batch_shapes: tuple) -> None:
+    rng = np.random.default_rng(7)
+    for rows in _levels(ctx):
+        for batch_shape in batch_shapes:
+            c = ref.ntt_forward(gpu_cases.rand(ctx, rows, (3,) + batch_shape, rng), rows)  # a CT3, NTT domain
+            digits = ref.modup(ref.ntt_inverse(c[2], rows), rows)
+            key = gpu_cases.random_key(ctx, rng)
+            c01 = np.ascontiguousarray(c[:2])
+            for domain in ("ntt", "coefficient"):
+                want = ref.keyswitch_add_rescale(digits, key, rows, c01, domain=domain)
+                got = gpu.keyswitch_add_rescale(digits.copy(), key, rows, c01.copy(), domain=domain)
+                assert np.array_equal(got, want), (rows, batch_shape, domain)
+                a = c[0] if domain == "ntt" else ref.ntt_inverse(c[0], rows)
+                assert np.array_equal(gpu.rescale(a.copy(), rows, domain=domain), ref.rescale(a, rows, domain=domain))
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_relinearize_rescale_and_rescale_launches_compute_the_numpy_results(emulated, config):
+    ctx = gpu_cases.context("n4096")
+    gpu, ref = emulated(ctx, **CONFIGS[config])
+    _check_relinearize_rescale_and_rescale(gpu, ref, ctx, ((2,), (), (3,)))
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_key_switch_launches_compute_the_numpy_results(emulated, config):
+    """The NTT-domain ModDown shares ``_ntt_combine`` with the divisions above."""
+    ctx = gpu_cases.context("n4096")
+    gpu, ref = emulated(ctx, **CONFIGS[config])
+    rng = np.random.default_rng(8)
+    for rows in _levels(ctx):
+        c = ref.ntt_forward(gpu_cases.rand(ctx, rows, (2,), rng), rows)
+        digits = ref.modup(ref.ntt_inverse(c[1], rows), rows)
+        key = gpu_cases.random_key(ctx, rng)
+        for domain in ("ntt", "coefficient"):
+            got = gpu.keyswitch_from_digits(digits.copy(), key, rows, galois_element=5, domain=domain)
+            assert np.array_equal(got, ref.keyswitch_from_digits(digits, key, rows, galois_element=5, domain=domain))
+
+
+def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emulated):
+    """N=2^14 with 128 KiB launch groups: every transform in several groups, so the divisions
+    take the separate combine kernel."""
+    ctx = gpu_cases.context("n16384")
+    gpu, ref = emulated(ctx, l2_group_bytes=1 << 17)
+    assert len(gpu._groups(2, len(_levels(ctx)[0]))) > 1
+    _check_relinearize_rescale_and_rescale(gpu, ref, ctx, ((),))
