@@ -86,7 +86,7 @@ def random_rows(be, ctx, rng, lead: tuple[int, ...], rows) -> object:
 
 def variant_outputs(cp, be, ctx) -> list:
     """Forward and inverse NTT, ModUp, one key switch, a 3-key linear transform (plain and
-    with ``rescale=True``), the NTT-domain rescale and the relinearize-and-rescale division
+    with ``rescale=True`` in both domains), the NTT-domain rescale and the relinearize-and-rescale division
     (both domains) of fixed random inputs: the exactness check of a kernel variant against
     the first one (every variant, and every ``--lt-parts``, must be bit-identical)."""
     L, K, n = ctx.q_count, ctx.p_count, ctx.ring_degree
@@ -101,6 +101,7 @@ def variant_outputs(cp, be, ctx) -> list:
                be.keyswitch_from_digits(digits, keys[0], rows),
                be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct),
                be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct, rescale=True),
+               be.keyswitch_linear_transform(digits, keys, rows, gs, weights, ct, rescale=True, domain="ntt"),
                be.rescale(ct, rows, domain="ntt"),
                be.keyswitch_add_rescale(digits, keys[1], rows, ct, domain="ntt"),
                be.keyswitch_add_rescale(digits, keys[1], rows, ct, domain="coefficient"))
@@ -225,6 +226,14 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
             7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
         "keyswitch_linear_transform rescale=True (7 keys, one division by P q_0)": (
             lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct, rescale=True),
+            7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
+        "keyswitch_linear_transform rescale=True, then ntt_forward (7 keys)": (
+            lambda: be.ntt_forward(be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct,
+                                                                 rescale=True), rows[1:]),
+            7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
+        "keyswitch_linear_transform rescale=True domain=ntt (7 keys)": (
+            lambda: be.keyswitch_linear_transform(digits, keys7, rows, galois7, weights, ct, rescale=True,
+                                                  domain="ntt"),
             7 * 2 * D * (L + K) + D * (L + K) + 8 * (L + K) + 2 * L + 2 * (L - 1)),
         "relinearize and rescale ntt->ntt (two roundings)": (relinearize_two_roundings("ntt"), relin_limbs),
         "relinearize rescale=True ntt->ntt (keyswitch_add_rescale)": (relinearize_fused("ntt"), relin_limbs),

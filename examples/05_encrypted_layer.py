@@ -1,7 +1,8 @@
 """Pattern 5: an encrypted dense layer with a square activation, captured as one graph.
 
 ``y = (A x) ** 2`` slot-wise on an encrypted ``x``: the double-hoisted matrix-vector product
-(one ModUp, one ModDown and the rescale in the same division), then a ciphertext product
+(one ModUp, one ModDown and the rescale in the same division, with NTT output for the
+product that follows), then a ciphertext product
 whose relinearization also rescales (``relinearize(..., rescale=True)``: one rounding
 division by ``P q`` instead of a ModDown and a rescale). The whole layer is one
 ``CudaGraphProgram``; its replays decrypt to the cleartext layer.
@@ -35,8 +36,9 @@ relinearization_key = engine.relinearization_key()
 
 def layer(ct):
     """Encrypted ``(A x) ** 2``: level 0 in, level 2 out (two primes consumed)."""
-    z = linalg.matrix_vector(ct, engine=engine, diagonals=diagonals, rotation_keys=rotation_keys)
-    z = engine.coefficient_domain_to_ntt_domain(z)
+    # NTT output: the product below takes NTT values, and the matvec's division then
+    # transforms back only the rows it divides out
+    z = linalg.matrix_vector(ct, engine=engine, diagonals=diagonals, rotation_keys=rotation_keys, output_domain="ntt")
     return engine.relinearize(engine.multiply(z, z), relinearization_key, rescale=True)
 
 

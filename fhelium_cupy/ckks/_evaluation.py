@@ -302,7 +302,13 @@ class EvaluationMixin:
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(
-        self, ct: Ciphertext, keys: Sequence[RotationKey], weights: Plaintext, *, rescale: bool = False
+        self,
+        ct: Ciphertext,
+        keys: Sequence[RotationKey],
+        weights: Plaintext,
+        *,
+        rescale: bool = False,
+        output_domain: str | None = None,
     ) -> Ciphertext:
         """``sum_i weights[i] * rot_i(ct)`` with double hoisting: one ModUp, one ModDown.
 
@@ -327,6 +333,13 @@ class EvaluationMixin:
         the GPU 4 launches after the accumulator instead of 8 (when each transform is one
         launch group, as in the presets). With no keys there is no
         ModDown: the plain product is transformed back and rescaled.
+
+        ``output_domain`` (``"coefficient"`` or ``"ntt"``; ``None``: NTT without ``rescale``,
+        coefficient with it) picks the result's domain; each is exactly the transform of the
+        other, computed without that transform: the division's NTT output transforms back
+        only the rows it divides out (``q`` and the special primes), where the coefficient
+        output transforms back every row. At N=2^16 that spares most of a ciphertext NTT to a
+        caller who needs NTT values next (a ciphertext product).
         """
         op = "linear_transform"
         self._check_hoisted(ct, keys, "ntt", op)
@@ -342,22 +355,27 @@ class EvaluationMixin:
             raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
         if rescale and ct.level >= self.context.max_level:
             raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
+        if output_domain is None:
+            output_domain = "coefficient" if rescale else "ntt"
+        domain = _check_output_domain(output_domain, op)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c_ntt = be.ntt_forward(ct.data, rows)
         scale = ct.scale * weights.scale
         if not keys:  # no rotation: the plain product with the Q part of the one weight
             data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
             product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
-            return self.rescale_to_next_level(self.ntt_domain_to_coefficient_domain(product)) if rescale else product
+            if domain == "coefficient":  # transformed back first: the rescale is one launch there
+                product = self.ntt_domain_to_coefficient_domain(product)
+            return self.rescale_to_next_level(product) if rescale else product
         digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
         data = be.keyswitch_linear_transform(
             digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
-            rescale=rescale,
+            rescale=rescale, domain=domain,
         )
         if rescale:
-            return ct._with_data(data, polynomial_domain="coefficient", level=ct.level + 1, prime_ids=rows[1:],
+            return ct._with_data(data, polynomial_domain=output_domain, level=ct.level + 1, prime_ids=rows[1:],
                                  scale=scale / self.context.moduli[rows[0]])
-        return ct._with_data(data, polynomial_domain="ntt", scale=scale)
+        return ct._with_data(data, polynomial_domain=output_domain, scale=scale)
 
     def drop_special_primes(self, plaintext: Plaintext) -> Plaintext:
         """The basis-Q plaintext of a basis-QP one: its Q limbs (a contiguous copy), same state

@@ -170,6 +170,7 @@ def matrix_vector(
     diagonals: Plaintext,
     rotation_keys: Mapping[int, RotationKey] | Sequence[RotationKey],
     hoisted: bool = True,
+    output_domain: str = "coefficient",
 ) -> Ciphertext:
     """Encrypted ``A x`` by the cyclic-diagonal method (n - 1 rotations, one batched product).
 
@@ -189,22 +190,28 @@ def matrix_vector(
             (``rotate_hoisted_batch``) and bit-identical to ``hoisted=False``:
             FHElium example 18's independent ``rotate_with_key`` calls (which use the Q
             limbs of QP diagonals).
+        output_domain: ``"coefficient"`` (default, as FHElium's) or ``"ntt"``: exactly the
+            NTT of the coefficient result, computed without transforming it, for a caller
+            that multiplies next (the double-hoisted division transforms back only the rows it
+            divides out; the other schedules rescale their NTT-domain sum in place).
 
     Raises:
         StateMismatchError: a key is missing or rotates by another step than the one it is
             filed under (checked for every key before any work), or the source or diagonals
             do not fit.
         TypeError: ``rotation_keys`` is neither a mapping nor a sequence of ``RotationKey``.
+        ValueError: an unknown ``output_domain``.
 
     Returns:
-        Coefficient-domain CT2 at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
+        CT2 in ``output_domain`` at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
     """
+    _check_output_domain(output_domain, "matrix_vector")
     n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
     _check_source(engine, source, diagonals, (n,))
     keys = _keys(rotation_keys, range(1, n), engine.num_slots)
     if diagonals.modulus_basis == "QP":
         if hoisted:
-            return engine.linear_transform(source, keys, diagonals, rescale=True)
+            return engine.linear_transform(source, keys, diagonals, rescale=True, output_domain=output_domain)
         diagonals = engine.drop_special_primes(diagonals)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
@@ -214,7 +221,19 @@ def matrix_vector(
     else:
         rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
         stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
-    total = engine.ntt_domain_to_coefficient_domain(engine.multiply_plaintext_and_sum(stacked, diagonals))
+    return _rescaled(engine, engine.multiply_plaintext_and_sum(stacked, diagonals), output_domain)
+
+
+def _check_output_domain(output_domain: object, op: str) -> None:
+    if output_domain not in ("coefficient", "ntt"):
+        raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
+
+
+def _rescaled(engine, total: Ciphertext, output_domain: str) -> Ciphertext:
+    """The NTT-domain sum of a matrix-vector product rescaled into ``output_domain`` (the
+    coefficient-domain rescale is one launch, so that output is transformed back first)."""
+    if output_domain == "coefficient":
+        total = engine.ntt_domain_to_coefficient_domain(total)
     return engine.rescale_to_next_level(total)
 
 
@@ -224,6 +243,7 @@ def matrix_vector_bsgs(
     engine,
     diagonals: Plaintext,
     rotation_keys: Mapping[int, RotationKey] | Sequence[RotationKey],
+    output_domain: str = "coefficient",
 ) -> Ciphertext:
     """Encrypted ``A x`` by baby-step giant-step with hoisted baby rotations.
 
@@ -233,14 +253,17 @@ def matrix_vector_bsgs(
         diagonals: ``encode_bsgs_diagonals(engine, A, level=l)`` (``[g, b, L, N]``).
         rotation_keys: step -> ``RotationKey`` for ``required_rotation_steps_bsgs(n)`` (mapping,
             or a sequence whose item ``k - 1`` is step ``k``).
+        output_domain: as in ``matrix_vector``.
 
     Raises:
         StateMismatchError: a key is missing or rotates by another step than the one it is
             filed under (checked for every key before any work).
+        ValueError: an unknown ``output_domain``.
 
     Returns:
-        Coefficient-domain CT2 at level ``l + 1`` (scale as in ``matrix_vector``).
+        CT2 in ``output_domain`` at level ``l + 1`` (scale as in ``matrix_vector``).
     """
+    _check_output_domain(output_domain, "matrix_vector_bsgs")
     if diagonals.data.ndim != 4:
         raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
     g, b = diagonals.data.shape[:2]
@@ -254,4 +277,4 @@ def matrix_vector_bsgs(
         inner = engine.multiply_plaintext_and_sum(stacked, row)
         partial.append(inner if i == 0 else engine.rotate_with_key(inner, giant[i - 1], output_domain="ntt"))
     total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
-    return engine.rescale_to_next_level(engine.ntt_domain_to_coefficient_domain(total))
+    return _rescaled(engine, total, output_domain)

@@ -141,7 +141,8 @@ def test_rotations_and_conjugation_are_bit_identical(preset, step):
 
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("method", ["cyclic", "cyclic-hoisted", "cyclic-double-hoisted", "bsgs"])
-def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method):
+@pytest.mark.parametrize("output_domain", ["coefficient", "ntt"])
+def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method, output_domain):
     cpu, gpu = engines(preset)
     n = 8
     rng = np.random.default_rng(11)
@@ -150,18 +151,22 @@ def test_matvec_is_bit_identical_and_decrypts_within_precision(preset, method):
     if method == "bsgs":
         keys = cpu.rotation_keys(required_rotation_steps_bsgs(n))
         diag = encode_bsgs_diagonals(cpu, a)
-        run_cpu = matrix_vector_bsgs(ct, engine=cpu, diagonals=diag, rotation_keys=keys)
+        run_cpu = matrix_vector_bsgs(ct, engine=cpu, diagonals=diag, rotation_keys=keys, output_domain=output_domain)
         gkeys = {s: k.to("cuda") for s, k in keys.items()}
-        run_gpu = matrix_vector_bsgs(ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys)
+        run_gpu = matrix_vector_bsgs(ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys,
+                                     output_domain=output_domain)
     else:
         hoisted = method.endswith("hoisted")
         keys = cpu.rotation_keys(required_rotation_steps(n))
         diag = encode_diagonals(cpu, a, modulus_basis="QP" if "double" in method else "Q")
-        run_cpu = matrix_vector(ct, engine=cpu, diagonals=diag, rotation_keys=keys, hoisted=hoisted)
+        run_cpu = matrix_vector(ct, engine=cpu, diagonals=diag, rotation_keys=keys, hoisted=hoisted,
+                                output_domain=output_domain)
         gkeys = {s: k.to("cuda") for s, k in keys.items()}
         run_gpu = matrix_vector(
-            ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys, hoisted=hoisted
+            ct.to("cuda"), engine=gpu, diagonals=diag.to("cuda"), rotation_keys=gkeys, hoisted=hoisted,
+            output_domain=output_domain,
         )
+    assert run_gpu.polynomial_domain == output_domain
     assert_same(run_cpu, run_gpu)
     got = gpu.decrypt_message(run_gpu, real=True)
     error = np.max(np.abs(got - periodic_message(a @ x, gpu.num_slots)))

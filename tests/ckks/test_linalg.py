@@ -237,3 +237,46 @@ def test_linear_transform_validates_before_any_work():
     assert np.array_equal(q_part.data, q_only.data) and q_part.data.flags.c_contiguous
     with pytest.raises(StateMismatchError, match="QP"):
         e.drop_special_primes(q_only)
+
+
+def test_output_domain_ntt_is_exactly_the_ntt_of_the_coefficient_result():
+    """Every matrix-vector schedule and linear_transform return in either domain the exact
+    transform of the other (computed without it), at the same level and scale; an unknown
+    domain is refused before any work."""
+    e = make_engine("test-n4096-scale40")
+    rng = np.random.default_rng(12)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    keys = e.rotation_keys(required_rotation_steps(8))
+    runs = {
+        "double-hoisted": lambda **kw: matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys=keys,
+                                                     **kw),
+        "single-hoisted": lambda **kw: matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a, modulus_basis="Q"),
+                                                     rotation_keys=keys, **kw),
+        "independent": lambda **kw: matrix_vector(ct, engine=e, diagonals=encode_diagonals(e, a), rotation_keys=keys,
+                                                  hoisted=False, **kw),
+        "bsgs": lambda **kw: matrix_vector_bsgs(ct, engine=e, diagonals=encode_bsgs_diagonals(e, a),
+                                                rotation_keys=e.rotation_keys(required_rotation_steps_bsgs(8)), **kw),
+    }
+    for name, run in runs.items():
+        coefficient, ntt = run(), run(output_domain="ntt")
+        assert (coefficient.polynomial_domain, ntt.polynomial_domain) == ("coefficient", "ntt"), name
+        assert (ntt.level, ntt.prime_ids, ntt.scale) == (coefficient.level, coefficient.prime_ids, coefficient.scale)
+        assert np.array_equal(ntt.data, e.coefficient_domain_to_ntt_domain(coefficient).data), name
+        with pytest.raises(ValueError, match="output_domain"):
+            run(output_domain="NTT")
+    ordered = [keys[k] for k in required_rotation_steps(8)]
+    weights = encode_diagonals(e, a)
+    one = encode_diagonals(e, a[:1, :1])
+    for k, w in ((ordered, weights), ([], one)):
+        ntt_default = e.linear_transform(ct, k, w)
+        assert ntt_default.polynomial_domain == "ntt"
+        back = e.linear_transform(ct, k, w, output_domain="coefficient")
+        assert np.array_equal(back.data, e.ntt_domain_to_coefficient_domain(ntt_default).data)
+        rescaled = e.linear_transform(ct, k, w, rescale=True)
+        assert rescaled.polynomial_domain == "coefficient"
+        rescaled_ntt = e.linear_transform(ct, k, w, rescale=True, output_domain="ntt")
+        assert np.array_equal(rescaled_ntt.data, e.coefficient_domain_to_ntt_domain(rescaled).data)
+        assert (rescaled_ntt.level, rescaled_ntt.scale) == (rescaled.level, rescaled.scale)
+    with pytest.raises(ValueError, match="output_domain"):
+        e.linear_transform(ct, ordered, weights, output_domain="spectral")

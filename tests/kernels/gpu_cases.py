@@ -250,12 +250,12 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
-def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False) -> Case:
+def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False, domain: str | None = None) -> Case:
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
     NTT-domain ModDown (with ``rescale``: one division by P q_0 into the coefficient domain),
     against the NumPy backend; with the accumulator in 1, 2 and 4 rotation parts (at 4, one
     part has no rotation). ``rescaled_level``: rows from prime 1 on (a level after one
-    rescale, where q_0 is not prime 0)."""
+    rescale, where q_0 is not prime 0). ``domain``: the other output domain than the default."""
 
     def run(gpu, ref, ctx, rng, lv):
         rows = lv["ks"][1:] if rescaled_level else lv["ks"]
@@ -266,14 +266,14 @@ def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False) -> 
         keys = [random_key(ctx, rng) for _ in range(3)]
         gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
         weights = rand(ctx, targets, (4,), rng)
-        want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c, rescale=rescale)
+        want = ref.keyswitch_linear_transform(digits, keys, rows, gs, weights, c, rescale=rescale, domain=domain)
         chosen, got = gpu.linear_transform_parts, []
         try:
             for parts in (1, 2, 4):
                 gpu.linear_transform_parts = parts
                 got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
                     gpu.asarray(digits), [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights),
-                    gpu.asarray(c), rescale=rescale)))
+                    gpu.asarray(c), rescale=rescale, domain=domain)))
         finally:
             gpu.linear_transform_parts = chosen
         return np.stack(got), np.stack([want] * len(got)), rows[1:] if rescale else rows
@@ -338,6 +338,8 @@ CASES: dict[str, Case] = {
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
     "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
     "keyswitch_linear_transform_rescale_rescaled_level": _keyswitch_linear_transform(True, rescaled_level=True),
+    "keyswitch_linear_transform_coefficient": _keyswitch_linear_transform(False, domain="coefficient"),
+    "keyswitch_linear_transform_rescale_ntt": _keyswitch_linear_transform(True, domain="ntt"),
     "keyswitch_add_rescale": _keyswitch_add_rescale("coefficient"),
     "keyswitch_add_rescale_ntt": _keyswitch_add_rescale("ntt"),
     "keyswitch_add_rescale_ntt_rescaled_level": _keyswitch_add_rescale("ntt", rescaled_level=True),

@@ -59,7 +59,7 @@ each backend derives its own tables from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 __all__ = [
     "CkksBackend",
@@ -233,6 +233,7 @@ class CkksBackend(Protocol):
         c: Array,
         *,
         rescale: bool = False,
+        domain: Domain | None = None,
     ) -> Array:
         """Double hoisting: ``sum_i weights[i] * rot_i(c)`` with one ModUp and one ModDown.
 
@@ -256,7 +257,13 @@ class CkksBackend(Protocol):
         (``q_0`` = the prime of ``rows[0]``, the one a rescale drops) with the rounding
         ModDown's formula, i.e. ``(x_i - e_i) (P q_0)^-1 mod q_i`` with ``e`` the centered
         fast base conversion of the rows of ``q_0`` and the P primes. ModDown and rescale then
-        round once instead of twice (not bit-identical to ``rescale(ntt_inverse(result))``)."""
+        round once instead of twice (not bit-identical to ``rescale(ntt_inverse(result))``).
+
+        ``domain`` picks the result's domain (``None``: NTT without ``rescale``, coefficient
+        with it); the other domain returns exactly the transform of that result, which a
+        backend computes without transforming it (coefficient output: the rounding ModDown
+        after the inverse NTT of ``acc``; NTT output of the division by ``P q_0``: only the
+        rows of ``q_0`` and the P primes are transformed back, as in ``keyswitch_add_rescale``)."""
         ...
 
     def keyswitch_add_rescale(
@@ -319,13 +326,17 @@ def check_linear_transform(
     c: Array,
     *,
     rescale: bool = False,
-) -> tuple[list[Array], list[int]]:
+    domain: object = None,
+) -> tuple[list[Array], list[int], Domain]:
     """Validate the arguments of ``keyswitch_linear_transform`` (shapes, dtypes, odd Galois
-    elements, a prime left after ``rescale``) before any work; returns the keys and Galois
-    elements as lists."""
+    elements, a prime left after ``rescale``, the domain) before any work; returns the keys
+    and Galois elements as lists and the result's domain (``None`` resolved)."""
     op = "keyswitch_linear_transform"
     if not isinstance(rescale, bool):
         raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
+    if domain is None:
+        domain = "coefficient" if rescale else "ntt"
+    check_domain(domain, op)
     if rescale and len(rows) < 2:
         raise ValueError(f"{op}: rescale needs at least two rows (one is dropped), got {len(rows)}")
     keys, gs = list(keys), list(galois_elements)
@@ -343,7 +354,7 @@ def check_linear_transform(
         if getattr(array, "dtype", None) != "uint64" or tuple(array.shape) != shape:
             raise ValueError(f"{op}: {name} must be uint64 {shape}, got {getattr(array, 'dtype', None)} "
                              f"{tuple(getattr(array, 'shape', ()))}")
-    return keys, [int(g) for g in gs]
+    return keys, [int(g) for g in gs], cast(Domain, domain)  # checked above
 
 
 def keyswitch_from_digits_many_by_loop(

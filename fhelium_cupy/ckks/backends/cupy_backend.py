@@ -880,14 +880,15 @@ class CupyBackend:
         self._moddown_rescale_launch(acc, out, rows, t, domain=domain, batch=batch)
         return out
 
-    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False):
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False,
+                                   domain=None):
         """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): one
         ``keyswitch_linear_transform_accumulate`` launch (inner products, plaintext weights and
         the ``P``-scaled ``c`` terms, never materializing the E inner products), then one
-        NTT-domain ModDown of the 2-component accumulator; with ``rescale`` one division by
-        ``P q_0`` into the coefficient domain instead (``_moddown_rescale_launch``)."""
-        keys, gs = check_linear_transform(self, digits_ntt, keys, tuple(int(r) for r in rows), galois_elements,
-                                          weights, c, rescale=rescale)
+        ModDown of the 2-component accumulator (``_moddown_launch``); with ``rescale`` one
+        division by ``P q_0`` instead (``_moddown_rescale_launch``), into ``domain``."""
+        keys, gs, domain = check_linear_transform(self, digits_ntt, keys, tuple(int(r) for r in rows),
+                                                  galois_elements, weights, c, rescale=rescale, domain=domain)
         rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, keys, rows, "keyswitch_linear_transform")
         L, n = len(rows), self.n
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
@@ -903,10 +904,10 @@ class CupyBackend:
         acc = acc[0] if parts == 1 else self.sum_batch(acc, 0, t["out_rows"])
         if rescale:
             out = self.xp.empty((2, L - 1, n), dtype=np.uint64)
-            self._moddown_rescale_launch(acc, out, rows, t)
+            self._moddown_rescale_launch(acc, out, rows, t, domain=domain)
             return out
         out = self.xp.empty((2, L, n), dtype=np.uint64)
-        self._moddown_launch(acc, out, t, L, 2, "ntt")
+        self._moddown_launch(acc, out, t, L, 2, domain)
         return out
 
     def _moddown_rescale_launch(self, acc: Any, out: Any, rows: tuple[int, ...], t: dict[str, Any], *,

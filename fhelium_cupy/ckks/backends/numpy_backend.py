@@ -422,13 +422,14 @@ class NumpyBackend:
             return self._moddown_ntt(acc, rows)
         return self.moddown(self.ntt_inverse(acc, rows + self.p_rows), rows)
 
-    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False):
+    def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False,
+                                   domain=None):
         """Double-hoisted ``sum_i weights[i] * rot_i(c)`` (see the contract): the weighted inner
         products and the ``P``-scaled ``c`` terms summed over ``rows + p_rows``, one ModDown
-        (with ``rescale``: one division by ``P q_0`` into the coefficient domain)."""
+        (with ``rescale``: one division by ``P q_0``), into ``domain``."""
         rows = tuple(int(r) for r in rows)
-        keys, gs = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c,
-                                          rescale=rescale)
+        keys, gs, domain = check_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c,
+                                                  rescale=rescale, domain=domain)
         targets, L = rows + self.p_rows, len(rows)
         acc = None
         for key, g, w in zip(keys, gs, weights[1:]):
@@ -440,8 +441,12 @@ class NumpyBackend:
             self.add(direct[0], rotated, rows, out=direct[0])
         self._add_p_multiple(acc, direct, rows)
         if rescale:
+            if domain == "ntt":
+                return self._moddown_rescale(acc, rows, ntt=True)
             return self._moddown_rescale(self.ntt_inverse(acc, targets), rows)
-        return self._moddown_ntt(acc, rows)
+        if domain == "ntt":
+            return self._moddown_ntt(acc, rows)
+        return self.moddown(self.ntt_inverse(acc, targets), rows)
 
     def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
         """Relinearize and rescale with one rounding (see the contract): the inner product plus
