@@ -315,7 +315,8 @@ class EvaluationMixin:
         ``rot_0`` is the identity and ``rot_i`` the rotation by ``keys[i - 1]``. ``ct``: an
         unbatched coefficient-domain CT2; ``weights``: an NTT/Montgomery plaintext in basis QP
         (``encode(..., modulus_basis="QP")``) of batch shape ``(1 + len(keys),)`` at ``ct``'s
-        level. Returns an NTT-domain CT2 at the same level, scale ``ct.scale * weights.scale``.
+        level. Returns a CT2 at the same level, scale ``ct.scale * weights.scale``, in the NTT
+        domain by default (``output_domain`` below).
 
         The plaintext products and the sum happen in the extended basis before the single
         rounding ModDown (Bossuat et al.'s double hoisting; the backend's
@@ -326,8 +327,8 @@ class EvaluationMixin:
         inner products are never stored: device memory stays at one ciphertext's ModUp.
 
         ``rescale=True`` also rescales: the ModDown and the division by the first active prime
-        ``q`` are one rounding division by ``P q``, and the result is a coefficient-domain CT2
-        at level + 1 with scale ``ct.scale * weights.scale / q``. It decrypts like
+        ``q`` are one rounding division by ``P q``, and the result is a CT2 at level + 1 with
+        scale ``ct.scale * weights.scale / q``, in the coefficient domain by default. It decrypts like
         ``rescale_to_next_level(ntt_domain_to_coefficient_domain(...))`` of the default result
         (one rounding instead of two, so not bit-identical to it), with fewer transforms: on
         the GPU 4 launches after the accumulator instead of 8 (when each transform is one
