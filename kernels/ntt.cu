@@ -60,11 +60,12 @@ using namespace fhe;
 #define FHE_NTT_COLUMN_BOUNDS
 #endif
 
-// Row-skip table of a forward transform (null: every launched row is transformed in place of
-// its own index): skip[3 z + 0..2] = (start, count, rows) for batch entry z; the grid's row y is
-// data row y, or y + count from y >= start on (rows start .. start + count - 1 are skipped: a
-// ModUp's own-digit rows, written already transformed by the base conversion), and rows >= `rows`
-// (the entry's row count) are past the end. Returns the data row, or -1 for no work.
+// Row-skip table of a transform (null: every launched row is transformed in place of its own
+// index): skip[3 z + 0..2] = (start, count, rows) for batch entry z; the grid's row y is data
+// row y, or y + count from y >= start on (rows start .. start + count - 1 are skipped: a ModUp's
+// own-digit rows, written already transformed by the base conversion; in an inverse transform,
+// the kept rows of a division by P q_0, which transforms back only rows 0 and L..), and rows
+// >= `rows` (the entry's row count) are past the end. Returns the data row, or -1 for no work.
 __device__ __forceinline__ int skipped_row(const int* FHE_RO skip, int z, int y) {
   if (skip == nullptr) return y;
   const int* e = skip + 3 * z;
@@ -615,7 +616,8 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // ntt_inverse_chunk_stages: the first log_chunk inverse stages (strides < C) on contiguous
 // chunks (registers + shared memory). When log_chunk == log_n this is the whole inverse
 // transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
-// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place.
+// [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place. With a row-skip table
+// (skipped_row) grid rows count the transformed rows, as in the forward kernels.
 // Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block
 // C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes.
 // ntt_inverse_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4; as
@@ -623,19 +625,21 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 template <int LV>
 __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO itw2,
-                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                     i64 out_bs) {
+                                                     const int* FHE_RO skip, int num_moduli, int log_n,
+                                                     int log_chunk, i64 in_bs, i64 out_bs) {
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
   const ChunkCoords at = chunk_coords();
-  const int id = rowmap[at.limb];
+  const int limb = skipped_row(skip, at.entry, at.limb);
+  if (limb < 0) return;  // uniform per block: before any barrier
+  const int id = rowmap[limb];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 two_q = 2 * q;
   const u64 nq = 0 - q;
   const int base = at.chunk << log_chunk;
-  const u64* src = in + at.entry * in_bs + (i64)at.limb * N + base;
-  u64* dst = out + at.entry * out_bs + (i64)at.limb * N + base;
+  const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
+  u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
   const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
@@ -645,14 +649,14 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
 #undef FHE_INV
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out,
-    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
-    int log_chunk, i64 in_bs, i64 out_bs) {
-  inverse_chunk_stages<FHE_LV>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  inverse_chunk_stages<FHE_LV>(in, out, rowmap, consts, itw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u64* in, u64* out,
-    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
-    int log_chunk, i64 in_bs, i64 out_bs) {
-  inverse_chunk_stages<2>(in, out, rowmap, consts, itw2, num_moduli, log_n, log_chunk, in_bs, out_bs);
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  inverse_chunk_stages<2>(in, out, rowmap, consts, itw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
 }
 #undef FHE_CHUNK_DISPATCH
 
@@ -669,14 +673,16 @@ __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u6
 
 // ntt_inverse_column_stages: the last K = log_n - log_chunk inverse stages (strides >= C),
 // then the factor N^-1. Axis [batch, limb, coeff]. In: lazy [0, 2q). Out: canonical.
-// Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C.
+// Launch: grid (ceil(C / block), limbs, batch), block 128; one thread per column j < C; with
+// a row-skip table (skipped_row) grid y counts the transformed rows.
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO itw2,
-                                                     int num_moduli, int log_n, int log_chunk, i64 in_bs,
-                                                     i64 out_bs) {
+                                                     const int* FHE_RO skip, int num_moduli, int log_n,
+                                                     int log_chunk, i64 in_bs, i64 out_bs) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= (1 << log_chunk)) return;
-  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, blockIdx.y);
+  const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
+  if (j >= (1 << log_chunk) || y < 0) return;
+  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, y);
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
@@ -707,13 +713,14 @@ __device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out,
 // 2j and 2j + 1; inverse_column_stages_x2), for 2 <= K <= 4. Same layout and ranges. Launch as
 // ntt_forward_column_stages_x2.
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(const u64* in, u64* out,
-    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, int num_moduli, int log_n,
-    int log_chunk, i64 in_bs, i64 out_bs) {
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int j = t >> 1;
   const int h = t & 1;
-  if (j >= (1 << log_chunk)) return;  // uniform per warp (launch contract)
-  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, blockIdx.y);
+  const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
+  if (j >= (1 << log_chunk) || y < 0) return;  // uniform per warp (launch contract)
+  const ColumnRow r = column_row(in, out, rowmap, consts, itw2, num_moduli, log_n, in_bs, out_bs, y);
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {

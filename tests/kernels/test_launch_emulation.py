@@ -94,19 +94,30 @@ class _Kernels:
         return ((x.astype(object) - e.astype(object)) % q * inverse % q).astype(np.uint64)
 
     # --- NTT ----------------------------------------------------------------------------
+    @staticmethod
+    def _data_rows(skip: Any, entry: int, grid_rows: int) -> list[int]:
+        """The data rows a launch transforms for one entry (ntt.cu skipped_row)."""
+        if isinstance(skip, np.uint64):
+            assert skip == 0
+            return list(range(grid_rows))
+        start, count, rows = (int(v) for v in _memory(skip, np.int32)[3 * entry:3 * entry + 3])
+        mapped = [y + count if y >= start else y for y in range(grid_rows)]
+        return [y for y in mapped if y < rows]
+
     def ntt_inverse_chunk_stages(self, grid, a):
-        src, dst, rowmap, _consts, _tw, _m, log_n, log_chunk, in_bs, out_bs = a
+        src, dst, rowmap, _consts, _tw, skip, _m, log_n, log_chunk, in_bs, out_bs = a
         entries, rows = self._chunk_grid(grid)
         out = [(z, i, self._transform(self._row(src, z * int(in_bs) + i * self.n), self._prime(rowmap, i)[0], True))
-               for z in range(entries) for i in range(rows)]
+               for z in range(entries) for i in self._data_rows(skip, z, rows)]
         for z, i, values in out:
             self._row(dst, z * int(out_bs) + i * self.n)[:] = values
         whole = int(log_chunk) == int(log_n)
-        self.first_pass = None if whole else self._pass_key(dst, out_bs, entries, rows, rowmap)
+        self.first_pass = None if whole else (self._pass_key(dst, out_bs, entries, rows, rowmap), skip)
 
     def ntt_inverse_column_stages(self, grid, a):
-        src, dst, rowmap, _consts, _tw, _m, _log_n, _log_chunk, in_bs, out_bs = a
-        assert self.first_pass == self._pass_key(dst, out_bs, grid[2], grid[1], rowmap), "column after its chunks"
+        src, dst, rowmap, _consts, _tw, skip, _m, _log_n, _log_chunk, in_bs, out_bs = a
+        assert self.first_pass == (self._pass_key(dst, out_bs, grid[2], grid[1], rowmap), skip), \
+            "column after its chunks"
         assert _memory(src, np.uint64).ctypes.data == _memory(dst, np.uint64).ctypes.data and in_bs == out_bs
         self.first_pass = None
 

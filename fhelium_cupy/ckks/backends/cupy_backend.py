@@ -478,10 +478,11 @@ class CupyBackend:
                     chunk_output: Callable[..., None] | None = None) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
 
-        Forward only, in one launch group:
+        In one launch group:
           ``skip``: ``(table, skipped)``, the row-skip table of ``ntt.cu`` (``skipped_row``) and
             the fewest rows any entry skips; those rows are left as they are.
-          ``chunk_output(suffix, chunk_src, grid, block, shared_mem, base, src_bs)``: launches a
+          ``chunk_output(suffix, chunk_src, grid, block, shared_mem, base, src_bs)`` (forward
+            only): launches a
             kernel in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
             ModDown combine), with the chunk launch geometry, the ``(num_moduli, log_n,
             log_chunk)`` scalars and the chunk kernels' name suffix (``""`` or ``"_v4"``).
@@ -494,8 +495,10 @@ class CupyBackend:
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
-        if (skip is not None or chunk_output is not None) and (inverse or len(groups) != 1):
-            raise ValueError("a row-skip table or chunk output needs a forward transform in one launch group")
+        if (skip is not None or chunk_output is not None) and len(groups) != 1:
+            raise ValueError("a row-skip table or chunk output needs a transform in one launch group")
+        if chunk_output is not None and inverse:
+            raise ValueError("chunk output needs a forward transform")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
@@ -521,10 +524,10 @@ class CupyBackend:
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if inverse:
                 self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
-                             (s, d, rm, self._consts, w, *base, *strides), shared_mem=chunk_smem)
+                             (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
                 if not single:
                     self._launch("ntt_inverse_column_stages" + col_suffix, col_grid, col_block,
-                                 (d, d, rm, self._consts, w, *base, *same))
+                                 (d, d, rm, self._consts, w, skip_table, *base, *same))
                 continue
             if not single:
                 self._launch("ntt_forward_column_stages" + col_suffix, col_grid, col_block,
@@ -920,8 +923,9 @@ class CupyBackend:
         into ``rows[1:]`` (into ``out``), ``keyswitch_moddown_combine`` with the division's
         constants: 4 launches where ModDown on NTT values, the inverse NTT and the rescale take
         8 (each transform in one launch group; ``_ntt_launch`` splits larger ones). NTT output:
-        inverse NTT of the ``q_0`` row and of the P rows only, the same conversion, then
-        ``_ntt_combine`` (the kept rows never leave the NTT domain)."""
+        inverse NTT of the ``q_0`` row and of the P rows only (one transform whose row-skip
+        table passes over the kept rows 1 .. L - 1), the same conversion, then ``_ntt_combine``
+        (the kept rows never leave the NTT domain)."""
         R, n, K, L = len(t["out_rows"]), self.n, len(self.p_rows), len(rows)
 
         def build() -> dict[str, Any]:
@@ -934,7 +938,11 @@ class CupyBackend:
         acc3 = acc.reshape(entries, R, n)
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
-        else:  # the divided-out rows only: q_0 (row 0) and the P rows (rows L..)
+        elif len(self._groups(entries, R)) == 1:  # the divided-out rows only: q_0 (row 0), P (rows L..)
+            table = self._cached(("division_skip", L, R, entries),
+                                 lambda: self._upload(ntt_row_skip_table([(1, L - 1)], entries, R)))
+            self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R, skip=(table, L - 1))
+        else:  # too large for one launch group: the two row ranges one after the other
             self._ntt_launch(acc3[:, :1], acc3[:, :1], t["out_map"][:1], True, R * n, R * n, entries, 1)
             self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
         plane = batch * (L - 1) * n
