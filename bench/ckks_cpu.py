@@ -4,10 +4,10 @@ Runs on one core (OMP/OPENBLAS/MKL threads = 1, set before NumPy is imported) at
 insecure N=2^12 test presets, times encrypt + evaluate + decrypt of an 8x8 product (the
 median of several runs after one warm-up) for the cyclic-diagonal method (FHElium
 example 18 schedule, single-hoisted with Q diagonals, double-hoisted with QP diagonals) and
-for BSGS, checks the maximum absolute error against NumPy, and writes
-bench/results/ckks_cpu.{md,json}.
+for BSGS, checks the maximum absolute error against NumPy, and writes ckks_cpu.{md,json}
+into ``--out`` (bench/results/ holds the committed record).
 
-Usage: python bench/ckks_cpu.py [--runs 7] [--size 8]
+Usage: python bench/ckks_cpu.py [--out DIR] [--runs 7] [--size 8]
 """
 
 from __future__ import annotations

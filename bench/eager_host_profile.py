@@ -1,7 +1,7 @@
 """Where the host time of one eager call goes: the N=2^14 double-hoisted 8-diagonal matvec.
 
-An eager call is host-bound when its Python work outlasts its kernels (the matvec: ~0.14 ms
-of kernels, ~0.4 ms per call). This times the call back to back on the host
+An eager call is host-bound when its Python work outlasts its kernels (the matvec: ~0.12 ms
+of kernels in 10 launches, ~0.26 ms per call on a quiet host; README "Results on the H200"). This times the call back to back on the host
 (``bench._timing.time_host_pipelined``: no wait in the timed region), then runs it under
 cProfile and prints the functions by own time and by cumulative time. Not a benchmark of
 the GPU: use it to find host work to cut and compare before/after in one run.

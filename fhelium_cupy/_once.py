@@ -16,17 +16,18 @@ _V = TypeVar("_V")
 
 
 def get_or_build(cache: MutableMapping[Any, Any], key: Any, lock: threading.Lock | threading.RLock,
-                 build: Callable[[], _V]) -> _V:
-    """``cache[key]``, built by ``build()`` and stored on a miss (``None`` counts as missing).
+                 build: Callable[..., _V], *args: Any) -> _V:
+    """``cache[key]``, built by ``build(*args)`` and stored on a miss (``None`` counts as missing).
 
-    A hit is one dict lookup. A miss takes ``lock`` and looks again, so racing threads get
-    the one value the first of them built and no value is ever replaced. ``build`` may
-    itself call ``get_or_build`` with the same lock when that lock is an ``RLock``.
+    A hit is one dict lookup (pass a bound method and its arguments rather than a closure
+    made per call). A miss takes ``lock`` and looks again, so racing threads get the one
+    value the first of them built and no value is ever replaced. ``build`` may itself call
+    ``get_or_build`` with the same lock when that lock is an ``RLock``.
     """
     value = cache.get(key)
     if value is None:
         with lock:
             value = cache.get(key)
             if value is None:
-                value = cache[key] = build()
+                value = cache[key] = build(*args)
     return value  # type: ignore[no-any-return]

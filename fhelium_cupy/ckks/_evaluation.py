@@ -162,9 +162,22 @@ class EvaluationMixin:
             raise StateMismatchError(
                 f"rescale_to_next_level: ciphertext is at the last level {ct.level}; no prime left to drop"
             )
-        q = self.context.moduli[ct.prime_ids[0]]
         data = self.backend.rescale(ct.data, ct.prime_ids, domain=ct.polynomial_domain)
-        return ct._with_data(data, level=ct.level + 1, prime_ids=ct.prime_ids[1:], scale=ct.scale / q)
+        return self._next_level(ct, data, ct.polynomial_domain, ct.scale)
+
+    def _next_level(self, ct: Ciphertext, data, domain: str, scale: float) -> Ciphertext:
+        """``ct``'s state after dividing ``scale`` by its first active prime ``q`` (dropped):
+        level + 1, ``data`` over the remaining primes in ``domain``, scale ``scale / q``."""
+        rows = ct.prime_ids
+        return ct._with_data(data, polynomial_domain=domain, level=ct.level + 1, prime_ids=rows[1:],
+                             scale=scale / self.context.moduli[rows[0]])
+
+    def _check_rescale_flag(self, ct: Ciphertext, rescale: object, op: str) -> None:
+        """``rescale`` must be a bool, and ``True`` needs a prime left to drop."""
+        if not isinstance(rescale, bool):
+            raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
+        if rescale and ct.level >= self.context.max_level:
+            raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
 
     # --- key switching -------------------------------------------------------------------
     def _in_domain(self, data, rows, domain: str, target: str):
@@ -208,12 +221,7 @@ class EvaluationMixin:
         """
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")
-        if not isinstance(rescale, bool):
-            raise TypeError(f"relinearize: rescale must be a bool, got {rescale!r}")
-        if rescale and ct.level >= self.context.max_level:
-            raise StateMismatchError(
-                f"relinearize: ciphertext is at the last level {ct.level}; rescale has no prime to drop"
-            )
+        self._check_rescale_flag(ct, rescale, "relinearize")
         if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
             self._check_own_secret(ct, "relinearize")
             key = self.keys.relinearization_key()
@@ -224,8 +232,7 @@ class EvaluationMixin:
             digits = be.modup(c2, rows, c_ntt=c2_ntt)
             c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, "ntt")
             data = be.keyswitch_add_rescale(digits, key.data, rows, c01, domain=domain)
-            return ct._with_data(data, polynomial_domain=output_domain, level=ct.level + 1, prime_ids=rows[1:],
-                                 scale=ct.scale / self.context.moduli[rows[0]])
+            return self._next_level(ct, data, output_domain, ct.scale)
         y = self._switch(c2, key, rows, domain, c2_ntt)
         c01 = self._in_domain(xp.ascontiguousarray(ct.data[:2]), rows, ct.polynomial_domain, domain)
         return ct._with_data(be.add(c01, y, rows), polynomial_domain=output_domain)
@@ -352,10 +359,7 @@ class EvaluationMixin:
                 f"{op}: weights must be at the ciphertext's level {ct.level} with batch shape {(1 + len(keys),)}, "
                 f"got level {weights.level} and batch shape {weights.batch_shape}"
             )
-        if not isinstance(rescale, bool):
-            raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
-        if rescale and ct.level >= self.context.max_level:
-            raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
+        self._check_rescale_flag(ct, rescale, op)
         if output_domain is None:
             output_domain = "coefficient" if rescale else "ntt"
         domain = _check_output_domain(output_domain, op)
@@ -374,8 +378,7 @@ class EvaluationMixin:
             rescale=rescale, domain=domain,
         )
         if rescale:
-            return ct._with_data(data, polynomial_domain=output_domain, level=ct.level + 1, prime_ids=rows[1:],
-                                 scale=scale / self.context.moduli[rows[0]])
+            return self._next_level(ct, data, output_domain, scale)
         return ct._with_data(data, polynomial_domain=output_domain, scale=scale)
 
     def drop_special_primes(self, plaintext: Plaintext) -> Plaintext:

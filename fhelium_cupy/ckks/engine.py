@@ -185,7 +185,7 @@ class CkksEngine(EvaluationMixin):
     @property
     def keys(self) -> KeyChain:
         """The engine's key chain (generated on first use, once even when threads race)."""
-        return get_or_build(vars(self), "_keys", self._keys_lock, lambda: KeyChain(self.key_generator))
+        return get_or_build(vars(self), "_keys", self._keys_lock, KeyChain, self.key_generator)
 
     def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
         """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys

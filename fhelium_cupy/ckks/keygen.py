@@ -221,11 +221,10 @@ class KeyChain:
 
     def relinearization_key(self) -> RelinearizationKey:
         # the attributes are the cache (vars(self)): None until the first call makes the key
-        return get_or_build(vars(self), "_relin", self._lock,
-                            lambda: self.generator.relinearization_key(self.secret_key))
+        return get_or_build(vars(self), "_relin", self._lock, self.generator.relinearization_key, self.secret_key)
 
     def conjugation_key(self) -> ConjugationKey:
-        return get_or_build(vars(self), "_conj", self._lock, lambda: self.generator.conjugation_key(self.secret_key))
+        return get_or_build(vars(self), "_conj", self._lock, self.generator.conjugation_key, self.secret_key)
 
     def missing_rotation_steps(self, steps: Iterable[int]) -> list[int]:
         """The normalized steps of ``steps`` whose keys are not cached yet, each once, in order.
@@ -244,4 +243,4 @@ class KeyChain:
     def rotation_key(self, step: int) -> RotationKey:
         n = self.generator.context.ring_degree
         step = normalize_rotation_step(step, n // 2)
-        return get_or_build(self._rotations, step, self._lock, lambda: self.generator.rotation_key(self.secret_key, step))
+        return get_or_build(self._rotations, step, self._lock, self.generator.rotation_key, self.secret_key, step)

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import StateMismatchError
+from ._evaluation import _check_output_domain
 from .engine import host_message
 from .keygen import normalize_rotation_step
 from .keys import RotationKey
@@ -222,11 +223,6 @@ def matrix_vector(
         rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
         stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
     return _rescaled(engine, engine.multiply_plaintext_and_sum(stacked, diagonals), output_domain)
-
-
-def _check_output_domain(output_domain: object, op: str) -> None:
-    if output_domain not in ("coefficient", "ntt"):
-        raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
 
 
 def _rescaled(engine, total: Ciphertext, output_domain: str) -> Ciphertext:

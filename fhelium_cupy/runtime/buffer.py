@@ -81,10 +81,12 @@ class StorageLayout:
         return cupy.ndarray(self.shape, self.dtype, memptr=mem + self.low_offset, strides=self.byte_strides)
 
 
-def allocate_storage(sig: TensorSignature, device: Device, pinned: bool = False) -> Any:
+def allocate_storage(sig: TensorSignature, device: Device, pinned: bool = False, *,
+                     layout: StorageLayout | None = None) -> Any:
     """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array;
-    a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``)."""
-    layout = StorageLayout(sig)
+    a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``).
+    ``layout``: ``StorageLayout(sig)`` when the caller holds it."""
+    layout = layout or StorageLayout(sig)
     if device.type == "cpu":
         return layout.host_array(pinned)
     cupy = require_cupy("a CUDA buffer")
@@ -278,14 +280,14 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
         plan = _Plan()
         for leaf, sig in zip(leaves, leaf_sigs):
-            storage = allocate_storage(sig, target, pin_memory)
+            layout = StorageLayout(sig)
+            storage = allocate_storage(sig, target, pin_memory, layout=layout)
             kind = _target_kind(leaf, target)
             plan.storages.append(storage)
             plan.targets.append(wrap_like(storage, kind, requires_grad=sig.requires_grad, dtype=sig.dtype))  # type: ignore[arg-type]
-            low, span = leaf_span(storage)
-            plan.target_lows.append(low)
-            plan.low_offsets.append(low_offset_bytes(sig.shape, sig.stride, sig.dtype.itemsize))
-            plan.spans.append(span)
+            plan.target_lows.append(data_pointer(storage) - layout.low_offset)
+            plan.low_offsets.append(layout.low_offset)
+            plan.spans.append(layout.span)
             plan.kinds.append(kind)
         templates = _value_templates(signature, example, iter(plan.targets))
         buffer: ReusableValueBuffer[_ValueT] = cls(signature=signature, device=target, pinned=pin_memory, plan=plan, templates=templates)

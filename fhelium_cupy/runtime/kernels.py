@@ -245,28 +245,27 @@ class KernelLibrary:
 
     def module(self, source: str) -> Any:
         """The ``cupy.RawModule`` of one source file (compiled lazily by CuPy)."""
+        return get_or_build(self._modules, source, self._load_lock, self._build_module, source)
 
-        def build() -> Any:
-            code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{(self.kernel_dir / source).read_text()}"
-            return self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
-
-        return get_or_build(self._modules, source, self._load_lock, build)
+    def _build_module(self, source: str) -> Any:
+        code = f"// fhelium_cupy headers {_headers_digest(self.kernel_dir)}\n{(self.kernel_dir / source).read_text()}"
+        return self._cupy.RawModule(code=code, options=self.options.nvrtc_options(self.kernel_dir))
 
     def function(self, name: str) -> Any:
-        """The ``cupy.RawKernel`` called ``name`` (compiled and loaded on first call)."""
-        function = self._functions.get(name)
-        if function is not None:
-            return function
+        """The ``cupy.RawKernel`` called ``name`` (compiled and loaded on first call).
+
+        Raises:
+            KeyError: no kernel source defines ``name``.
+        """
+        return get_or_build(self._functions, name, self._load_lock, self._load_function, name)
+
+    def _load_function(self, name: str) -> Any:
         try:
             source = self._names[name]
         except KeyError:
             raise KeyError(f"no kernel named {name!r} in {self.kernel_dir}") from None
-
-        def build() -> Any:
-            with self._cupy.cuda.Device(self.device_id):
-                return self.module(source).get_function(name)  # module() takes the same RLock
-
-        return get_or_build(self._functions, name, self._load_lock, build)
+        with self._cupy.cuda.Device(self.device_id):
+            return self.module(source).get_function(name)  # module() takes the same RLock
 
     def compile_all(self) -> None:
         """Compile and load every kernel now (before any capture)."""

@@ -35,11 +35,8 @@ def retain_for_capture(*objs: Any) -> None:
     if _ACTIVE:
         kept = getattr(_LOCAL, "kept", None)
         if kept is not None:
-            seen = _LOCAL.seen
-            for obj in objs:
-                if id(obj) not in seen:  # kept objects stay alive, so their ids are not reused
-                    seen.add(id(obj))
-                    kept.append(obj)
+            for obj in objs:  # kept objects stay alive, so their ids are not reused
+                kept.setdefault(id(obj), obj)
 
 
 def is_collecting() -> bool:
@@ -49,16 +46,19 @@ def is_collecting() -> bool:
 
 @contextlib.contextmanager
 def collecting() -> Iterator[list[Any]]:
-    """Collect what :func:`retain_for_capture` receives on this thread inside the block."""
+    """Collect what :func:`retain_for_capture` receives on this thread inside the block; the
+    yielded list holds it, each object once in first-seen order, when the block exits."""
     global _ACTIVE
-    previous = getattr(_LOCAL, "kept", None), getattr(_LOCAL, "seen", None)
-    kept: list[Any] = []
-    _LOCAL.kept, _LOCAL.seen = kept, set()
+    previous = getattr(_LOCAL, "kept", None)
+    kept: dict[int, Any] = {}
+    _LOCAL.kept = kept
+    result: list[Any] = []
     with _ACTIVE_LOCK:
         _ACTIVE += 1
     try:
-        yield kept
+        yield result
     finally:
         with _ACTIVE_LOCK:
             _ACTIVE -= 1
-        _LOCAL.kept, _LOCAL.seen = previous
+        _LOCAL.kept = previous
+        result.extend(kept.values())

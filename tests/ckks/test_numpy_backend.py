@@ -17,6 +17,7 @@ from fhelium_cupy.ckks.context import CkksContext
 from fhelium_cupy.ckks.params import Parameters, ParametersLiteral
 from tests.helpers.ckks_oracles import (
     oracle_moddown,
+    oracle_moddown_rescale,
     oracle_modup_digit,
     oracle_rescale,
     random_residues,
@@ -220,8 +221,8 @@ def test_keyswitch_add_rescale_is_the_rounding_division_of_inner_product_plus_p_
         ck = to_int_rows(be.ntt_inverse(c[k], rows))
         for j in range(N):
             q_part = [(x[i][j] + big_p * ck[i][j]) % moduli[rows[i]] for i in range(L)]
-            want = oracle_moddown(q_part[1:], [q_part[0]] + [x[i][j] for i in range(L, len(x))],
-                                  [moduli[r] for r in rows[1:]], [moduli[r] for r in rows[:1] + be.p_rows])
+            want = oracle_moddown_rescale(q_part + [x[i][j] for i in range(L, len(x))],
+                                          [moduli[r] for r in rows + be.p_rows], L)
             assert [int(v) for v in got["coefficient"][k, :, j]] == want
     np.testing.assert_array_equal(got["ntt"], be.ntt_forward(got["coefficient"], rows[1:]))
 
@@ -449,15 +450,8 @@ def test_keyswitch_linear_transform_is_the_weighted_inner_product_sum_then_one_m
         np.testing.assert_array_equal(got[k], be.ntt_forward(np.ascontiguousarray(want), rows))
         # rescale=True: the same x divided by P q_0 (q_0 = rows[0]) in one rounding, coefficient domain
         want_rescaled = np.array(
-            [
-                oracle_moddown(
-                    [x[i][j] for i in range(1, L)],
-                    [x[0][j]] + [x[i][j] for i in range(L, len(targets))],
-                    [moduli[r] for r in rows[1:]],
-                    [moduli[rows[0]]] + [moduli[r] for r in be.p_rows],
-                )
-                for j in range(N)
-            ],
+            [oracle_moddown_rescale([x[i][j] for i in range(len(targets))], [moduli[r] for r in targets], L)
+             for j in range(N)],
             dtype=np.uint64,
         ).T
         np.testing.assert_array_equal(rescaled[k], want_rescaled)

@@ -15,6 +15,7 @@ __all__ = [
     "naive_negacyclic_ntt",
     "oracle_coefficient_automorphism",
     "oracle_moddown",
+    "oracle_moddown_rescale",
     "oracle_modup_digit",
     "oracle_ntt_automorphism",
     "oracle_rescale",
@@ -93,6 +94,14 @@ def oracle_moddown(x_q: list[int], x_p: list[int], q_moduli: list[int], p_moduli
             e += centered(xp * pow(P // pj, -1, pj) % pj, pj) * (P // pj)
         out.append((xi - e) * pow(P, -1, qi) % qi)
     return out
+
+
+def oracle_moddown_rescale(column: list[int], moduli: list[int], q_count: int) -> list[int]:
+    """One coefficient over ``rows + p_rows`` (``moduli``: ``q_count`` Q primes, ``q_0`` first,
+    then the P primes) -> rounded division by ``P q_0`` over the Q primes after ``q_0`` (the
+    ModDown and rescale as one division)."""
+    return oracle_moddown(column[1:q_count], column[:1] + column[q_count:], moduli[1:q_count],
+                          moduli[:1] + moduli[q_count:])
 
 
 def oracle_rescale(column: list[int], moduli: list[int]) -> list[int]:

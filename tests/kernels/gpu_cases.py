@@ -156,11 +156,27 @@ def _automorphism(domain: str, g_of_n: Callable[[int], int]) -> Case:
     return run
 
 
-def _rescale(domain: str) -> Case:
+_BATCHES = ((2,), (), (3,))  # batched, unbatched, and a batch whose entries are not a component pair
+
+
+def _stacked(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(got, want) of several batch shapes as one pair of ``[entries, limbs, N]`` arrays."""
+    got, want = zip(*((g.reshape((-1,) + g.shape[-2:]), w.reshape((-1,) + w.shape[-2:])) for g, w in pairs))
+    return np.concatenate(got), np.concatenate(want)
+
+
+def _rescale(domain: str, key: str = "mixed") -> Case:
+    """Rescale of every batch shape in ``_BATCHES`` over ``lv[key]`` (``"suffix"``: the
+    key-switch rows from prime 1 on)."""
+
     def run(gpu, ref, ctx, rng, lv):
-        rows = lv["mixed"]
-        a = rand(ctx, rows, (2,), rng)
-        return gpu.to_numpy(gpu.rescale(gpu.asarray(a), rows, domain=domain)), ref.rescale(a, rows, domain=domain), rows[1:]
+        rows = lv["ks"][1:] if key == "suffix" else lv[key]
+        pairs = []
+        for lead in _BATCHES:
+            a = rand(ctx, rows, lead, rng)
+            pairs.append((gpu.to_numpy(gpu.rescale(gpu.asarray(a), rows, domain=domain)),
+                          ref.rescale(a, rows, domain=domain)))
+        return (*_stacked(pairs), rows[1:])
 
     return run
 
@@ -196,12 +212,13 @@ def random_key(ctx: Any, rng: np.random.Generator) -> np.ndarray:
     return np.stack([rand(ctx, all_rows, (2,), rng) for _ in ctx.digits])
 
 
-def _keyswitch(galois: bool, domain: str = "coefficient") -> Case:
+def _keyswitch(galois: bool, domain: str = "coefficient", rescaled_level: bool = False) -> Case:
     """One key switch; the NTT-domain output is compared with ntt_forward of the reference's
-    coefficient-domain output (the reference never takes the NTT-domain ModDown path)."""
+    coefficient-domain output (the reference never takes the NTT-domain ModDown path).
+    ``rescaled_level``: rows from prime 1 on."""
 
     def run(gpu, ref, ctx, rng, lv):
-        rows = lv["ks"]
+        rows = lv["ks"][1:] if rescaled_level else lv["ks"]
         c = rand(ctx, rows, (1,), rng)
         digits = ref.modup(c, rows)
         key = random_key(ctx, rng)
@@ -282,19 +299,22 @@ def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False, dom
 
 
 def _keyswitch_add_rescale(domain: str, rescaled_level: bool = False) -> Case:
-    """Relinearize and rescale with one rounding over a batch of two: the inner product, ``P c``
-    added on the Q rows and one division by P q_0 into ``domain``, against the NumPy backend.
-    ``rescaled_level``: rows from prime 1 on."""
+    """Relinearize and rescale with one rounding for every batch shape in ``_BATCHES``: the inner
+    product, ``P c`` added on the Q rows and one division by P q_0 into ``domain``, against
+    the NumPy backend. ``rescaled_level``: rows from prime 1 on."""
 
     def run(gpu, ref, ctx, rng, lv):
         rows = lv["ks"][1:] if rescaled_level else lv["ks"]
-        c = ref.ntt_forward(rand(ctx, rows, (3, 2), rng), rows)  # a batched CT3 in the NTT domain
-        digits = ref.modup(ref.ntt_inverse(c[2], rows), rows)
-        key = random_key(ctx, rng)
-        want = ref.keyswitch_add_rescale(digits, key, rows, c[:2].copy(), domain=domain)
-        got = gpu.keyswitch_add_rescale(gpu.asarray(digits), gpu.asarray(key), rows, gpu.asarray(c[:2].copy()),
-                                        domain=domain)
-        return gpu.to_numpy(got), want, rows[1:]
+        pairs = []
+        for lead in _BATCHES:
+            c = ref.ntt_forward(rand(ctx, rows, (3,) + lead, rng), rows)  # a CT3 in the NTT domain
+            digits = ref.modup(ref.ntt_inverse(c[2], rows), rows)
+            key = random_key(ctx, rng)
+            want = ref.keyswitch_add_rescale(digits, key, rows, c[:2].copy(), domain=domain)
+            got = gpu.keyswitch_add_rescale(gpu.asarray(digits), gpu.asarray(key), rows, gpu.asarray(c[:2].copy()),
+                                            domain=domain)
+            pairs.append((gpu.to_numpy(got), want))
+        return (*_stacked(pairs), rows[1:])
 
     return run
 
@@ -324,6 +344,10 @@ CASES: dict[str, Case] = {
     "automorphism_ntt_g5pow": _automorphism("ntt", lambda n: pow(5, 77, 2 * n)),
     "rescale_coefficient": _rescale("coefficient"),
     "rescale_ntt": _rescale("ntt"),
+    "rescale_coefficient_key_switch_level": _rescale("coefficient", "ks"),
+    "rescale_ntt_key_switch_level": _rescale("ntt", "ks"),
+    "rescale_coefficient_rescaled_level": _rescale("coefficient", "suffix"),
+    "rescale_ntt_rescaled_level": _rescale("ntt", "suffix"),
     "modup": _modup("rows"),
     "modup_lower_level": _modup("ks"),
     "modup_ntt_hint": _modup_ntt_hint("rows"),
@@ -333,6 +357,8 @@ CASES: dict[str, Case] = {
     "keyswitch_from_digits_galois": _keyswitch(True),
     "keyswitch_from_digits_ntt": _keyswitch(False, "ntt"),
     "keyswitch_from_digits_galois_ntt": _keyswitch(True, "ntt"),
+    "keyswitch_from_digits_galois_rescaled_level": _keyswitch(True, rescaled_level=True),
+    "keyswitch_from_digits_galois_ntt_rescaled_level": _keyswitch(True, "ntt", rescaled_level=True),
     "keyswitch_from_digits_many": _keyswitch_many("coefficient"),
     "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
@@ -343,6 +369,7 @@ CASES: dict[str, Case] = {
     "keyswitch_add_rescale": _keyswitch_add_rescale("coefficient"),
     "keyswitch_add_rescale_ntt": _keyswitch_add_rescale("ntt"),
     "keyswitch_add_rescale_ntt_rescaled_level": _keyswitch_add_rescale("ntt", rescaled_level=True),
+    "keyswitch_add_rescale_rescaled_level": _keyswitch_add_rescale("coefficient", rescaled_level=True),
 }
 
 

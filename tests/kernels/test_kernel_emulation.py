@@ -507,20 +507,28 @@ def test_moddown_rescale_kernel_emulation_matches_the_integer_division(ctx, rows
     rows[0] and the P rows into rows[1:] (the host's s{size} pick) and keyswitch_moddown_combine
     reading x from its row 1 with L - 1 Q and K + 1 dropped rows, against the rounding
     division by P q_0 in Python integers; rows from prime 1 on are the levels after a rescale."""
-    from tests.helpers.ckks_oracles import oracle_moddown
-
     n, L, K = ctx.ring_degree, len(rows), ctx.p_count
     p_rows = tuple(range(ctx.q_count, ctx.q_count + K))
     x = _rand(ctx, rows + p_rows, lead=(2,), seed=sum(rows) + 40)  # [2, L + K, N] coefficient domain
     md = cb.moddown_rescale_tables(ctx, rows)
-    smax = int(cb._base_convert_kernel(md["convert_size"]).rsplit("_s", 1)[1])  # the host's pick
-    e = emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, smax, n)
+    e = emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, _host_smax(md), n)
     out = _emulate_combine(np.ascontiguousarray(x[:, 1:]), e, md, rows[1:], ctx, 1)
-    keep, dropped = [ctx.moduli[r] for r in rows[1:]], [ctx.moduli[r] for r in (rows[0],) + p_rows]
-    for z in range(2):
-        want = [oracle_moddown([int(v) for v in x[z, 1:L, k]], [int(x[z, 0, k])] + [int(v) for v in x[z, L:, k]],
-                               keep, dropped) for k in range(n)]
-        assert np.array_equal(out[z], np.array(want, dtype=np.uint64).T)
+    assert np.array_equal(out, _divided_by_p_q0(x, rows, ctx))
+
+
+def _host_smax(tables: dict) -> int:
+    """The source count of the base-conversion kernel the host picks for ``tables`` (its s{size})."""
+    return int(cb._base_convert_kernel(tables["convert_size"]).rsplit("_s", 1)[1])
+
+
+def _divided_by_p_q0(x: np.ndarray, rows: tuple[int, ...], ctx) -> np.ndarray:
+    """Coefficient-domain ``x [2, L + K, N]`` over ``rows + p_rows`` divided by ``P q_0`` with
+    rounding, in Python integers: ``[2, L - 1, N]`` over ``rows[1:]``."""
+    from tests.helpers.ckks_oracles import oracle_moddown_rescale
+
+    moduli = [ctx.moduli[r] for r in rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))]
+    return np.stack([np.array([oracle_moddown_rescale([int(v) for v in x[z, :, k]], moduli, len(rows))
+                               for k in range(ctx.ring_degree)], dtype=np.uint64).T for z in range(len(x))])
 
 
 @pytest.mark.parametrize("rows", [(0, 1, 2, 3), (1, 2, 3)])
@@ -531,7 +539,6 @@ def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, 
     e forward and combines from row 1. Against the NTT of the rounding division by P q_0 of
     the coefficient-domain sum, in Python integers."""
     from fhelium_cupy.ckks.modarith import shoup_companion
-    from tests.helpers.ckks_oracles import oracle_moddown
 
     n, L, K = ctx.ring_degree, len(rows), ctx.p_count
     p_rows = tuple(range(ctx.q_count, ctx.q_count + K))
@@ -548,17 +555,11 @@ def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, 
     x[:, :1] = ro.ntt_inverse(acc[:, :1], rows[:1], ctx)
     x[:, L:] = ro.ntt_inverse(acc[:, L:], p_rows, ctx)
     md = cb.moddown_rescale_tables(ctx, rows)
-    smax = int(cb._base_convert_kernel(md["convert_size"]).rsplit("_s", 1)[1])
-    e = ro.ntt_forward(emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, smax, n), rows[1:], ctx)
+    e = ro.ntt_forward(emulate_base_convert(x, md["convert"], md["convert_size"], L - 1, 1, _host_smax(md), n),
+                       rows[1:], ctx)
     out = _emulate_combine(np.ascontiguousarray(acc[:, 1:]), e, md, rows[1:], ctx, 1)
     coef = ro.ntt_inverse(acc, rows + p_rows, ctx)  # the accumulator with P c, coefficient domain
-    keep, dropped = [ctx.moduli[r] for r in rows[1:]], [ctx.moduli[r] for r in (rows[0],) + p_rows]
-    want = np.empty((2, L - 1, n), dtype=np.uint64)
-    for z in range(2):
-        want[z] = np.array([oracle_moddown([int(v) for v in coef[z, 1:L, k]],
-                                           [int(coef[z, 0, k])] + [int(v) for v in coef[z, L:, k]], keep, dropped)
-                            for k in range(n)], dtype=np.uint64).T
-    assert np.array_equal(out, ro.ntt_forward(want, rows[1:], ctx))
+    assert np.array_equal(out, ro.ntt_forward(_divided_by_p_q0(coef, rows, ctx), rows[1:], ctx))
 
 
 def test_ntt_domain_moddown_kernel_emulation_matches_contract(ctx):

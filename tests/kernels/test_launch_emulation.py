@@ -10,10 +10,11 @@ backend bit for bit. The NTTs are emulated whole: the kernel of a two-kernel tra
 runs second transforms, after checking that the first ran on the same rows, and the first
 only moves data.
 
-Covered: ``keyswitch_add_rescale`` (relinearize with rescale) and ``rescale`` in both
-domains, and the key switch whose NTT-domain ModDown shares ``_ntt_combine`` with them;
-with the build defaults, with the fused combine off, with the batch-fast NTT grid, and
-(N=2^14) with launch groups split by a small L2 budget.
+Covered (``gpu_cases``' own checks, run here on emulated kernels): ``keyswitch_add_rescale``
+(relinearize with rescale) and ``rescale`` in both domains, and the key switch whose
+NTT-domain ModDown shares ``_ntt_combine`` with them; with the build defaults, with the
+fused combine off, with the batch-fast NTT grid, and (N=2^14) with launch groups split by
+a small L2 budget.
 """
 
 from __future__ import annotations
@@ -285,48 +286,18 @@ def emulated(monkeypatch):
     return make
 
 
-def _levels(ctx: Any) -> list[tuple[int, ...]]:
-    """A key-switching level from prime 0 and the level after one rescale."""
-    rows = tuple(range(ctx.q_count - 1))
-    return [rows, rows[1:]]
-
-
-def _check_relinearize_rescale_and_rescale(gpu: Any, ref: Any, ctx: Any, batch_shapes: tuple) -> None:
-    rng = np.random.default_rng(7)
-    for rows in _levels(ctx):
-        for batch_shape in batch_shapes:
-            c = ref.ntt_forward(gpu_cases.rand(ctx, rows, (3,) + batch_shape, rng), rows)  # a CT3, NTT domain
-            digits = ref.modup(ref.ntt_inverse(c[2], rows), rows)
-            key = gpu_cases.random_key(ctx, rng)
-            c01 = np.ascontiguousarray(c[:2])
-            for domain in ("ntt", "coefficient"):
-                want = ref.keyswitch_add_rescale(digits, key, rows, c01, domain=domain)
-                got = gpu.keyswitch_add_rescale(digits.copy(), key, rows, c01.copy(), domain=domain)
-                assert np.array_equal(got, want), (rows, batch_shape, domain)
-                a = c[0] if domain == "ntt" else ref.ntt_inverse(c[0], rows)
-                assert np.array_equal(gpu.rescale(a.copy(), rows, domain=domain), ref.rescale(a, rows, domain=domain))
+# gpu_cases' checks whose kernels are all emulated above: the divisions (every batch shape,
+# both domains, levels from prime 0 and prime 1) and the key switches that share _ntt_combine
+EMULATED_CASES = tuple(name for name in gpu_cases.CASES
+                       if name.startswith(("keyswitch_add_rescale", "rescale_", "keyswitch_from_digits_galois")))
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-def test_relinearize_rescale_and_rescale_launches_compute_the_numpy_results(emulated, config):
-    ctx = gpu_cases.context("n4096")
-    gpu, ref = emulated(ctx, **CONFIGS[config])
-    _check_relinearize_rescale_and_rescale(gpu, ref, ctx, ((2,), (), (3,)))
-
-
-@pytest.mark.parametrize("config", list(CONFIGS))
-def test_key_switch_launches_compute_the_numpy_results(emulated, config):
-    """The NTT-domain ModDown shares ``_ntt_combine`` with the divisions above."""
-    ctx = gpu_cases.context("n4096")
-    gpu, ref = emulated(ctx, **CONFIGS[config])
-    rng = np.random.default_rng(8)
-    for rows in _levels(ctx):
-        c = ref.ntt_forward(gpu_cases.rand(ctx, rows, (2,), rng), rows)
-        digits = ref.modup(ref.ntt_inverse(c[1], rows), rows)
-        key = gpu_cases.random_key(ctx, rng)
-        for domain in ("ntt", "coefficient"):
-            got = gpu.keyswitch_from_digits(digits.copy(), key, rows, galois_element=5, domain=domain)
-            assert np.array_equal(got, ref.keyswitch_from_digits(digits, key, rows, galois_element=5, domain=domain))
+def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, config):
+    gpu, ref = emulated(gpu_cases.context("n4096"), **CONFIGS[config])
+    assert len(EMULATED_CASES) >= 12
+    for name in EMULATED_CASES:
+        assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
 
 
 def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emulated):
@@ -334,5 +305,6 @@ def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emul
     take the separate combine kernel."""
     ctx = gpu_cases.context("n16384")
     gpu, ref = emulated(ctx, l2_group_bytes=1 << 17)
-    assert len(gpu._groups(2, len(_levels(ctx)[0]))) > 1
-    _check_relinearize_rescale_and_rescale(gpu, ref, ctx, ((),))
+    assert len(gpu._groups(2, ctx.q_count - 1)) > 1
+    for name in ("keyswitch_add_rescale", "keyswitch_add_rescale_ntt", "rescale_ntt_key_switch_level"):
+        assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._once import get_or_build
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
@@ -170,6 +171,7 @@ class CupyBackend:
         if any(q >= 1 << 61 or q % 2 == 0 for q in context.moduli):
             raise ValueError("every modulus must be odd and < 2^61")
         self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+        self._big_p = math.prod(context.moduli[j] for j in self.p_rows)  # P: relinearize-and-rescale adds P c
         self.l2_group_bytes = int(l2_group_bytes)
         if base_convert_tile < 0:
             raise ValueError(f"base_convert_tile must be >= 0, got {base_convert_tile}")
@@ -242,15 +244,18 @@ class CupyBackend:
                     ) from error
                 retain_for_capture(value)
                 return value
-            with self._cache_lock:
-                value = self._cache.get(key)
-                if value is None:
-                    if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
-                        self._cache = {k: v for k, v in self._cache.items() if k[0] not in _EVICTABLE}
-                    value = build()
-                    self._cache[key] = value
+            value = get_or_build(self._cache, key, self._cache_lock, self._build_evicting, key, build)
         retain_for_capture(value)
         return value
+
+    def _build_evicting(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """``build()`` for a cache miss (under the cache lock); first, past ``_CACHE_LIMIT``
+        entries, a miss of an open-ended kind drops every entry of those kinds (in place:
+        lock-free hits keep reading the one dict)."""
+        if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
+            for stale in [k for k in self._cache if k[0] in _EVICTABLE]:
+                del self._cache[stale]
+        return build()
 
     def _upload(self, host: np.ndarray) -> Any:
         with self._device:
@@ -367,13 +372,14 @@ class CupyBackend:
         values = tuple(int(s) for s in scalars)
         if len(values) != len(rows):
             raise ValueError(f"mul_scalar: {len(values)} scalars for {len(rows)} limbs")
+        return self._cached(("scalar", rows, values), lambda: self._upload(self._shoup_scalars(rows, values)))
 
-        def build() -> Any:
-            moduli = [self.context.moduli[r] for r in rows]
-            w = [v % q for v, q in zip(values, moduli)]
-            return self._upload(np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64))
-
-        return self._cached(("scalar", rows, values), build)
+    def _shoup_scalars(self, rows: tuple[int, ...], values: Sequence[int]) -> np.ndarray:
+        """``[w_y | Shoup(w_y)]`` over ``rows`` with ``w_y = values[y] mod q_y`` (rns.cu
+        ``rns_mul_scalar`` and ``rns_mul_scalar_add``)."""
+        moduli = [self.context.moduli[r] for r in rows]
+        w = [v % q for v, q in zip(values, moduli)]
+        return np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
         rows = tuple(int(r) for r in rows)
@@ -670,14 +676,18 @@ class CupyBackend:
         skip = None
         if c_ntt is not None and t["own_rows"] is not None and len(self._groups(D * batch, R)) == 1:
             own = t["own_rows"]
-            table = self._cached(("row_skip", rows, batch),
-                                 lambda: self._upload(ntt_row_skip_table(own, batch, R)))
-            skip = (table, min(count for _, count in own))
+            skip = (self._skip_table(own, batch, R), min(count for _, count in own))
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
         self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n, src_self=c_ntt if skip else None)
         out3 = out.reshape(D * batch, R, n)
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, skip=skip)
         return out
+
+    def _skip_table(self, skipped: Sequence[tuple[int, int]], batch: int, rows: int) -> Any:
+        """The ``ntt.cu`` row-skip table (``skipped_row``) of ``[len(skipped), batch, rows, N]``
+        entries: entry ``d * batch + b`` passes over rows ``(start, count) = skipped[d]``."""
+        return self._cached(("row_skip", tuple(skipped), batch, rows),
+                            lambda: self._upload(ntt_row_skip_table(skipped, batch, rows)))
 
     def _ks_inputs(self, digits_ntt: Any, keys: Sequence[Any], rows: Sequence[int], what: str) -> tuple:
         rows, rowmap = self._rows(rows)
@@ -721,34 +731,35 @@ class CupyBackend:
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
-        if domain == "ntt":
-            self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
-            return
-        self._combine_launch(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+        self._combine(domain, acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+
+    def _combine(self, domain: str, *args: Any) -> None:
+        """The last step of a rounding division into ``domain``: ``_ntt_combine`` (NTT values)
+        or ``_combine_launch`` (coefficients), same arguments."""
+        (self._ntt_combine if domain == "ntt" else self._combine_launch)(*args)
 
     def _ntt_combine(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
                      batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
         """``_combine_launch`` on NTT values: ``out = (x - NTT(e)) * D^-1`` with ``e [entries, L,
         N]`` contiguous in the coefficient domain (scratch: the transform works in place; ``out``
-        may be ``e``).
+        may be ``e``). ``rowmap`` may run past the L kept rows (the launches read its first L).
         In one launch group the combine is the output step of the NTT's chunk kernel
         (``ntt_forward_chunk_stages_moddown_combine``: NTT(e) is never stored)."""
         n = self.n
         e3 = e.reshape(entries, L, n)
-        q_map = rowmap[:L]
         if self._fused_combine and len(self._groups(entries, L)) == 1:
             tw, _ = self._tw()
             null = np.uint64(0)
 
             def combine(suffix: str, src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
                 self._launch("ntt_forward_chunk_stages_moddown_combine" + suffix, grid, block,
-                             (src, x, out, q_map, self._consts, tw, pinv, null if c0 is None else c0,
+                             (src, x, out, rowmap, self._consts, tw, pinv, null if c0 is None else c0,
                               null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
                               np.int64((L + K) * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
 
-            self._ntt_launch(e3, e3, q_map, False, L * n, L * n, entries, L, chunk_output=combine)
+            self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L, chunk_output=combine)
             return
-        self._ntt_launch(e3, e3, q_map, False, L * n, L * n, entries, L)
+        self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L)
         self._combine_launch(x, e, out, rowmap, pinv, L, K, entries, batch, out_es, out_cs, c0, perms)
 
     def _combine_launch(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
@@ -872,13 +883,11 @@ class CupyBackend:
         if 2 * batch > _MAX_GRID_YZ:
             raise ValueError(f"{op}: {batch} batch entries exceed the ModDown grid's limit of {_MAX_GRID_YZ // 2}")
         acc, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows)
-        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
-        _, rowmap = self._rows(rows)
+        p_table = self._cached(("p_multiple", rows), lambda: self._upload(self._shoup_scalars(rows, [self._big_p] * L)))
         R = len(t["out_rows"])
-        self._launch("rns_mul_scalar_add", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,
-                     (acc, c, acc, self._scalar_table(rows, [big_p] * L), rowmap, self._consts,
-                      np.int32(self.num_moduli), np.int32(n), np.int32(L), np.int64(R * n), np.int64(L * n),
-                      np.int64(R * n)))
+        self._launch("rns_mul_scalar_add", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,  # out_map: rows, then P
+                     (acc, c, acc, p_table, t["out_map"], self._consts, np.int32(self.num_moduli), np.int32(n),
+                      np.int32(L), np.int64(R * n), np.int64(L * n), np.int64(R * n)))
         out = self.xp.empty((2,) + batch_shape + (L - 1, n), dtype=np.uint64)
         self._moddown_rescale_launch(acc, out, rows, t, domain=domain, batch=batch)
         return out
@@ -931,7 +940,7 @@ class CupyBackend:
         def build() -> dict[str, Any]:
             tables = moddown_rescale_tables(self.context, rows)
             return {"convert": (self._upload(tables["convert"]), tables["convert_size"]),
-                    "pinv": self._upload(tables["pinv"])}
+                    "pinv": self._upload(tables["pinv"]), "kept_map": t["out_map"][1:L]}
 
         d = self._cached(("moddown_rescale", rows), build)
         entries = 2 * batch
@@ -939,8 +948,7 @@ class CupyBackend:
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
         elif len(self._groups(entries, R)) == 1:  # the divided-out rows only: q_0 (row 0), P (rows L..)
-            table = self._cached(("division_skip", L, R, entries),
-                                 lambda: self._upload(ntt_row_skip_table([(1, L - 1)], entries, R)))
+            table = self._skip_table(((1, L - 1),), entries, R)
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R, skip=(table, L - 1))
         else:  # too large for one launch group: the two row ranges one after the other
             self._ntt_launch(acc3[:, :1], acc3[:, :1], t["out_map"][:1], True, R * n, R * n, entries, 1)
@@ -948,11 +956,8 @@ class CupyBackend:
         plane = batch * (L - 1) * n
         self._base_convert(acc3, out, d["convert"], L - 1, 1, entries, R * n, (L - 1) * n)  # no dropped row is a target
         # x = acc from its row 1: rows[1:], then P (q_0 and P divided out: K + 1 rows), R rows an entry
-        args = (acc3[:, 1:], out, out, t["out_map"][1:L], d["pinv"], L - 1, K + 1, entries, batch, 2 * plane, plane)
-        if domain == "ntt":
-            self._ntt_combine(*args)
-        else:
-            self._combine_launch(*args)
+        self._combine(domain, acc3[:, 1:], out, out, d["kept_map"], d["pinv"], L - 1, K + 1, entries, batch,
+                      2 * plane, plane)
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most

@@ -199,6 +199,7 @@ class NumpyBackend:
         self._drop = lru_cache(maxsize=None)(self._drop_constant)
         self._width_groups = lru_cache(maxsize=None)(self._split_by_width)
         self.p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
+        self._big_p = math.prod(context.moduli[j] for j in self.p_rows)  # P (its multiples pass a ModDown)
 
     def tables(self, rows: Sequence[int]) -> _Rows:
         """Cached tables for a tuple of prime ids."""
@@ -417,10 +418,7 @@ class NumpyBackend:
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
         check_domain(domain, "keyswitch_from_digits")
         rows = tuple(int(r) for r in rows)
-        acc = self._inner_product(digits_ntt, key, rows, galois_element)
-        if domain == "ntt":
-            return self._moddown_ntt(acc, rows)
-        return self.moddown(self.ntt_inverse(acc, rows + self.p_rows), rows)
+        return self._round_accumulator(self._inner_product(digits_ntt, key, rows, galois_element), rows, domain)
 
     def keyswitch_linear_transform(self, digits_ntt, keys, rows, galois_elements, weights, c, *, rescale=False,
                                    domain=None):
@@ -440,13 +438,7 @@ class NumpyBackend:
             rotated = self.mul_montgomery(self.automorphism(c[0], g, rows, domain="ntt"), w[:L], rows)
             self.add(direct[0], rotated, rows, out=direct[0])
         self._add_p_multiple(acc, direct, rows)
-        if rescale:
-            if domain == "ntt":
-                return self._moddown_rescale(acc, rows, ntt=True)
-            return self._moddown_rescale(self.ntt_inverse(acc, targets), rows)
-        if domain == "ntt":
-            return self._moddown_ntt(acc, rows)
-        return self.moddown(self.ntt_inverse(acc, targets), rows)
+        return self._round_accumulator(acc, rows, domain, rescale=rescale)
 
     def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
         """Relinearize and rescale with one rounding (see the contract): the inner product plus
@@ -455,16 +447,23 @@ class NumpyBackend:
         check_keyswitch_add_rescale(self, digits_ntt, rows, c, domain)
         acc = self._inner_product(digits_ntt, key, rows, None)
         self._add_p_multiple(acc, c, rows)
+        return self._round_accumulator(acc, rows, domain, rescale=True)
+
+    def _round_accumulator(self, acc: np.ndarray, rows: tuple[int, ...], domain: str, *,
+                           rescale: bool = False) -> np.ndarray:
+        """The NTT-domain key-switch accumulator ``[..., L + K, N]`` over ``rows + p_rows``
+        divided with rounding by ``P`` (ModDown) or, with ``rescale``, by ``P q_0``, into
+        ``domain``; NTT output transforms back only the divided-out rows."""
         if domain == "ntt":
-            return self._moddown_rescale(acc, rows, ntt=True)
-        return self._moddown_rescale(self.ntt_inverse(acc, rows + self.p_rows), rows)
+            return self._moddown_rescale(acc, rows, ntt=True) if rescale else self._moddown_ntt(acc, rows)
+        coefficients = self.ntt_inverse(acc, rows + self.p_rows)
+        return self._moddown_rescale(coefficients, rows) if rescale else self.moddown(coefficients, rows)
 
     def _add_p_multiple(self, acc: np.ndarray, c: np.ndarray, rows: tuple[int, ...]) -> None:
         """``acc[..., :L, :] += P * c mod q_i`` in place (``P`` = product of the P primes): a
         multiple of ``P`` on the Q rows, which a rounding division by ``P`` passes exactly."""
         L = len(rows)
-        big_p = math.prod(self.context.moduli[j] for j in self.p_rows)
-        self.add(acc[..., :L, :], self.mul_scalar(c, [big_p] * L, rows), rows, out=acc[..., :L, :])
+        self.add(acc[..., :L, :], self.mul_scalar(c, [self._big_p] * L, rows), rows, out=acc[..., :L, :])
 
     def keyswitch_from_digits_many(
         self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
