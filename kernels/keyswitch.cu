@@ -331,12 +331,17 @@ extern "C" __global__ void keyswitch_moddown_combine(const u64* x, const u64* e,
 // acc[e, k, b, r] = sum_d digit_d[b, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r]].
 // key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous);
 // perms [E, coeff] (identity rows for no permutation).
-// Axis order: digits [D, batch, R, coeff]; out [E, 2, batch, R, coeff].
+// With c (not null; E == 1): the Q rows r < c_rows also get c[k, b, r] * w_r mod q, with one
+// Shoup constant per row (c_scal[r] = w_r, c_scal[c_rows + r] = floor(w_r * 2^64 / q)): the
+// key switch with a rescale folds its ciphertext in as acc_Q += P c (keyswitch_add_rescale),
+// in this kernel's epilogue instead of a pass over acc of its own.
+// Axis order: digits [D, batch, R, coeff]; out [E, 2, batch, R, coeff]; c [2, batch, c_rows, coeff].
 // In canonical, out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
 extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
                                                         const int* rowmap, const u64* consts, const int* keydig,
-                                                        const int* perms, int num_moduli, int n, int R, int batch,
-                                                        int num_digits, int key_rows) {
+                                                        const int* perms, const u64* c, const u64* c_scal,
+                                                        int num_moduli, int n, int R, int batch, int num_digits,
+                                                        int key_rows, int c_rows) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int r = blockIdx.y;
@@ -350,6 +355,14 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
   u64 acc0, acc1;
   key_inner_product(digits + ((i64)b * R + r) * n + src, digit_stride, key, keydig, num_digits, key_rows, id, n, k,
                     mr, acc0, acc1);
+  if (c != nullptr && r < c_rows) {
+    const i64 ci = ((i64)b * c_rows + r) * n + k;
+    const i64 c_stride = (i64)batch * c_rows * n;
+    const u64 w = c_scal[r];
+    const u64 wp = c_scal[c_rows + r];
+    acc0 = add_mod(acc0, shoup_mul(c[ci], w, wp, mr.q), mr.q);
+    acc1 = add_mod(acc1, shoup_mul(c[c_stride + ci], w, wp, mr.q), mr.q);
+  }
   u64* o = out + (i64)e * 2 * digit_stride + ((i64)b * R + r) * n + k;
   o[0] = acc0;
   o[digit_stride] = acc1;

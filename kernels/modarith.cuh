@@ -203,4 +203,12 @@ __device__ __forceinline__ Modulus load_modulus(const u64* consts, int num_modul
   return m;
 }
 
+// centered(c0, q0) mod q for c0 in [0, q0) (c0 - q0 when c0 > (q0 - 1) / 2), q0_mod_q = q0 mod q:
+// the correction of a rescale (rns.cu rescale_*, ntt.cu ntt_forward_column_stages_rescale_spread).
+__device__ __forceinline__ u64 centered_mod(u64 c0, u64 q0, u64 q0_mod_q, const Modulus& md) {
+  u64 r = reduce_u64(c0, md.q, md.barrett);
+  if (is_negative_centered(c0, q0)) r = sub_mod(r, q0_mod_q, md.q);
+  return r;
+}
+
 }  // namespace fhe

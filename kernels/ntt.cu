@@ -93,16 +93,66 @@ __device__ __forceinline__ ColumnRow column_row(const u64* in, u64* out, const i
           reinterpret_cast<const u64x2*>(w2) + (i64)id * N, consts[FHE_C_Q * num_moduli + id], id};
 }
 
-template <int K>
-__device__ __forceinline__ void forward_columns_body(const u64* in, u64* out, u64 q, const u64x2* tw,
+// What a forward column kernel reads at coefficient index x of its row: the row itself
+// (RowLoad), or the rescale correction centered(c0, q0) mod q of the dropped row c0
+// (RescaleSpreadLoad: ntt_forward_column_stages_rescale_spread).
+struct RowLoad {
+  const u64* src;
+  __device__ __forceinline__ u64 operator()(int x) const { return src[x]; }
+};
+struct RescaleSpreadLoad {
+  const u64* c0;
+  u64 q0, q0_mod_q;
+  Modulus md;
+  __device__ __forceinline__ u64 operator()(int x) const { return centered_mod(c0[x], q0, q0_mod_q, md); }
+};
+
+template <int K, class Load>
+__device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
   const int C = 1 << log_chunk;
   u64 v[1 << K];
 #pragma unroll
-  for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
+  for (int c = 0; c < (1 << K); ++c) v[c] = in((c << log_chunk) + j);
   forward_column_stages<K>(v, tw, q);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[c * C + j] = v[c];
+}
+
+template <int K, class Load>
+__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, u64 q, const u64x2* tw,
+                                                        int log_chunk, int j, int h) {
+  u64 v[1 << (K - 1)], a[1 << (K - 2)], b[1 << (K - 2)];
+#pragma unroll
+  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in(((2 * i + h) << log_chunk) + j);
+  forward_column_stages_x2<K>(v, a, b, tw, q, h);
+#pragma unroll
+  for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
+    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
+    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
+  }
+}
+
+// The K = log_n - log_chunk column stages of column j (X2: lane h of two a column), by K.
+template <bool X2, class Load>
+__device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const u64x2* tw, int log_n,
+                                                int log_chunk, int j, int h) {
+  if constexpr (X2) {
+    switch (log_n - log_chunk) {
+      case 2: forward_columns_body_x2<2>(in, out, q, tw, log_chunk, j, h); break;
+      case 3: forward_columns_body_x2<3>(in, out, q, tw, log_chunk, j, h); break;
+      case 4: forward_columns_body_x2<4>(in, out, q, tw, log_chunk, j, h); break;
+      default: break;
+    }
+  } else {
+    switch (log_n - log_chunk) {
+      case 1: forward_columns_body<1>(in, out, q, tw, log_chunk, j); break;
+      case 2: forward_columns_body<2>(in, out, q, tw, log_chunk, j); break;
+      case 3: forward_columns_body<3>(in, out, q, tw, log_chunk, j); break;
+      case 4: forward_columns_body<4>(in, out, q, tw, log_chunk, j); break;
+      default: break;
+    }
+  }
 }
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
@@ -117,27 +167,7 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
   const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
   if (j >= (1 << log_chunk) || y < 0) return;
   const ColumnRow r = column_row(in, out, rowmap, consts, tw2, num_moduli, log_n, in_bs, out_bs, y);
-  switch (log_n - log_chunk) {
-    case 1: forward_columns_body<1>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
-    case 2: forward_columns_body<2>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
-    case 3: forward_columns_body<3>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
-    case 4: forward_columns_body<4>(r.src, r.dst, r.q, r.w, log_chunk, j); break;
-    default: break;
-  }
-}
-
-template <int K>
-__device__ __forceinline__ void forward_columns_body_x2(const u64* in, u64* out, u64 q, const u64x2* tw,
-                                                        int log_chunk, int j, int h) {
-  u64 v[1 << (K - 1)], a[1 << (K - 2)], b[1 << (K - 2)];
-#pragma unroll
-  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in[((2 * i + h) << log_chunk) + j];
-  forward_column_stages_x2<K>(v, a, b, tw, q, h);
-#pragma unroll
-  for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
-    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
-    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
-  }
+  forward_columns<false>(RowLoad{r.src}, r.dst, r.q, r.w, log_n, log_chunk, j, 0);
 }
 
 // ntt_forward_column_stages_x2: ntt_forward_column_stages with two threads per column (lanes
@@ -154,12 +184,42 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(co
   const int y = skipped_row(skip, blockIdx.z, blockIdx.y);
   if (j >= (1 << log_chunk) || y < 0) return;  // uniform per warp (launch contract)
   const ColumnRow r = column_row(in, out, rowmap, consts, tw2, num_moduli, log_n, in_bs, out_bs, y);
-  switch (log_n - log_chunk) {
-    case 2: forward_columns_body_x2<2>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
-    case 3: forward_columns_body_x2<3>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
-    case 4: forward_columns_body_x2<4>(r.src, r.dst, r.q, r.w, log_chunk, j, h); break;
-    default: break;
-  }
+  forward_columns<true>(RowLoad{r.src}, r.dst, r.q, r.w, log_n, log_chunk, j, h);
+}
+
+// ntt_forward_column_stages_rescale_spread(_x2): the column kernels of the forward NTT of a
+// rescale's correction, which they compute as they load it: row y (prime rowmap[y]) of entry z
+// reads centered(c0[z], q0) mod q_y (q0 = consts[Q][dropped_id], tab[y] = q0 mod q_y: the
+// rescale table of rns.cu) where ntt_forward_column_stages reads a row that rescale_spread_dropped
+// wrote; no row-skip table. Axis order: c0 [batch, coeff] (c0_bs), out [batch, L - 1, coeff]
+// (out_bs). Launch: as ntt_forward_column_stages(_x2).
+template <bool X2>
+__device__ __forceinline__ void forward_column_stages_rescale_spread(const u64* c0, u64* out, const int* FHE_RO rowmap,
+                                                                     const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                                     const u64* FHE_RO tab, int num_moduli, int log_n,
+                                                                     int log_chunk, int dropped_id, i64 c0_bs,
+                                                                     i64 out_bs) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = X2 ? t >> 1 : t;
+  const int y = blockIdx.y;
+  if (j >= (1 << log_chunk)) return;  // uniform per warp for X2 (launch contract)
+  const int id = rowmap[y];
+  const RescaleSpreadLoad load{c0 + blockIdx.z * c0_bs, consts[FHE_C_Q * num_moduli + dropped_id], tab[y],
+                               load_modulus(consts, num_moduli, id)};
+  forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), load.md.q,
+                      reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
+}
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_rescale_spread(const u64* c0, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
+    int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
+  forward_column_stages_rescale_spread<false>(c0, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk,
+                                              dropped_id, c0_bs, out_bs);
+}
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_rescale_spread_x2(const u64* c0,
+    u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
+    int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
+  forward_column_stages_rescale_spread<true>(c0, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk,
+                                             dropped_id, c0_bs, out_bs);
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------

@@ -77,17 +77,6 @@ extern "C" __global__ void rns_mul_scalar(const u64* a, u64* out, const u64* sca
   out[z * out_bs + row] = shoup_mul(a[z * a_bs + row], scal[y], scal[limbs + y], md.q);
 }
 
-// rns_mul_scalar_add: out = a + b * w_y mod q, scal as in rns_mul_scalar (one Shoup constant
-// per limb). The key switch with a rescale folds a ciphertext into its inner product this way:
-// acc_Q += P * c (keyswitch_add_rescale). In canonical, out canonical. out may alias a.
-extern "C" __global__ void rns_mul_scalar_add(const u64* a, const u64* b, u64* out, const u64* scal,
-                                              const int* rowmap, const u64* consts, int num_moduli, int n,
-                                              int limbs, i64 a_bs, i64 b_bs, i64 out_bs) {
-  FHE_ELEMENTWISE_PROLOGUE
-  const u64 wb = shoup_mul(b[z * b_bs + row], scal[y], scal[limbs + y], md.q);
-  out[z * out_bs + row] = add_mod(a[z * a_bs + row], wb, md.q);
-}
-
 // rns_sum_batch: out[o, i] = sum_c a[o, c, i] mod q over `count` planes.
 // Axis order: in [outer, count, inner, limb, coeff], out [outer, inner, limb, coeff];
 // grid z = outer * inner. In canonical, out canonical.
@@ -139,12 +128,8 @@ extern "C" __global__ void rns_tensor_product(const u64* a, const u64* b, u64* o
 }
 
 // Per remaining row y of a rescale: tab[y] = q0 mod q_y, tab[L' + y] = q0^-1 mod q_y,
-// tab[2L' + y] = Shoup companion of q0^-1 (L' = remaining limbs).
-__device__ __forceinline__ u64 rescale_correction(u64 c0, u64 q0, const Modulus& md, const u64* tab, int y) {
-  u64 r = reduce_u64(c0, md.q, md.barrett);
-  if (is_negative_centered(c0, q0)) r = sub_mod(r, tab[y], md.q);
-  return r;  // centered(c0, q0) mod q_y
-}
+// tab[2L' + y] = Shoup companion of q0^-1 (L' = remaining limbs); the correction of row y is
+// centered_mod(c0, q0, tab[y], md) (modarith.cuh).
 
 // rescale_drop_first_coefficient: c'_y = (c_{y+1} - (centered(c_0, q0) mod q_y)) * q0^-1 mod q_y.
 // Axis order: in [batch, L, coeff] (in_bs), out [batch, L - 1, coeff] (out_bs); rowmap and grid
@@ -157,19 +142,20 @@ extern "C" __global__ void rescale_drop_first_coefficient(const u64* in, u64* ou
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
   const u64 c0 = in[z * in_bs + k];
   const u64 ci = in[z * in_bs + row + n];
-  const u64 r = rescale_correction(c0, q0, md, tab, y);
+  const u64 r = centered_mod(c0, q0, tab[y], md);
   out[z * out_bs + row] = shoup_mul(sub_mod(ci, r, md.q), tab[remaining + y], tab[2 * remaining + y], md.q);
 }
 
 // rescale_spread_dropped: out[z, y] = centered(c0[z], q0) mod q_y (coefficient domain), the
 // correction a rescale in the NTT domain transforms forward (its combine (a - NTT(r)) * q0^-1
 // is the ModDown's: keyswitch.cu keyswitch_moddown_combine, or the output step of
-// ntt_forward_chunk_stages_moddown_combine). Axis order: c0 [batch, coeff]
+// ntt_forward_chunk_stages_moddown_combine). ntt.cu ntt_forward_column_stages_rescale_spread
+// computes it in the forward NTT's first kernel instead (one launch group). Axis order: c0 [batch, coeff]
 // (c0_bs), out [batch, L - 1, coeff]. In/out canonical.
 extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const int* rowmap, const u64* consts,
                                                   const u64* tab, int num_moduli, int n, int dropped_id,
                                                   i64 c0_bs, i64 out_bs) {
   FHE_ELEMENTWISE_PROLOGUE
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
-  out[z * out_bs + row] = rescale_correction(c0[z * c0_bs + k], q0, md, tab, y);
+  out[z * out_bs + row] = centered_mod(c0[z * c0_bs + k], q0, tab[y], md);
 }

@@ -243,7 +243,8 @@ def launch_first(graph: Any, stream: Any) -> None:
 
 
 def run_first_replay(graph: Any, device: Device, pool: CudaGraphPool | None) -> float:
-    """Launch ``graph`` once on a private stream and wait for it; returns host seconds.
+    """Launch ``graph`` once on a private stream and wait for it; returns the host seconds
+    from the launch to its completion (the work it is ordered after is waited for first).
 
     The launch is ordered after the caller's current stream (the input buffer's initial
     copy, the warmup, the retained outputs' allocation) and, in a pool, after the
@@ -257,6 +258,7 @@ def run_first_replay(graph: Any, device: Device, pool: CudaGraphPool | None) -> 
     chain = None if pool is None else pool._last_event
     if chain is not None:
         stream.wait_event(chain)
+    stream.synchronize()  # the work it waits for (an input copy still in flight) is not the replay's time
     start = time.perf_counter()
     launch_first(graph, stream)
     stream.synchronize()

@@ -533,8 +533,8 @@ def _divided_by_p_q0(x: np.ndarray, rows: tuple[int, ...], ctx) -> np.ndarray:
 
 @pytest.mark.parametrize("rows", [(0, 1, 2, 3), (1, 2, 3)])
 def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, rows):
-    """CupyBackend.keyswitch_add_rescale after its inner product: rns_mul_scalar_add adds P c
-    to the Q rows (one Shoup constant per limb), then _moddown_rescale_launch with NTT output
+    """CupyBackend.keyswitch_add_rescale after its inner product: the inner product's epilogue
+    adds P c to the Q rows (one Shoup constant per limb), then _moddown_rescale_launch with NTT output
     transforms back only q_0 (row 0) and the P rows, converts them into rows[1:], transforms
     e forward and combines from row 1. Against the NTT of the rounding division by P q_0 of
     the coefficient-domain sum, in Python integers."""
@@ -545,7 +545,7 @@ def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, 
     acc = _rand(ctx, rows + p_rows, lead=(2,), seed=sum(rows) + 50)  # NTT domain
     c = _rand(ctx, rows, lead=(2,), seed=sum(rows) + 60)  # NTT domain
     big_p = math.prod(ctx.moduli[r] for r in p_rows)
-    for i, r in enumerate(rows):  # rns_mul_scalar_add: out = a + shoup_mul(b, w, w') mod q
+    for i, r in enumerate(rows):  # the epilogue: acc + shoup_mul(c, w, w') mod q
         q = ctx.moduli[r]
         w = big_p % q
         wp = shoup_companion(w, q)

@@ -167,9 +167,12 @@ class _Kernels:
 
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
-        digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
-        n, R, batch, D, key_rows = int(n), int(R), int(batch), int(D), int(key_rows)
+        digits, key_ptrs, out, rowmap, _consts, keydig, perms, c, c_scal, _m, n, R, batch, D, key_rows, c_rows = a
+        n, R, batch, D, key_rows, c_rows = int(n), int(R), int(batch), int(D), int(key_rows), int(c_rows)
         assert grid[1] == R
+        with_c = not (isinstance(c, np.uint64) and c == 0)
+        assert with_c == (c_rows > 0) and (not with_c or grid[2] == batch), "c only with one key"
+        scalars = _memory(c_scal, np.uint64) if with_c else None
         key_digit = _memory(keydig, np.int32)[:D]
         plane = batch * R * n
         for ent in range(grid[2] // batch):
@@ -185,8 +188,12 @@ class _Kernels:
                             digit = self._row(digits, d * plane + (b * R + r) * n)[perm].astype(object)
                             k = self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
                             total = total + digit * k.astype(object)
-                        y = (total * pow(R64, -1, q) % q).astype(np.uint64)  # Montgomery products
-                        self._row(out, ent * 2 * plane + comp * plane + (b * R + r) * n)[:] = y
+                        y = total * pow(R64, -1, q) % q  # Montgomery products
+                        if with_c and r < c_rows:  # the epilogue: + c * w_r (one Shoup constant a row)
+                            w, w_shoup = int(scalars[r]), int(scalars[c_rows + r])
+                            assert w < q and w_shoup == (w << 64) // q
+                            y = (y + self._row(c, ((comp * batch + b) * c_rows + r) * n).astype(object) * w) % q
+                        self._row(out, ent * 2 * plane + comp * plane + (b * R + r) * n)[:] = y.astype(np.uint64)
 
     def keyswitch_base_convert(self, grid, a):
         c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
@@ -228,34 +235,33 @@ class _Kernels:
                 self._row(out, ent * int(out_es) + comp * int(out_cs) + b * L * n + i * n)[:] = y
 
     # --- element-wise -------------------------------------------------------------------
-    def rns_mul_scalar_add(self, grid, a):
-        lhs, rhs, out, scal, rowmap, _consts, _m, n, limbs, a_bs, b_bs, out_bs = a
-        n, limbs = int(n), int(limbs)
-        scalars = _memory(scal, np.uint64)
-        for z in range(grid[2]):
-            for y in range(grid[1]):
-                q = self._prime(rowmap, y)[1]
-                w, w_shoup = int(scalars[y]), int(scalars[limbs + y])
-                assert w < q and w_shoup == (w << 64) // q
-                total = self._row(lhs, z * int(a_bs) + y * n).astype(object) + \
-                    self._row(rhs, z * int(b_bs) + y * n).astype(object) * w
-                self._row(out, z * int(out_bs) + y * n)[:] = (total % q).astype(np.uint64)
-
     def _rescale_correction(self, c0: np.ndarray, q0: int, q: int, q0_mod_q: int) -> np.ndarray:
         """centered(c0, q0) mod q."""
         c = c0.astype(object)
         return np.where(c > q0 >> 1, (c % q - q0_mod_q) % q, c % q)
 
-    def rescale_spread_dropped(self, grid, a):
-        c0, out, rowmap, _consts, tab, _m, n, dropped_id, c0_bs, out_bs = a
-        n, q0 = int(n), self.ctx.moduli[int(dropped_id)]
-        table = _memory(tab, np.uint64)
+    def _spread(self, grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs) -> None:
+        """out[z, y] = centered(c0[z], q0) mod q_y over the grid's (entries, rows)."""
+        q0, table = self.ctx.moduli[int(dropped_id)], _memory(tab, np.uint64)
         for z in range(grid[2]):
             for y in range(grid[1]):
                 q = self._prime(rowmap, y)[1]
                 assert int(table[y]) == q0 % q
                 r = self._rescale_correction(self._row(c0, z * int(c0_bs)), q0, q, int(table[y]))
-                self._row(out, z * int(out_bs) + y * n)[:] = r.astype(np.uint64)
+                self._row(out, z * int(out_bs) + y * self.n)[:] = r.astype(np.uint64)
+
+    def rescale_spread_dropped(self, grid, a):
+        c0, out, rowmap, _consts, tab, _m, n, dropped_id, c0_bs, out_bs = a
+        assert int(n) == self.n
+        self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
+
+    def ntt_forward_column_stages_rescale_spread(self, grid, a):
+        """The column kernel that computes the rescale's correction as it loads it (only data
+        moves here, as in ntt_forward_column_stages: the chunk kernel transforms)."""
+        c0, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, dropped_id, c0_bs, out_bs = a
+        assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
+        self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
+        self.first_pass = self._pass_key(out, out_bs, grid[2], grid[1], rowmap)
 
     def rescale_drop_first_coefficient(self, grid, a):
         src, out, rowmap, _consts, tab, _m, n, remaining, dropped_id, in_bs, out_bs = a

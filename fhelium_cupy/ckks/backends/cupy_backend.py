@@ -376,7 +376,7 @@ class CupyBackend:
 
     def _shoup_scalars(self, rows: tuple[int, ...], values: Sequence[int]) -> np.ndarray:
         """``[w_y | Shoup(w_y)]`` over ``rows`` with ``w_y = values[y] mod q_y`` (rns.cu
-        ``rns_mul_scalar`` and ``rns_mul_scalar_add``)."""
+        ``rns_mul_scalar``; keyswitch.cu ``keyswitch_inner_product_many``'s ``c`` epilogue)."""
         moduli = [self.context.moduli[r] for r in rows]
         w = [v % q for v, q in zip(values, moduli)]
         return np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64)
@@ -481,7 +481,8 @@ class CupyBackend:
 
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int, skip: tuple[Any, int] | None = None,
-                    chunk_output: Callable[..., None] | None = None) -> None:
+                    chunk_output: Callable[..., None] | None = None,
+                    column_input: Callable[..., None] | None = None) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
 
         In one launch group:
@@ -492,6 +493,10 @@ class CupyBackend:
             kernel in place of ``ntt_forward_chunk_stages`` that writes its own output (the fused
             ModDown combine), with the chunk launch geometry, the ``(num_moduli, log_n,
             log_chunk)`` scalars and the chunk kernels' name suffix (``""`` or ``"_v4"``).
+          ``column_input(suffix, grid, block, base, dst, dst_bs)`` (forward, with column stages:
+            ``_column_input_fits``): launches a kernel in place of ``ntt_forward_column_stages``
+            that computes its own input (``src`` is not read; the rescale's correction), with
+            the column launch geometry and name suffix (``""`` or ``"_x2"``).
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
@@ -501,10 +506,12 @@ class CupyBackend:
         tw, itw = self._tw()
         w = itw if inverse else tw
         groups = self._groups(batch, limbs)
-        if (skip is not None or chunk_output is not None) and len(groups) != 1:
-            raise ValueError("a row-skip table or chunk output needs a transform in one launch group")
-        if chunk_output is not None and inverse:
-            raise ValueError("chunk output needs a forward transform")
+        if (skip is not None or chunk_output is not None or column_input is not None) and len(groups) != 1:
+            raise ValueError("a row-skip table, chunk output or column input needs a transform in one launch group")
+        if (chunk_output is not None or column_input is not None) and inverse:
+            raise ValueError("chunk output and column input need a forward transform")
+        if column_input is not None and (skip is not None or not self._column_input_fits(batch, limbs)):
+            raise ValueError("column input needs column stages and no row-skip table")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
@@ -535,7 +542,9 @@ class CupyBackend:
                     self._launch("ntt_inverse_column_stages" + col_suffix, col_grid, col_block,
                                  (d, d, rm, self._consts, w, skip_table, *base, *same))
                 continue
-            if not single:
+            if column_input is not None:
+                column_input(col_suffix, col_grid, col_block, base, d, strides[1])
+            elif not single:
                 self._launch("ntt_forward_column_stages" + col_suffix, col_grid, col_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides))
             chunk_src, chunk_strides = (s, strides) if single else (d, same)
@@ -545,6 +554,11 @@ class CupyBackend:
                 self._launch("ntt_forward_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
                              shared_mem=chunk_smem)
+
+    def _column_input_fits(self, batch: int, limbs: int) -> bool:
+        """Whether a forward transform of ``batch x limbs`` polynomials is one launch group with
+        column stages (the condition of ``_ntt_launch``'s ``column_input``)."""
+        return len(self._groups(batch, limbs)) == 1 and self._chunk_log(batch * limbs) < self.log_n
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
@@ -611,12 +625,21 @@ class CupyBackend:
         a3 = a.reshape(batch, L, n)
         c0 = self.xp.empty((batch, 1, n), dtype=np.uint64)
         self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
-        self._launch("rescale_spread_dropped", grid, _BLOCK,
-                     (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
+        spread = None
+        if self._column_input_fits(batch, L - 1):  # the correction computed by the NTT's column kernel
+            tw, _ = self._tw()
+
+            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+                self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
+                             (c0, dst, rest_map, self._consts, tw, tab, *ntt_base, np.int32(rows[0]), np.int64(n),
+                              dst_bs))
+        else:
+            self._launch("rescale_spread_dropped", grid, _BLOCK,
+                         (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
         # (a - NTT(r)) * q0^-1: the division's combine with one divided-out row, K = 1, so x's
         # entry stride is (L - 1 + 1) rows = a's (the rescale table has the combine's layout);
         # entries = batch plain polynomials (ent and comp always 0: out_es, out_cs unused)
-        self._ntt_combine(a3[:, 1:], out, out, rest_map, tab, L - 1, 1, batch, batch, 0, 0)
+        self._ntt_combine(a3[:, 1:], out, out, rest_map, tab, L - 1, 1, batch, batch, 0, 0, column_input=spread)
         return out
 
     # --- key switching ---------------------------------------------------------------
@@ -739,12 +762,14 @@ class CupyBackend:
         (self._ntt_combine if domain == "ntt" else self._combine_launch)(*args)
 
     def _ntt_combine(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
-                     batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None) -> None:
+                     batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None,
+                     column_input: Callable[..., None] | None = None) -> None:
         """``_combine_launch`` on NTT values: ``out = (x - NTT(e)) * D^-1`` with ``e [entries, L,
         N]`` contiguous in the coefficient domain (scratch: the transform works in place; ``out``
         may be ``e``). ``rowmap`` may run past the L kept rows (the launches read its first L).
         In one launch group the combine is the output step of the NTT's chunk kernel
-        (``ntt_forward_chunk_stages_moddown_combine``: NTT(e) is never stored)."""
+        (``ntt_forward_chunk_stages_moddown_combine``: NTT(e) is never stored). ``column_input``:
+        ``e`` is computed by the NTT's column kernel (``_ntt_launch``), not read."""
         n = self.n
         e3 = e.reshape(entries, L, n)
         if self._fused_combine and len(self._groups(entries, L)) == 1:
@@ -757,9 +782,10 @@ class CupyBackend:
                               null if perms is None else perms, *base, np.int32(L), np.int32(batch), src_bs,
                               np.int64((L + K) * n), np.int64(out_es), np.int64(out_cs)), shared_mem=smem)
 
-            self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L, chunk_output=combine)
+            self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L, chunk_output=combine,
+                             column_input=column_input)
             return
-        self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L)
+        self._ntt_launch(e3, e3, rowmap, False, L * n, L * n, entries, L, column_input=column_input)
         self._combine_launch(x, e, out, rowmap, pinv, L, K, entries, batch, out_es, out_cs, c0, perms)
 
     def _combine_launch(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
@@ -855,24 +881,28 @@ class CupyBackend:
         return out
 
     def _inner_product_launch(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
-                              t: dict[str, Any], batch: int, key_rows: int) -> tuple[Any, Any]:
+                              t: dict[str, Any], batch: int, key_rows: int,
+                              add: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """``keyswitch_inner_product_many``: the NTT-domain inner products ``[E, 2, batch, R, N]``
-        of checked digits with every (key, Galois element); returns them and the permutations."""
+        of checked digits with every (key, Galois element); returns them and the permutations.
+        ``add = (c, scalars)`` (one key): the Q rows also get ``c * w_r`` (``c`` checked
+        ``[2, batch, L, N]``, ``scalars`` a ``_shoup_scalars`` table of its L rows)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
         key_table, perms = self._many_tables(keys, galois_elements)
+        c, scalars, c_rows = (np.uint64(0), np.uint64(0), 0) if add is None else (add[0], add[1], add[0].shape[-2])
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
-                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms,
+                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms, c, scalars,
                       np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
-                      np.int32(key_rows)))
+                      np.int32(key_rows), np.int32(c_rows)))
         return acc, perms
 
     def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
-        """Relinearize and rescale with one rounding (see the contract): the inner product
-        (``keyswitch_inner_product_many``), ``acc_Q += P c`` (``rns_mul_scalar_add``) and one
-        division by ``P q_0`` (``_moddown_rescale_launch``). NTT output costs the inverse NTT of
-        ``q_0`` and the P rows and the forward NTT of the L - 1 kept ones, where a key switch,
-        an addition and an NTT-domain rescale transform ``L`` rows more."""
+        """Relinearize and rescale with one rounding (see the contract): the inner product with
+        ``acc_Q += P c`` in its epilogue (``keyswitch_inner_product_many``) and one division by
+        ``P q_0`` (``_moddown_rescale_launch``). NTT output costs the inverse NTT of ``q_0`` and
+        the P rows and the forward NTT of the L - 1 kept ones, where a key switch, an addition
+        and an NTT-domain rescale transform ``L`` rows more."""
         op = "keyswitch_add_rescale"
         rows, t, digits, keys, key_rows = self._ks_inputs(digits_ntt, [key], rows, op)
         check_keyswitch_add_rescale(self, digits, rows, c, domain)
@@ -882,12 +912,8 @@ class CupyBackend:
         batch = _prod(batch_shape)
         if 2 * batch > _MAX_GRID_YZ:
             raise ValueError(f"{op}: {batch} batch entries exceed the ModDown grid's limit of {_MAX_GRID_YZ // 2}")
-        acc, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows)
         p_table = self._cached(("p_multiple", rows), lambda: self._upload(self._shoup_scalars(rows, [self._big_p] * L)))
-        R = len(t["out_rows"])
-        self._launch("rns_mul_scalar_add", (-(-n // _BLOCK), L, 2 * batch), _BLOCK,  # out_map: rows, then P
-                     (acc, c, acc, p_table, t["out_map"], self._consts, np.int32(self.num_moduli), np.int32(n),
-                      np.int32(L), np.int64(R * n), np.int64(L * n), np.int64(R * n)))
+        acc, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows, add=(c, p_table))
         out = self.xp.empty((2,) + batch_shape + (L - 1, n), dtype=np.uint64)
         self._moddown_rescale_launch(acc, out, rows, t, domain=domain, batch=batch)
         return out
