@@ -23,7 +23,7 @@ engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
 n = 8
 rng = np.random.default_rng(0)
 matrix = rng.uniform(-1, 1, (n, n)) / n
-rotation_keys = {step: engine.rotation_key(step) for step in linalg.required_rotation_steps(n)}
+rotation_keys = engine.rotation_keys(linalg.required_rotation_steps(n))
 diagonals = linalg.encode_diagonals(engine, matrix)
 schedule = partial(linalg.matrix_vector, engine=engine, diagonals=diagonals, rotation_keys=rotation_keys)
 

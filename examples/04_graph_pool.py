@@ -25,7 +25,7 @@ from fhelium_cupy.runtime.pool import CudaGraphPool
 engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
 n = 8
 rng = np.random.default_rng(0)
-rotation_keys = {step: engine.rotation_key(step) for step in linalg.required_rotation_steps(n)}
+rotation_keys = engine.rotation_keys(linalg.required_rotation_steps(n))
 
 
 def encrypt(x):

@@ -33,6 +33,16 @@ def _check_output_domain(output_domain: str, op: str) -> Domain:
     raise ValueError(f"{op}: output_domain must be 'coefficient' or 'ntt', got {output_domain!r}")
 
 
+def _from_ntt_sum(engine: EvaluationMixin, total: Ciphertext, output_domain: str, *, rescale: bool) -> Ciphertext:
+    """The NTT-domain sum ``total`` of a linear map (checked state, ``output_domain`` checked)
+    in ``output_domain``, and with ``rescale`` divided by its first prime
+    (``rescale_to_next_level``: level + 1, scale / q). The coefficient-domain rescale is one
+    launch, so a coefficient output is transformed back before the rescale, not after."""
+    if output_domain == "coefficient":
+        total = engine.ntt_domain_to_coefficient_domain(total)
+    return engine.rescale_to_next_level(total) if rescale else total
+
+
 class EvaluationMixin:
     """Evaluation methods; the host class provides ``backend``, ``context``, ``keys``."""
 
@@ -369,9 +379,7 @@ class EvaluationMixin:
         if not keys:  # no rotation: the plain product with the Q part of the one weight
             data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
             product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
-            if domain == "coefficient":  # transformed back first: the rescale is one launch there
-                product = self.ntt_domain_to_coefficient_domain(product)
-            return self.rescale_to_next_level(product) if rescale else product
+            return _from_ntt_sum(self, product, domain, rescale=rescale)
         digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
         data = be.keyswitch_linear_transform(
             digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,

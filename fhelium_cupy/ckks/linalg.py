@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import StateMismatchError
-from ._evaluation import _check_output_domain
+from ._evaluation import _check_output_domain, _from_ntt_sum
 from .engine import host_message
 from .keygen import normalize_rotation_step
 from .keys import RotationKey
@@ -222,15 +222,7 @@ def matrix_vector(
     else:
         rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
         stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
-    return _rescaled(engine, engine.multiply_plaintext_and_sum(stacked, diagonals), output_domain)
-
-
-def _rescaled(engine, total: Ciphertext, output_domain: str) -> Ciphertext:
-    """The NTT-domain sum of a matrix-vector product rescaled into ``output_domain`` (the
-    coefficient-domain rescale is one launch, so that output is transformed back first)."""
-    if output_domain == "coefficient":
-        total = engine.ntt_domain_to_coefficient_domain(total)
-    return engine.rescale_to_next_level(total)
+    return _from_ntt_sum(engine, engine.multiply_plaintext_and_sum(stacked, diagonals), output_domain, rescale=True)
 
 
 def matrix_vector_bsgs(
@@ -273,4 +265,4 @@ def matrix_vector_bsgs(
         inner = engine.multiply_plaintext_and_sum(stacked, row)
         partial.append(inner if i == 0 else engine.rotate_with_key(inner, giant[i - 1], output_domain="ntt"))
     total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
-    return _rescaled(engine, total, output_domain)
+    return _from_ntt_sum(engine, total, output_domain, rescale=True)

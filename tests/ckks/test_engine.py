@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fhelium_cupy.ckks import Ciphertext, Plaintext
+from fhelium_cupy.ckks import Ciphertext, Plaintext, encode_diagonals, periodic_message, required_rotation_steps
 from fhelium_cupy.errors import StateMismatchError
 from tests.helpers.ckks_engines import TOLERANCE, centered_difference, make_engine, random_message, three_special_primes
 
@@ -242,39 +242,72 @@ def test_realistic_preset_rotation_and_multiplication_use_the_exact_60_bit_path(
     assert _err(e.decrypt_message(c2), want) < 1e-6
 
 
-@pytest.mark.parametrize("special_primes", [1, 3])
-def test_relinearize_with_rescale_rounds_once_where_the_two_steps_round_twice(special_primes):
-    """relinearize(rescale=True) divides by P q_0 once: against rescale_to_next_level of the
-    default result, the same level, scale, primes and domain, and one centered integer per
-    coefficient (the same on every row) of at most floor(K / 2) + 1 between them, as for the
-    linear transform's fold. Its NTT output is exactly the NTT of its coefficient output (the
-    kept rows never leave the NTT domain), from either input domain, batched or not."""
-    e = make_engine("test-n4096-scale40") if special_primes == 1 else three_special_primes()
-    tol = TOLERANCE["test-n4096-scale40"]
+def _squared_product(e) -> tuple[Ciphertext, np.ndarray]:
+    """An NTT-domain CT3 ``a * b`` of two fresh encryptions, and its cleartext."""
     a, b = random_message(e, 30), random_message(e, 31)
     na = e.coefficient_domain_to_ntt_domain(e.encrypt_message(a))
     nb = e.coefficient_domain_to_ntt_domain(e.encrypt_message(b))
-    c3 = e.multiply(na, nb)
-    fused = e.relinearize(c3, rescale=True)
-    two_step = e.rescale_to_next_level(e.relinearize(c3))
+    return e.multiply(na, nb), a * b
+
+
+def _fused_and_two_step(e, entry: str) -> tuple[Ciphertext, Ciphertext, np.ndarray]:
+    """``entry(..., rescale=True)`` (one division by P q_0), ``rescale_to_next_level`` of the
+    coefficient-domain result of ``entry(...)`` (ModDown, then the division by q_0), and the
+    cleartext both decrypt to (real for the matrix-vector product)."""
+    if entry == "relinearize":
+        c3, want = _squared_product(e)
+        return e.relinearize(c3, rescale=True), e.rescale_to_next_level(e.relinearize(c3)), want
+    rng = np.random.default_rng(9)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    keys = e.rotation_keys(required_rotation_steps(8))
+    ordered = [keys[k] for k in required_rotation_steps(8)]
+    weights = encode_diagonals(e, a)
+    fused = e.linear_transform(ct, ordered, weights, rescale=True)
+    two_step = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, ordered, weights)))
+    return fused, two_step, periodic_message(a @ x, e.num_slots)
+
+
+@pytest.mark.parametrize("special_primes", [1, 3])
+@pytest.mark.parametrize("entry", ["relinearize", "linear_transform"])
+def test_fused_rescale_rounds_once_where_the_two_steps_round_twice(entry, special_primes):
+    """``rescale=True`` divides by P q_0 in one rounding: against rescale_to_next_level of the
+    coefficient-domain default result, the same level, scale, primes, components and domain,
+    and the two differ per coefficient by one integer (the same centered value on every row)
+    of at most floor(K / 2) + 1: the fused quotient is within (K + 1) / 2 of the exact one
+    (K + 1 centered fractions), the two-step one within 1 / 2 + K / (2 q_0). Both decrypt."""
+    e = make_engine("test-n4096-scale40") if special_primes == 1 else three_special_primes()
+    assert e.context.p_count == special_primes
+    fused, two_step, want = _fused_and_two_step(e, entry)
     assert fused.polynomial_domain == two_step.polynomial_domain == "coefficient"
     assert (fused.level, fused.prime_ids, fused.scale, fused.component_count) == (
         two_step.level, two_step.prime_ids, two_step.scale, 2)
-    centered = centered_difference(e, fused, two_step)
-    assert (centered == centered[:, :1]).all()
-    assert 1 <= np.abs(centered).max() <= special_primes // 2 + 1
+    centered = centered_difference(e, fused, two_step)  # [2, L - 1, N]
+    assert (centered == centered[:, :1]).all()  # one integer per coefficient, whatever the row
+    assert 1 <= np.abs(centered).max() <= special_primes // 2 + 1  # >= 1: the roundings do differ
     for y in (fused, two_step):
-        assert _err(e.decrypt_message(y), a * b) < tol
+        assert _err(e.decrypt_message(y, real=np.isrealobj(want)), want) < TOLERANCE["test-n4096-scale40"]
+
+
+@pytest.mark.parametrize("special_primes", [1, 3])
+def test_relinearize_with_rescale_in_either_domain_from_either_domain_batched_or_not(special_primes):
+    """relinearize(rescale=True)'s NTT output is exactly the NTT of its coefficient output (the
+    kept rows never leave the NTT domain), the same from a coefficient-domain CT3, and a
+    batch decrypts entry by entry."""
+    e = make_engine("test-n4096-scale40") if special_primes == 1 else three_special_primes()
+    c3, _ = _squared_product(e)
+    fused = e.relinearize(c3, rescale=True)
     fused_ntt = e.relinearize(c3, output_domain="ntt", rescale=True)
     assert fused_ntt.polynomial_domain == "ntt" and fused_ntt.level == fused.level
     assert np.array_equal(fused_ntt.data, e.coefficient_domain_to_ntt_domain(fused).data)
     c3_coef = e.ntt_domain_to_coefficient_domain(c3)
     assert np.array_equal(e.relinearize(c3_coef, rescale=True).data, fused.data)
+    a, b = random_message(e, 30), random_message(e, 31)
     batch = e.multiply(e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([a, b]))),
                        e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([b, b]))))
     batched = e.relinearize(batch, output_domain="ntt", rescale=True)
     assert batched.batch_shape == (2,) and batched.level == 1
-    assert _err(e.decrypt_message(batched), np.stack([a * b, b * b])) < tol
+    assert _err(e.decrypt_message(batched), np.stack([a * b, b * b])) < TOLERANCE["test-n4096-scale40"]
 
 
 def test_relinearize_with_rescale_validates_before_any_work():

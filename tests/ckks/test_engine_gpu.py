@@ -228,10 +228,12 @@ def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():
         program.close()
 
 
-def test_tables_first_built_inside_a_capture_stay_with_that_graph():
-    """warmup=0 on an engine whose table cache is empty: every device table (twiddles, row
-    maps, constants) is first built while capturing. Those belong to the graph and are not
-    published: eager calls afterwards build their own and stay right, and so does the graph."""
+def test_a_warmup_0_capture_that_needs_a_table_upload_is_refused_and_publishes_nothing():
+    """warmup=0 on an engine whose table cache is empty: the first device table (twiddles, row
+    maps, constants) would be built while capturing, and CuPy (>= 14, the package's floor)
+    refuses host-to-device uploads during a capture. The capture fails at its capture stage
+    with an error that says to warm up, no table it began is published to the cache, and eager
+    calls afterwards build their own and stay right."""
     from fhelium_cupy.errors import CudaGraphCaptureError
     from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
@@ -246,20 +248,10 @@ def test_tables_first_built_inside_a_capture_stay_with_that_graph():
     def rotate(c):
         return engine.rotate_with_key(c, key)
 
-    try:
-        program = CudaGraphProgram.capture(rotate, example_inputs=(ct,), warmup=0)
-    except CudaGraphCaptureError as error:  # CuPy 14 refuses the uploads while capturing: safe too
-        assert error.stage == "capture", error
-        assert "warmup >= 1" in str(error)  # the error says how to fix it
-        program = None
-    built_in_capture = len(engine.backend._cache)
+    with pytest.raises(CudaGraphCaptureError, match=r"warmup >= 1") as refused:
+        CudaGraphProgram.capture(rotate, example_inputs=(ct,), warmup=0)
+    assert refused.value.stage == "capture"
+    assert len(engine.backend._cache) == 0
     eager = engine.rotate_with_key(ct, key)  # builds (and publishes) its own tables
     np.testing.assert_allclose(engine.decrypt_message(eager), np.roll(m, 3), atol=1e-4)
-    assert built_in_capture == 0
-    if program is not None:
-        try:
-            engine.backend._cache.clear()
-            got = replay_over_freed_blocks(program, ct)
-            np.testing.assert_allclose(engine.decrypt_message(got), np.roll(m, 3), atol=1e-4)
-        finally:
-            program.close()
+    assert len(engine.backend._cache) > 0

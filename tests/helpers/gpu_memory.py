@@ -5,10 +5,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-__all__ = ["junk_over_freed_blocks", "replay_over_freed_blocks"]
+__all__ = ["replay_over_freed_blocks"]
 
 
-def junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
+def _junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
     """Collect garbage, then allocate ``blocks`` arrays of 4096 all-ones words (32 KiB each):
     what eager code would write into memory a graph still reads had it been freed. Keep the
     list alive while replaying."""
@@ -20,9 +20,9 @@ def junk_over_freed_blocks(blocks: int = 512) -> list[Any]:
 
 def replay_over_freed_blocks(program: Any, *inputs: Any, blocks: int = 512) -> Any:
     """``program.replay(*inputs, copy_output=True, synchronize=True)`` while ``blocks`` junk
-    arrays fill the memory CuPy would hand out next (``junk_over_freed_blocks``): the owned
+    arrays fill the memory CuPy would hand out next (``_junk_over_freed_blocks``): the owned
     output, computed from whatever the graph reads."""
-    junk = junk_over_freed_blocks(blocks)
+    junk = _junk_over_freed_blocks(blocks)
     try:
         return program.replay(*inputs, copy_output=True, synchronize=True)
     finally:

@@ -179,6 +179,30 @@ def test_compiled_check_never_accepts_what_the_generic_walk_rejects(spec, seed, 
             leaf_collector(sig)(candidate)
 
 
+def test_compiled_check_matches_an_empty_leaf_by_shape_and_dtype_whatever_its_strides():
+    """A leaf with a zero dimension addresses no element, so its strides mean nothing: the
+    compiled check takes any empty NumPy array of the captured shape and dtype (as
+    ``TensorSignature.matches`` does), where a non-empty leaf must match its strides too.
+    Any other shape, dtype or leaf kind is no match, and the generic walk names the path."""
+    captured = {"e": np.ones((2, 3))[:0], "x": np.ones(2)}  # the empty leaf's strides: (24, 8)
+    sig = ValueTreeSignature.from_value(captured)
+    check = _compile(sig, frozenset({np.ndarray}))
+    for empty in (np.zeros((0, 3)), np.empty((0, 3), order="F"), np.ones((3, 6))[:0, ::2]):
+        assert empty.shape == (0, 3) and empty.strides != captured["e"].strides
+        candidate = {"e": empty, "x": np.zeros(2)}
+        out: list = []
+        assert check(candidate, out) is True
+        assert len(out) == 2 and out[0] is empty and out[1] is candidate["x"]
+        got = leaf_collector(sig)(candidate)
+        assert len(got) == 2 and got[0] is empty and got[1] is candidate["x"]
+    assert check({"e": np.zeros((0, 3)), "x": np.zeros(4)[::2]}, []) is False  # non-empty: strides count
+    for bad in (np.zeros((0, 3), np.float32), np.zeros((0, 4)), np.zeros((3, 0)), []):
+        candidate = {"e": bad, "x": np.zeros(2)}
+        assert check(candidate, []) is False
+        with pytest.raises(ExecutionInputError, match=r"source\['e'\]"):
+            leaf_collector(sig)(candidate)
+
+
 def _has_value(spec: dict) -> bool:
     if spec["node"] == "value":
         return True

@@ -75,12 +75,11 @@ class _Const:
         self.q = as_u64(moduli, (L, 1))
         self.small = _all_small(moduli)
         self.w_over_q = self.w.astype(np.float64) / self.q.astype(np.float64)
-        narrow = [i for i, q in enumerate(moduli) if q < _FLOAT_LIMIT]
-        self._parts: tuple[tuple[slice | np.ndarray, _Const], ...] = ()
-        if narrow and len(narrow) < L:  # mixed widths: the narrow limbs on the float path
-            wide = [i for i in range(L) if i not in set(narrow)]
-            self._parts = tuple((_positions(idx), _Const([values[i] for i in idx], [moduli[i] for i in idx]))
-                                for idx in (narrow, wide))
+        # mixed widths: a constant per width group, the narrow limbs on the float path
+        self._parts: tuple[tuple[slice | np.ndarray, _Const], ...] = tuple(
+            (where, _Const([values[i] for i in idx], [moduli[i] for i in idx]))
+            for where, idx in _positions_by_width(moduli)
+        )
 
     def mul(self, x: np.ndarray, *, fast: bool, out: np.ndarray | None = None) -> np.ndarray:
         """``x * w mod q`` per limb, canonical. ``fast`` (needs ``x < 2**51`` on the limbs of
@@ -100,6 +99,17 @@ class _Const:
 def _positions(idx: list[int]) -> slice | np.ndarray:
     """A slice for contiguous positions (a view), else an index array."""
     return slice(idx[0], idx[-1] + 1) if idx == list(range(idx[0], idx[-1] + 1)) else np.array(idx)
+
+
+def _positions_by_width(moduli: Sequence[int]) -> tuple[tuple[slice | np.ndarray, list[int]], ...]:
+    """The positions of ``moduli`` split by width: those below 2**50 (float-assisted products),
+    then the wider ones (exact 32-bit-split products), each as (where, positions) with
+    ``where`` from ``_positions``. Empty when the moduli are all alike (no split)."""
+    narrow = [i for i, q in enumerate(moduli) if q < _FLOAT_LIMIT]
+    if not narrow or len(narrow) == len(moduli):
+        return ()
+    wide = [i for i, q in enumerate(moduli) if q >= _FLOAT_LIMIT]
+    return tuple((_positions(idx), idx) for idx in (narrow, wide))
 
 
 class _Rows:
@@ -144,7 +154,6 @@ class _BasisConversion:
             S *= s
         J, T = len(src), len(dst)
         self.float_products = fast
-        self.fast = fast and _all_small(s_mod) and _all_small(d_mod)  # every product on the float path
         self.narrow_src = [s < _FLOAT_LIMIT for s in s_mod]
         inv = [pow(S // s, -1, s) for s in s_mod]
         self.inv = _Const(inv, s_mod)
@@ -401,19 +410,12 @@ class NumpyBackend:
         """``rows`` as the primes below 2**50 (float-assisted products) and the wider ones (exact
         split products): (positions, prime ids) per group, one group when the primes are alike
         or ``float_products`` is off. Positions are slices where contiguous (views, no copies).
-        The presets' 40-bit Q primes and 60-bit P primes: the wide products only on the P rows."""
-        every: tuple[tuple[slice | np.ndarray, tuple[int, ...]], ...] = ((slice(None), rows),)
-        if not self.float_products:
-            return every
-        small = [i for i, r in enumerate(rows) if self.context.moduli[r] < _FLOAT_LIMIT]
-        wide = [i for i in range(len(rows)) if self.context.moduli[rows[i]] >= _FLOAT_LIMIT]
-        if not small or not wide:
-            return every
-        groups = []
-        for pos in (small, wide):
-            contiguous = pos == list(range(pos[0], pos[-1] + 1))
-            groups.append((slice(pos[0], pos[-1] + 1) if contiguous else np.array(pos), tuple(rows[i] for i in pos)))
-        return tuple(groups)
+        The presets' 40-bit Q primes and 60-bit P primes: the wide products only on the P rows.
+        The split itself is ``_positions_by_width`` (as for ``_Const``'s per-width parts)."""
+        groups = _positions_by_width([self.context.moduli[r] for r in rows]) if self.float_products else ()
+        if not groups:
+            return ((slice(None), rows),)
+        return tuple((where, tuple(rows[i] for i in idx)) for where, idx in groups)
 
     def keyswitch_from_digits(self, digits_ntt, key, rows, *, galois_element=None, domain="coefficient"):
         check_domain(domain, "keyswitch_from_digits")
