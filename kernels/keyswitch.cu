@@ -325,23 +325,18 @@ extern "C" __global__ void keyswitch_moddown_combine(const u64* x, const u64* e,
   out[ent * out_es + comp * out_cs + b * L * n + row] = y;
 }
 
-// keyswitch_inner_product_many: the key inner product of one set of digits with E (key, Galois
-// permutation) pairs in one launch (one key switch is E = 1), NTT domain, Montgomery products
-// (the keys are in Montgomery form), canonical sums:
-// acc[e, k, b, r] = sum_d digit_d[b, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r]].
-// key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous);
-// perms [E, coeff] (identity rows for no permutation).
-// With c (not null; E == 1): the Q rows r < c_rows also get c[k, b, r] * w_r mod q, with one
-// Shoup constant per row (c_scal[r] = w_r, c_scal[c_rows + r] = floor(w_r * 2^64 / q)): the
-// key switch with a rescale folds its ciphertext in as acc_Q += P c (keyswitch_add_rescale),
-// in this kernel's epilogue instead of a pass over acc of its own.
-// Axis order: digits [D, batch, R, coeff]; out [E, 2, batch, R, coeff]; c [2, batch, c_rows, coeff].
-// In canonical, out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
-extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
-                                                        const int* rowmap, const u64* consts, const int* keydig,
-                                                        const int* perms, const u64* c, const u64* c_scal,
-                                                        int num_moduli, int n, int R, int batch, int num_digits,
-                                                        int key_rows, int c_rows) {
+// The key inner product of one set of digits with E (key, Galois permutation) pairs, NTT domain,
+// Montgomery products (the keys are in Montgomery form), canonical sums:
+// acc[e, k, b, r] = sum_d digit_d[b, r, perms[e, i]] * key_e[keydig[d], k, rowmap[r]]
+// (+ c[k, b, r] * w_r mod q on the rows r < c_rows with WithC: keyswitch_inner_product_add_scaled).
+// key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous); perms [E, coeff]
+// (identity rows for no permutation). Axis order: digits [D, batch, R, coeff]; out [E, 2, batch,
+// R, coeff]; c [2, batch, c_rows, coeff]. Grid (ceil(N / 256), R, E * batch), block 256.
+template <bool WithC>
+__device__ __forceinline__ void inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
+                                                   const int* rowmap, const u64* consts, const int* keydig,
+                                                   const int* perms, const u64* c, const u64* c_scal, int num_moduli,
+                                                   int n, int R, int batch, int num_digits, int key_rows, int c_rows) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int r = blockIdx.y;
@@ -352,20 +347,65 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
   const u64* key = reinterpret_cast<const u64*>(key_ptrs[e]);
   const int src = perms[(i64)e * n + k];
   const i64 digit_stride = (i64)batch * R * n;
+  const bool with_c = WithC && r < c_rows;
+  u64 cv0 = 0, cv1 = 0;
+  if (with_c) {  // loaded before the inner product, which hides their latency
+    const i64 ci = ((i64)b * c_rows + r) * n + k;
+    cv0 = c[ci];
+    cv1 = c[(i64)batch * c_rows * n + ci];
+  }
   u64 acc0, acc1;
   key_inner_product(digits + ((i64)b * R + r) * n + src, digit_stride, key, keydig, num_digits, key_rows, id, n, k,
                     mr, acc0, acc1);
-  if (c != nullptr && r < c_rows) {
-    const i64 ci = ((i64)b * c_rows + r) * n + k;
-    const i64 c_stride = (i64)batch * c_rows * n;
+  if (with_c) {
     const u64 w = c_scal[r];
     const u64 wp = c_scal[c_rows + r];
-    acc0 = add_mod(acc0, shoup_mul(c[ci], w, wp, mr.q), mr.q);
-    acc1 = add_mod(acc1, shoup_mul(c[c_stride + ci], w, wp, mr.q), mr.q);
+    acc0 = add_mod(acc0, shoup_mul(cv0, w, wp, mr.q), mr.q);
+    acc1 = add_mod(acc1, shoup_mul(cv1, w, wp, mr.q), mr.q);
   }
   u64* o = out + (i64)e * 2 * digit_stride + ((i64)b * R + r) * n + k;
   o[0] = acc0;
   o[digit_stride] = acc1;
+}
+
+// keyswitch_inner_product_many: the key inner products of one set of digits with E (key, Galois
+// permutation) pairs in one launch (one key switch is E = 1; inner_product_many). In canonical,
+// out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
+extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
+                                                        const int* rowmap, const u64* consts, const int* keydig,
+                                                        const int* perms, int num_moduli, int n, int R, int batch,
+                                                        int num_digits, int key_rows) {
+  inner_product_many<false>(digits, key_ptrs, out, rowmap, consts, keydig, perms, nullptr, nullptr, num_moduli, n, R,
+                            batch, num_digits, key_rows, 0);
+}
+
+// Occupancy floor of keyswitch_inner_product_add_scaled: blocks of 256 per SM handed to ptxas
+// (0 = its own choice). Its epilogue takes the inner product from 46 to 52 registers (4 blocks
+// of 256 instead of 5); 5 caps it at 48 (a few spilled words). Measured on the H200 (2026-11-30
+// s12, kip_variants/): relinearize-and-rescale against the inner product with no epilogue and
+// its own scaled-add pass, N=2^16 560 -> 545 us (NTT output), 584 -> 568 us (coefficient output);
+// N=2^14 67.7 -> 64.6 us (coefficient output), NTT output unchanged (70.5 us). The same bound on
+// keyswitch_inner_product_many made the other key switches 1-3% slower at N=2^16 (kip_vs_old/).
+#ifndef FHE_KIP_ADD_MIN_BLOCKS
+#define FHE_KIP_ADD_MIN_BLOCKS 5
+#endif
+#if FHE_KIP_ADD_MIN_BLOCKS > 0
+#define FHE_KIP_ADD_BOUNDS __launch_bounds__(256, FHE_KIP_ADD_MIN_BLOCKS)
+#else
+#define FHE_KIP_ADD_BOUNDS
+#endif
+
+// keyswitch_inner_product_add_scaled: one key inner product (E = 1) plus c * w_r on the Q rows
+// r < c_rows, one Shoup constant per row (c_scal[r] = w_r, c_scal[c_rows + r] = floor(w_r * 2^64 /
+// q)): the key switch with a rescale folds its ciphertext in as acc_Q += P c
+// (keyswitch_add_rescale) here instead of in a pass over acc of its own. c [2, batch, c_rows,
+// coeff] canonical; in canonical, out canonical. Launch: grid (ceil(N / 256), R, batch), block 256.
+extern "C" __global__ void FHE_KIP_ADD_BOUNDS keyswitch_inner_product_add_scaled(const u64* digits,
+    const u64* key_ptrs, u64* out, const int* rowmap, const u64* consts, const int* keydig, const int* perms,
+    const u64* c, const u64* c_scal, int num_moduli, int n, int R, int batch, int num_digits, int key_rows,
+    int c_rows) {
+  inner_product_many<true>(digits, key_ptrs, out, rowmap, consts, keydig, perms, c, c_scal, num_moduli, n, R, batch,
+                           num_digits, key_rows, c_rows);
 }
 
 // keyswitch_linear_transform_accumulate: the QP-basis accumulator of a double-hoisted linear

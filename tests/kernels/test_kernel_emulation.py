@@ -533,7 +533,7 @@ def _divided_by_p_q0(x: np.ndarray, rows: tuple[int, ...], ctx) -> np.ndarray:
 
 @pytest.mark.parametrize("rows", [(0, 1, 2, 3), (1, 2, 3)])
 def test_relinearize_rescale_kernel_emulation_matches_the_integer_division(ctx, rows):
-    """CupyBackend.keyswitch_add_rescale after its inner product: the inner product's epilogue
+    """CupyBackend.keyswitch_add_rescale after its inner product: the inner product kernel
     adds P c to the Q rows (one Shoup constant per limb), then _moddown_rescale_launch with NTT output
     transforms back only q_0 (row 0) and the P rows, converts them into rows[1:], transforms
     e forward and combines from row 1. Against the NTT of the rounding division by P q_0 of

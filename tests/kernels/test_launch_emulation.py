@@ -167,12 +167,19 @@ class _Kernels:
 
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
+        digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
+        self._inner_products(grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows)
+
+    def keyswitch_inner_product_add_scaled(self, grid, a):
         digits, key_ptrs, out, rowmap, _consts, keydig, perms, c, c_scal, _m, n, R, batch, D, key_rows, c_rows = a
-        n, R, batch, D, key_rows, c_rows = int(n), int(R), int(batch), int(D), int(key_rows), int(c_rows)
+        assert grid[2] == int(batch), "one key"
+        self._inner_products(grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows,
+                             (c, _memory(c_scal, np.uint64), int(c_rows)))
+
+    def _inner_products(self, grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows,
+                        add=None) -> None:
+        n, R, batch, D, key_rows = int(n), int(R), int(batch), int(D), int(key_rows)
         assert grid[1] == R
-        with_c = not (isinstance(c, np.uint64) and c == 0)
-        assert with_c == (c_rows > 0) and (not with_c or grid[2] == batch), "c only with one key"
-        scalars = _memory(c_scal, np.uint64) if with_c else None
         key_digit = _memory(keydig, np.int32)[:D]
         plane = batch * R * n
         for ent in range(grid[2] // batch):
@@ -189,7 +196,8 @@ class _Kernels:
                             k = self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
                             total = total + digit * k.astype(object)
                         y = total * pow(R64, -1, q) % q  # Montgomery products
-                        if with_c and r < c_rows:  # the epilogue: + c * w_r (one Shoup constant a row)
+                        if add is not None and r < add[2]:  # + c * w_r (one Shoup constant a row)
+                            c, scalars, c_rows = add
                             w, w_shoup = int(scalars[r]), int(scalars[c_rows + r])
                             assert w < q and w_shoup == (w << 64) // q
                             y = (y + self._row(c, ((comp * batch + b) * c_rows + r) * n).astype(object) * w) % q

@@ -376,7 +376,7 @@ class CupyBackend:
 
     def _shoup_scalars(self, rows: tuple[int, ...], values: Sequence[int]) -> np.ndarray:
         """``[w_y | Shoup(w_y)]`` over ``rows`` with ``w_y = values[y] mod q_y`` (rns.cu
-        ``rns_mul_scalar``; keyswitch.cu ``keyswitch_inner_product_many``'s ``c`` epilogue)."""
+        ``rns_mul_scalar``; keyswitch.cu ``keyswitch_inner_product_add_scaled``)."""
         moduli = [self.context.moduli[r] for r in rows]
         w = [v % q for v, q in zip(values, moduli)]
         return np.array(w + [shoup_companion(x, q) for x, q in zip(w, moduli)], dtype=np.uint64)
@@ -885,21 +885,26 @@ class CupyBackend:
                               add: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """``keyswitch_inner_product_many``: the NTT-domain inner products ``[E, 2, batch, R, N]``
         of checked digits with every (key, Galois element); returns them and the permutations.
-        ``add = (c, scalars)`` (one key): the Q rows also get ``c * w_r`` (``c`` checked
-        ``[2, batch, L, N]``, ``scalars`` a ``_shoup_scalars`` table of its L rows)."""
+        ``add = (c, scalars)`` (one key; ``keyswitch_inner_product_add_scaled``): the Q rows
+        also get ``c * w_r`` (``c`` checked ``[2, batch, L, N]``, ``scalars`` a
+        ``_shoup_scalars`` table of its L rows)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
         key_table, perms = self._many_tables(keys, galois_elements)
-        c, scalars, c_rows = (np.uint64(0), np.uint64(0), 0) if add is None else (add[0], add[1], add[0].shape[-2])
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
-        self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), R, E * batch), _BLOCK,
-                     (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms, c, scalars,
-                      np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
-                      np.int32(key_rows), np.int32(c_rows)))
+        head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
+        sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
+                 np.int32(key_rows))
+        grid = (-(-n // _BLOCK), R, E * batch)
+        if add is None:
+            self._launch("keyswitch_inner_product_many", grid, _BLOCK, head + sizes)
+        else:
+            self._launch("keyswitch_inner_product_add_scaled", grid, _BLOCK,
+                         head + add + sizes + (np.int32(add[0].shape[-2]),))
         return acc, perms
 
     def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
         """Relinearize and rescale with one rounding (see the contract): the inner product with
-        ``acc_Q += P c`` in its epilogue (``keyswitch_inner_product_many``) and one division by
+        ``acc_Q += P c`` in its epilogue (``keyswitch_inner_product_add_scaled``) and one division by
         ``P q_0`` (``_moddown_rescale_launch``). NTT output costs the inverse NTT of ``q_0`` and
         the P rows and the forward NTT of the L - 1 kept ones, where a key switch, an addition
         and an NTT-domain rescale transform ``L`` rows more."""
