@@ -255,7 +255,7 @@ def run_first_replay(graph: Any, device: Device, pool: CudaGraphPool | None) -> 
     cupy = require_cupy("CUDA Graph replay")
     stream = cupy.cuda.Stream(non_blocking=True)
     stream.wait_event(resolve_stream(None, device).record())
-    chain = None if pool is None else pool._last_event
+    chain = None if pool is None else pool._chain_event()
     if chain is not None:
         stream.wait_event(chain)
     stream.synchronize()  # the work it waits for (an input copy still in flight) is not the replay's time

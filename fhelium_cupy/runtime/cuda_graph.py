@@ -438,9 +438,7 @@ class CudaGraphProgram(Generic[_OutputT]):
     def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:
         pool = self._pool
         if pool is not None:
-            chain = pool._last_event
-            if chain is not None and pool._last_stream_ptr != sptr:
-                self._runtime.streamWaitEvent(sptr, chain.ptr, 0)  # scratch is shared: serialize
+            pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
         self._launch(stream)
         try:
             if self._torch_outputs:
@@ -457,8 +455,7 @@ class CudaGraphProgram(Generic[_OutputT]):
             event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
             self._last_stream_ptr = sptr
             if pool is not None:
-                pool._last_event = event
-                pool._last_stream_ptr = sptr
+                pool._extend_chain(event, sptr)
             self._latest_copy = None
         if synchronize:
             self._runtime.deviceSynchronize()

@@ -76,6 +76,23 @@ class CudaGraphPool:
         if self._closed:
             raise ExecutionError("CudaGraphPool is closed; create a new CudaGraphPool for new captures")
 
+    # -- the scratch chain (members' replays, in the order they were enqueued) ------------
+
+    def _chain_event(self) -> Any:
+        """The event recorded after the newest member replay (None before the first)."""
+        return self._last_event
+
+    def _wait_for_chain(self, runtime: Any, stream_ptr: int) -> None:
+        """Order the stream ``stream_ptr`` after the newest member replay (scratch is shared);
+        nothing to do on the stream that replay ran on."""
+        if self._last_event is not None and self._last_stream_ptr != stream_ptr:
+            runtime.streamWaitEvent(stream_ptr, self._last_event.ptr, 0)
+
+    def _extend_chain(self, event: Any, stream_ptr: int) -> None:
+        """``event`` (recorded on ``stream_ptr`` after a member replay) is now the newest."""
+        self._last_event = event
+        self._last_stream_ptr = stream_ptr
+
     def _register(self, program: Any) -> None:
         self._members.add(program)
 

@@ -15,6 +15,7 @@ import pytest
 from fhelium_cupy.ckks.backends import cupy_backend as cb
 from fhelium_cupy.ckks.ntt import bit_reverse_indices
 from tests.helpers import ring_oracle as ro
+from tests.helpers.base_convert_table import convert_group, target_words
 
 W = (1 << 64) - 1
 
@@ -321,17 +322,13 @@ def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None)
     the any-size loop (high word reduced every 16 terms). force_y overrides the scaled sources
     (y [batch, S, N] of group 0) to reach the 128-bit worst cases."""
     S, T = size, targets
-    gw = S * T + 2 * T + 4 * S + 1
-    tab = [int(v) for v in table]
-    tq = tab[groups * gw :]
+    tq = target_words(table, groups, S, T)
     batch = c.shape[0]
     out = np.empty((groups * batch, T, n), dtype=np.uint64)
     for g in range(groups):
-        sm = tab[g * gw : (g + 1) * gw]
-        w_tab, negc = sm[: S * T], sm[S * T : S * T + T]
-        self_rows = sm[S * T + T : S * T + 2 * T]
-        w, wp, sq, srow = (sm[S * T + 2 * T + i * S : S * T + 2 * T + (i + 1) * S] for i in range(4))
-        count = sm[gw - 1]
+        group = convert_group(table, g, S, T)
+        sm, w_tab, negc, self_rows, count = group.words, group.W, group.negc, group.self_rows, group.count
+        w, wp, sq, srow = group.w, group.w_shoup, group.s, group.s_rows
         assert smax == 0 or count <= smax
         for b in range(batch):
             for k in range(n):

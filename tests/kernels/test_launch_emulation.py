@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.runtime import kernels
+from tests.helpers.base_convert_table import convert_group, target_words
 from tests.helpers.numpy_cupy import install_numpy_cupy
 from tests.kernels import gpu_cases
 
@@ -207,15 +208,13 @@ class _Kernels:
         c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
         S, T, n, batch = int(S), int(T), int(n), int(batch)
         assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
-        words = [int(v) for v in _memory(table, np.uint64)]
-        group_words = S * T + 2 * T + 4 * S + 1  # keyswitch.cu bc_group_words
-        target_q = words[(grid[2] // batch) * group_words:]
+        words = _memory(table, np.uint64)
+        target_q = target_words(words, grid[2] // batch, S, T)
         for z in range(grid[2]):
             g, b = z // batch, z % batch
-            block = words[g * group_words:(g + 1) * group_words]
-            W, negc, self_row = block[:S * T], block[S * T:S * T + T], block[S * T + T:S * T + 2 * T]
-            w, w_shoup, s, s_row = (block[S * T + 2 * T + k * S:S * T + 2 * T + (k + 1) * S] for k in range(4))
-            count = block[-1]
+            group = convert_group(words, g, S, T)
+            W, negc, self_row, count = group.W, group.negc, group.self_rows, group.count
+            w, w_shoup, s, s_row = group.w, group.w_shoup, group.s, group.s_rows
             ys = []
             for j in range(count):
                 assert w_shoup[j] == (w[j] << 64) // s[j]
