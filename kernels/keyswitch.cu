@@ -52,10 +52,10 @@ __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S 
 // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0 whatever they
 // read (zero W rows of a short group, or, when SMAX > S (at most 3 more; the host picks the
 // smallest SMAX >= S), the next words of the same shared table).
-template <int SMAX, int NP>
+template <int SMAX, int NP, class Store>
 __device__ __forceinline__ void convert_targets(const u64 (&y)[SMAX], u64 cnt, const u64* W, const u64* negc,
-                                                const u64* self, const u64* tq, const u64* sin, u64* o, int T,
-                                                int t0, int t1, int n) {
+                                                const u64* self, const u64* tq, const u64* sin, const Store& o,
+                                                int T, int t0, int t1, int n) {
   static_assert(SMAX + 1 <= 32, "PieceSum holds at most 32 terms");
   unsigned p[SMAX][NP > 0 ? NP : 1];
   if constexpr (NP > 0) {
@@ -81,14 +81,53 @@ __device__ __forceinline__ void convert_targets(const u64 (&y)[SMAX], u64 cnt, c
       }
       v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
     }
-    o[(i64)t * n] = v;
+    o(t, v);
   }
 }
 
-template <int SMAX>
-__device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, u64* out, const u64* table,
-                                                      int S, int T, int tile, int n, int batch, i64 in_bs,
-                                                      i64 out_bs) {
+// Where a conversion's target values go. RowsOut: target t of entry z into out[z, t] (out_bs per
+// entry). CombineOut: the coefficient-domain ModDown's last step on them, out[z, t] = (x[z, t] -
+// v) * D^-1 mod q_t (keyswitch_moddown_combine without c0; pinv as there, T kept rows; entry z =
+// (ent * 2 + comp) * batch + b at ent * out_es + comp * out_cs + b * T * n). at(z, k, tq) gives
+// the store of coefficient k (tq: the targets' q, qinv, barrett in shared memory).
+struct RowsOut {
+  u64* out;
+  i64 out_bs;
+  int n;
+  struct At {
+    u64* o;
+    int n;
+    __device__ __forceinline__ void operator()(int t, u64 v) const { o[(i64)t * n] = v; }
+  };
+  __device__ __forceinline__ At at(i64 z, int k, const u64*) const { return {out + z * out_bs + k, n}; }
+};
+struct CombineOut {
+  const u64* x;
+  u64* out;
+  const u64* pinv;
+  i64 x_bs, out_es, out_cs;
+  int batch, T, n;
+  struct At {
+    const u64* x;
+    u64* o;
+    const u64* pinv;
+    const u64* tq;
+    int T, n;
+    __device__ __forceinline__ void operator()(int t, u64 v) const {
+      const u64 q = tq[t];
+      o[(i64)t * n] = shoup_mul(sub_mod(x[(i64)t * n], v, q), pinv[T + t], pinv[2 * T + t], q);
+    }
+  };
+  __device__ __forceinline__ At at(i64 z, int k, const u64* tq) const {
+    const i64 ent = z / (2 * batch), comp = (z / batch) % 2, b = z % batch;
+    return {x + z * x_bs + k, out + ent * out_es + comp * out_cs + b * T * n + k, pinv, tq, T, n};
+  }
+};
+
+template <int SMAX, class Out>
+__device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c_self, const Out& dst,
+                                                      const u64* table, int S, int T, int tile, int n, int batch,
+                                                      i64 in_bs) {
   extern __shared__ u64 sm[];
   const int gw = bc_group_words(S, T);
   const int groups = gridDim.z / batch;
@@ -110,7 +149,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
   const u64* tq = sm + gw;
   const u64* cin = c + b * in_bs + k;
   const u64* sin = (c_self ? c_self : c) + b * in_bs + k;
-  u64* o = out + (i64)blockIdx.z * out_bs + k;
+  const auto o = dst.at((i64)blockIdx.z, k, tq);
   const int t0 = blockIdx.y * tile;
   const int t1 = min(T, t0 + tile);
   if constexpr (SMAX > 0) {
@@ -149,7 +188,7 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         mad_wide(lo, hi, cnt, negc[t]);
         v = redc_wide(lo, reduce_u64(hi, tq[t], tq[2 * T + t]), tq[t], tq[T + t]);
       }
-      o[(i64)t * n] = v;
+      o(t, v);
     }
   }
 }
@@ -163,67 +202,123 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
 extern "C" __global__ void keyswitch_base_convert_s0(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<0>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<0>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s1(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<1>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<1>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s2(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<2>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<2>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s3(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<3>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<3>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s4(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<4>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<4>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s5(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<5>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<5>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s6(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<6>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<6>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s7(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<7>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<7>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s8(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<8>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<8>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s9(const u64* c, const u64* c_self, u64* out,
                                                      const u64* table, int S, int T, int tile, int n, int batch,
                                                      i64 in_bs, i64 out_bs) {
-  base_convert_centered<9>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<9>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s10(const u64* c, const u64* c_self, u64* out,
                                                       const u64* table, int S, int T, int tile, int n, int batch,
                                                       i64 in_bs, i64 out_bs) {
-  base_convert_centered<10>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<10>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s12(const u64* c, const u64* c_self, u64* out,
                                                       const u64* table, int S, int T, int tile, int n, int batch,
                                                       i64 in_bs, i64 out_bs) {
-  base_convert_centered<12>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<12>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
 }
 extern "C" __global__ void keyswitch_base_convert_s16(const u64* c, const u64* c_self, u64* out,
                                                       const u64* table, int S, int T, int tile, int n, int batch,
                                                       i64 in_bs, i64 out_bs) {
-  base_convert_centered<16>(c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs);
+  base_convert_centered<16>(c, c_self, RowsOut{out, out_bs, n}, table, S, T, tile, n, batch, in_bs);
+}
+
+// keyswitch_moddown_convert_combine_s{SMAX}: a coefficient-domain ModDown's base conversion and
+// combine in one launch (CombineOut): the conversion of each entry's K divided-out rows (the
+// table's sources: the P rows, and q_0 for a division by P q_0) into the T kept rows, and
+// out = (x - conversion) * D^-1 with x the entry's kept rows; the conversion is never stored.
+// Axis order: c [entries, R, coeff] (in_bs per entry), x the kept rows [entries, T, coeff]
+// (x_bs per entry, the kept rows of c itself), out as keyswitch_moddown_combine's (entry z =
+// (ent * 2 + comp) * batch + b at ent * out_es + comp * out_cs, then [batch, T, coeff]
+// contiguous); pinv [T] x 3 as there. One group. In canonical, out canonical. Launch: grid
+// (ceil(N / 256), ceil(T / tile), entries), block 256, dynamic shared memory as keyswitch_base_convert
+// (spelled out so that the loader sees every name).
+extern "C" __global__ void keyswitch_moddown_convert_combine_s0(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<0>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s1(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<1>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s2(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<2>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s3(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<3>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s4(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<4>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s5(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<5>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s6(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<6>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s7(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<7>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
+}
+extern "C" __global__ void keyswitch_moddown_convert_combine_s8(const u64* c, const u64* x, u64* out, const u64* table,
+    const u64* pinv, int S, int T, int tile, int n, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
+  base_convert_centered<8>(c, nullptr, CombineOut{x, out, pinv, x_bs, out_es, out_cs, batch, T, n}, table, S, T,
+                            tile, n, gridDim.z, in_bs);
 }
 
 // Read-only global load of a key word: the key tables arrive as addresses (key_ptrs), which

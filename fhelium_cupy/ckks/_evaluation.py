@@ -348,7 +348,7 @@ class EvaluationMixin:
         scale ``ct.scale * weights.scale / q``, in the coefficient domain by default. It decrypts like
         ``rescale_to_next_level(ntt_domain_to_coefficient_domain(...))`` of the default result
         (one rounding instead of two, so not bit-identical to it), with fewer transforms: on
-        the GPU 4 launches after the accumulator instead of 8 (when each transform is one
+        the GPU 3 launches after the accumulator instead of 8 (when each transform is one
         launch group, as in the presets). With no keys there is no
         ModDown: the plain product is transformed back and rescaled.
 

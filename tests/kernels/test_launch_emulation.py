@@ -63,8 +63,9 @@ class _Kernels:
 
     def function(self, name: str) -> Any:
         base = name.removesuffix("_v4").removesuffix("_x2")
-        if base.startswith("keyswitch_base_convert_s"):
-            base = "keyswitch_base_convert"
+        for family in ("keyswitch_base_convert", "keyswitch_moddown_convert_combine"):
+            if base.startswith(family + "_s"):
+                base = family
         method = getattr(self, base)
         return lambda grid, block, args, shared_mem=0: method(grid, args)
 
@@ -204,13 +205,12 @@ class _Kernels:
                             y = (y + self._row(c, ((comp * batch + b) * c_rows + r) * n).astype(object) * w) % q
                         self._row(out, ent * 2 * plane + comp * plane + (b * R + r) * n)[:] = y.astype(np.uint64)
 
-    def keyswitch_base_convert(self, grid, a):
-        c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
-        S, T, n, batch = int(S), int(T), int(n), int(batch)
-        assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
+    def _converted(self, c, table, S: int, T: int, entries: int, batch: int, in_bs) -> list[tuple[int, int, Any]]:
+        """(z, t, values) of keyswitch_base_convert_s* over ``entries`` = groups x batch."""
         words = _memory(table, np.uint64)
-        target_q = target_words(words, grid[2] // batch, S, T)
-        for z in range(grid[2]):
+        target_q = target_words(words, entries // batch, S, T)
+        results = []
+        for z in range(entries):
             g, b = z // batch, z % batch
             group = convert_group(words, g, S, T)
             W, negc, self_row, count = group.W, group.negc, group.self_rows, group.count
@@ -218,16 +218,38 @@ class _Kernels:
             ys = []
             for j in range(count):
                 assert w_shoup[j] == (w[j] << 64) // s[j]
-                ys.append(self._row(c, b * int(in_bs) + s_row[j] * n).astype(object) * w[j] % s[j])
+                ys.append(self._row(c, b * int(in_bs) + s_row[j] * self.n).astype(object) * w[j] % s[j])
             negatives = sum((y > s[j] >> 1).astype(object) for j, y in enumerate(ys))
             for t in range(T):
                 if self_row[t] != NO_ROW:
-                    value = self._row(c, b * int(in_bs) + self_row[t] * n).copy()
+                    value = self._row(c, b * int(in_bs) + self_row[t] * self.n).copy()
                 else:
                     m = target_q[t]
                     total = sum(y * W[j * T + t] for j, y in enumerate(ys)) + negatives * negc[t]
                     value = (total * pow(R64, -1, m) % m).astype(np.uint64)  # W, negc in Montgomery form
-                self._row(out, z * int(out_bs) + t * n)[:] = value
+                results.append((z, t, value))
+        return results
+
+    def keyswitch_base_convert(self, grid, a):
+        c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
+        assert int(n) == self.n
+        assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
+        for z, t, value in self._converted(c, table, int(S), int(T), grid[2], int(batch), in_bs):
+            self._row(out, z * int(out_bs) + t * self.n)[:] = value
+
+    def keyswitch_moddown_convert_combine(self, grid, a):
+        """The conversion of each entry's divided-out rows and the combine (x - e) * D^-1 into
+        keyswitch_moddown_combine's output layout, in one launch (one group)."""
+        c, x, out, table, pinv, S, T, _tile, n, batch, in_bs, x_bs, out_es, out_cs = a
+        T, batch = int(T), int(batch)
+        assert int(n) == self.n
+        divisor = _memory(pinv, np.uint64)
+        target_q = target_words(_memory(table, np.uint64), 1, int(S), T)
+        converted = self._converted(c, table, int(S), T, grid[2], grid[2], in_bs)  # one group: b = z
+        for z, t, e in converted:
+            ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
+            y = self._divide(self._row(x, z * int(x_bs) + t * self.n), e, target_q[t], divisor, T, t)
+            self._row(out, ent * int(out_es) + comp * int(out_cs) + (b * T + t) * self.n)[:] = y
 
     def keyswitch_moddown_combine(self, grid, a):
         x, e, out, rowmap, _consts, pinv, c0, _perms, _m, n, L, K, batch, out_es, out_cs = a

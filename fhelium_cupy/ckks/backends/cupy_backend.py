@@ -74,9 +74,14 @@ _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu ke
 
 
 # --- host-side tables (NumPy + Python ints) ------------------------------------------
-def _base_convert_kernel(size: int) -> str:
-    """The ``keyswitch_base_convert_s*`` instantiation for groups of at most ``size`` sources."""
-    return f"keyswitch_base_convert_s{next((s for s in _BASE_CONVERT_SIZES if s >= size), 0)}"
+_CONVERT_COMBINE_SIZES = (1, 2, 3, 4, 5, 6, 7, 8)  # keyswitch.cu keyswitch_moddown_convert_combine_s* (s0: any)
+
+
+def _base_convert_kernel(size: int, family: str = "keyswitch_base_convert",
+                         sizes: tuple[int, ...] = _BASE_CONVERT_SIZES) -> str:
+    """The ``{family}_s*`` instantiation for groups of at most ``size`` sources (the smallest
+    of ``sizes`` that holds them, else ``s0``, the any-size loop)."""
+    return f"{family}_s{next((s for s in sizes if s >= size), 0)}"
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -667,17 +672,28 @@ class CupyBackend:
         ``targets`` rows of ``out`` (layouts in keyswitch.cu); targets that are sources of their
         group copy ``src_self`` (same layout as ``src``) instead when given."""
         words, size = table
+        smem = self._convert_smem(size, targets)
+        tile = self._convert_tile(targets)
+        self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), -(-targets // tile), groups * batch), _BLOCK,
+                     (src, np.uint64(0) if src_self is None else src_self, out, words, np.int32(size),
+                      np.int32(targets), np.int32(tile), np.int32(self.n),
+                      np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
+
+    @staticmethod
+    def _convert_smem(size: int, targets: int) -> int:
+        """Dynamic shared memory of a base conversion (``keyswitch.cu``: one group's table and
+        the targets' constants); ValueError past the per-block limit."""
         smem = ((size * targets + 2 * targets + 4 * size + 1) + 3 * targets) * 8
         if smem > _MAX_STATIC_SMEM:
             raise ValueError(
                 f"base conversion of {size} into {targets} primes needs {smem} bytes of shared memory "
                 f"(> {_MAX_STATIC_SMEM}); use more key-switching digits (dnum) or fewer primes"
             )
-        tile = self.base_convert_tile if self.base_convert_tile > 0 else targets
-        self._launch(_base_convert_kernel(size), (-(-self.n // _BLOCK), -(-targets // tile), groups * batch), _BLOCK,
-                     (src, np.uint64(0) if src_self is None else src_self, out, words, np.int32(size),
-                      np.int32(targets), np.int32(tile), np.int32(self.n),
-                      np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
+        return smem
+
+    def _convert_tile(self, targets: int) -> int:
+        """Targets a thread of a base conversion covers (grid y = ceil(targets / tile))."""
+        return self.base_convert_tile if self.base_convert_tile > 0 else targets
 
     def modup(self, c, rows, *, c_ntt=None):
         """See ``CkksBackend.modup``. With ``c_ntt`` each digit's own rows are copied from it,
@@ -736,30 +752,45 @@ class CupyBackend:
         """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
         ``out`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
-        Inverse NTT of the K P rows (coefficient output: of all R rows), base conversion of the
-        P rows, for NTT output its forward NTT (the Q rows never left the NTT domain: K + L
-        instead of 2L + K limb transforms), then ``keyswitch_moddown_combine`` (+ ``c0[perm]``
-        for component 0 when ``c0`` is given); for NTT output in one launch group the combine
-        is the output step of the NTT's chunk kernel (``ntt_forward_chunk_stages_moddown_combine``:
-        one launch and a store and reload of NTT(e) fewer). Entries are ordered ``[E, 2, batch]``; ``out``
-        is ``[entries, L, N]`` contiguous, or with ``out_strides = (entry, component)`` element
-        strides any layout whose ``[batch, L, N]`` blocks are contiguous."""
+        Coefficient output: inverse NTT of all R rows, then the base conversion of the P rows
+        and the combine in one launch (``keyswitch_moddown_convert_combine_s*``). NTT output:
+        inverse NTT of the K P rows only (the Q rows never leave the NTT domain: K + L instead of
+        2L + K limb transforms), base conversion, its forward NTT and
+        ``keyswitch_moddown_combine`` (+ ``c0[perm]`` for component 0 when ``c0`` is given; NTT
+        output only); in one launch group the combine is the output step of the NTT's chunk
+        kernel (``ntt_forward_chunk_stages_moddown_combine``: one launch and a store and reload
+        of NTT(e) fewer). Entries are ordered ``[E, 2, batch]``; ``out`` is ``[entries, L, N]``
+        contiguous, or with ``out_strides = (entry, component)`` element strides any layout
+        whose ``[batch, L, N]`` blocks are contiguous."""
+        if c0 is not None and domain != "ntt":
+            raise ValueError("ModDown: the rotated c0 is added on NTT output only")
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
         acc3 = acc.reshape(entries, R, n)
+        plane = batch * L * n
+        out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
-        else:
-            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
-        plane = batch * L * n
+            self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
+            return
+        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-        out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
-        self._combine(domain, acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+        self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
 
-    def _combine(self, domain: str, *args: Any) -> None:
-        """The last step of a rounding division into ``domain``: ``_ntt_combine`` (NTT values)
-        or ``_combine_launch`` (coefficients), same arguments."""
-        (self._ntt_combine if domain == "ntt" else self._combine_launch)(*args)
+    def _convert_combine(self, src: Any, x: Any, out: Any, table: tuple[Any, int], pinv: Any, targets: int,
+                         entries: int, batch: int, entry_stride: int, out_es: int, out_cs: int) -> None:
+        """``keyswitch_moddown_convert_combine_s*``: a coefficient-domain rounding division's
+        base conversion (of each entry's divided-out rows of ``src``, one group) and combine
+        ``out = (x - conversion) * D^-1`` in one launch. ``x`` (a view of ``src`` at its first
+        kept row) and ``src`` have ``entry_stride`` elements an entry; ``out`` as
+        ``_combine_launch``'s."""
+        words, size = table
+        tile = self._convert_tile(targets)
+        name = _base_convert_kernel(size, "keyswitch_moddown_convert_combine", _CONVERT_COMBINE_SIZES)
+        self._launch(name, (-(-self.n // _BLOCK), -(-targets // tile), entries), _BLOCK,
+                     (src, x, out, words, pinv, np.int32(size), np.int32(targets), np.int32(tile), np.int32(self.n),
+                      np.int32(batch), np.int64(entry_stride), np.int64(entry_stride), np.int64(out_es),
+                      np.int64(out_cs)), shared_mem=self._convert_smem(size, targets))
 
     def _ntt_combine(self, x: Any, e: Any, out: Any, rowmap: Any, pinv: Any, L: int, K: int, entries: int,
                      batch: int, out_es: int, out_cs: int, c0: Any = None, perms: Any = None,
@@ -959,10 +990,11 @@ class CupyBackend:
         NTT-domain ``acc [2, batch, L + K, N]`` over ``rows + p_rows`` into ``out [2, batch, L -
         1, N]`` over ``rows[1:]`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
-        Coefficient output: inverse NTT of all rows, base conversion of ``q_0`` and the P rows
-        into ``rows[1:]`` (into ``out``), ``keyswitch_moddown_combine`` with the division's
-        constants: 4 launches where ModDown on NTT values, the inverse NTT and the rescale take
-        8 (each transform in one launch group; ``_ntt_launch`` splits larger ones). NTT output:
+        Coefficient output: inverse NTT of all rows, then the base conversion of ``q_0`` and the
+        P rows into ``rows[1:]`` and the combine with the division's constants in one launch
+        (``keyswitch_moddown_convert_combine_s*``): 3 launches where ModDown on NTT values, the
+        inverse NTT and the rescale take 8 (each transform in one launch group; ``_ntt_launch``
+        splits larger ones). NTT output:
         inverse NTT of the ``q_0`` row and of the P rows only (one transform whose row-skip
         table passes over the kept rows 1 .. L - 1), the same conversion, then ``_ntt_combine``
         (the kept rows never leave the NTT domain)."""
@@ -985,10 +1017,14 @@ class CupyBackend:
             self._ntt_launch(acc3[:, :1], acc3[:, :1], t["out_map"][:1], True, R * n, R * n, entries, 1)
             self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
         plane = batch * (L - 1) * n
+        if domain == "coefficient":  # conversion and combine in one launch; x = acc from its row 1
+            self._convert_combine(acc3, acc3[:, 1:], out, d["convert"], d["pinv"], L - 1, entries, batch, R * n,
+                                  2 * plane, plane)
+            return
         self._base_convert(acc3, out, d["convert"], L - 1, 1, entries, R * n, (L - 1) * n)  # no dropped row is a target
         # x = acc from its row 1: rows[1:], then P (q_0 and P divided out: K + 1 rows), R rows an entry
-        self._combine(domain, acc3[:, 1:], out, out, d["kept_map"], d["pinv"], L - 1, K + 1, entries, batch,
-                      2 * plane, plane)
+        self._ntt_combine(acc3[:, 1:], out, out, d["kept_map"], d["pinv"], L - 1, K + 1, entries, batch, 2 * plane,
+                          plane)
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most
