@@ -387,7 +387,10 @@ __device__ __forceinline__ void key_inner_product(const u64* dig, i64 digit_stri
   acc1 = redc_wide(lo1, hi1, m.q, m.qinv);
 }
 
-// keyswitch_moddown_combine: the last step of the rounding ModDown, for E entries of (y0, y1):
+// keyswitch_moddown_combine: the last step of the rounding ModDown, for E entries of (y0, y1)
+// (the backend's coefficient-output divisions run keyswitch_moddown_convert_combine_s* instead;
+// this kernel serves the NTT-output ones whose transform is split into launch groups, or built
+// with FHE_MODDOWN_FUSED_COMBINE=0):
 // out[ent, comp, b, i] = (x[z, i] - e[z, i]) * P^-1 mod q_i (z = (ent * 2 + comp) * batch + b),
 // with x the Q rows of the inner product and e the base conversion of its P rows
 // (keyswitch_base_convert_s*), both in the same domain (coefficient, or NTT: x never left the
