@@ -11,10 +11,10 @@ runs second transforms, after checking that the first ran on the same rows, and 
 only moves data.
 
 Covered (``gpu_cases``' own checks, run here on emulated kernels): ``keyswitch_add_rescale``
-(relinearize with rescale) and ``rescale`` in both domains, and the key switch whose
-NTT-domain ModDown shares ``_ntt_combine`` with them; with the build defaults, with the
-fused combine off, with the batch-fast NTT grid, and (N=2^14) with launch groups split by
-a small L2 budget.
+(relinearize with rescale) and ``rescale`` in both domains, and the key switches (one key and
+several, with the rotated c0 and into a strided ``out``) whose ModDown shares the divisions'
+kernels; with the build defaults, with the fused combine off, with the batch-fast NTT grid,
+and (N=2^14) with launch groups split by a small L2 budget.
 """
 
 from __future__ import annotations
@@ -149,10 +149,18 @@ class _Kernels:
         for z, i, values in out:
             self._row(dst, z * int(out_bs) + i * self.n)[:] = values
 
+    def _rotated_c0(self, c0, perms, ent: int, comp: int, b: int, L: int, i: int, q: int, y: np.ndarray) -> np.ndarray:
+        """y + c0[b, i, perms[ent]] mod q on component 0 when c0 is given (the hoisted rotation's
+        c0 half, NTT domain), else y."""
+        if (isinstance(c0, np.uint64) and c0 == 0) or comp != 0:
+            return y
+        perm = _memory(perms, np.int32)[ent * self.n:(ent + 1) * self.n].astype(np.int64)
+        rotated = self._row(c0, (b * L + i) * self.n)[perm]
+        return ((y.astype(object) + rotated.astype(object)) % q).astype(np.uint64)
+
     def ntt_forward_chunk_stages_moddown_combine(self, grid, a):
-        e, x, out, rowmap, _consts, _tw, pinv, c0, _perms, _m, log_n, log_chunk, L, batch, in_bs, x_bs, out_es, \
+        e, x, out, rowmap, _consts, _tw, pinv, c0, perms, _m, log_n, log_chunk, L, batch, in_bs, x_bs, out_es, \
             out_cs = a
-        assert isinstance(c0, np.uint64) and c0 == 0, "no rotated c0 in the covered calls"
         L, batch, n = int(L), int(batch), self.n
         entries, rows = self._forward_rows(grid, e, in_bs, rowmap, log_n, log_chunk)
         assert rows == L
@@ -165,6 +173,7 @@ class _Kernels:
                 results.append((z, i, self._divide(self._row(x, z * int(x_bs) + i * n), ntt_e, q, table, L, i)))
         for z, i, y in results:  # every block reads its chunk before it writes (out may be e)
             ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
+            y = self._rotated_c0(c0, perms, ent, comp, b, L, i, self._prime(rowmap, i)[1], y)
             self._row(out, ent * int(out_es) + comp * int(out_cs) + (b * L + i) * n)[:] = y
 
     # --- key switching ----------------------------------------------------------------
@@ -252,16 +261,32 @@ class _Kernels:
             self._row(out, ent * int(out_es) + comp * int(out_cs) + (b * T + t) * self.n)[:] = y
 
     def keyswitch_moddown_combine(self, grid, a):
-        x, e, out, rowmap, _consts, pinv, c0, _perms, _m, n, L, K, batch, out_es, out_cs = a
+        x, e, out, rowmap, _consts, pinv, c0, perms, _m, n, L, K, batch, out_es, out_cs = a
         n, L, K, batch = int(n), int(L), int(K), int(batch)
-        assert grid[1] == L and isinstance(c0, np.uint64) and c0 == 0
+        assert grid[1] == L
         table = _memory(pinv, np.uint64)
         for z in range(grid[2]):
             ent, comp, b = z // (2 * batch), (z // batch) % 2, z % batch
             for i in range(L):
                 q = self._prime(rowmap, i)[1]
                 y = self._divide(self._row(x, z * (L + K) * n + i * n), self._row(e, z * L * n + i * n), q, table, L, i)
+                y = self._rotated_c0(c0, perms, ent, comp, b, L, i, q, y)
                 self._row(out, ent * int(out_es) + comp * int(out_cs) + b * L * n + i * n)[:] = y
+
+    # --- automorphism -----------------------------------------------------------------
+    def automorphism_coefficient_add_many(self, grid, a):
+        c0, out, maps, rowmap, _consts, _m, n, batch, in_bs, out_es, out_bs = a
+        n, batch = int(n), int(batch)
+        assert n == self.n
+        for z in range(grid[2]):
+            e, b = z // batch, z % batch
+            m = _memory(maps, np.uint32)[e * n:(e + 1) * n].astype(np.int64)
+            source, negate = m & 0x7FFFFFFF, (m >> 31) == 1
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                v = self._row(c0, b * int(in_bs) + y * n)[source].astype(object)
+                row = self._row(out, e * int(out_es) + b * int(out_bs) + y * n)
+                row[:] = ((row.astype(object) + np.where(negate, -v, v)) % q).astype(np.uint64)
 
     # --- element-wise -------------------------------------------------------------------
     def _rescale_correction(self, c0: np.ndarray, q0: int, q: int, q0_mod_q: int) -> np.ndarray:
@@ -322,15 +347,17 @@ def emulated(monkeypatch):
 
 
 # gpu_cases' checks whose kernels are all emulated above: the divisions (every batch shape,
-# both domains, levels from prime 0 and prime 1) and the key switches that share _ntt_combine
+# both domains, levels from prime 0 and prime 1) and the key switches that share them (one key
+# and several, with the rotated c0 and a strided out)
 EMULATED_CASES = tuple(name for name in gpu_cases.CASES
-                       if name.startswith(("keyswitch_add_rescale", "rescale_", "keyswitch_from_digits_galois")))
+                       if name.startswith(("keyswitch_add_rescale", "rescale_", "keyswitch_from_digits_galois",
+                                           "keyswitch_from_digits_many")))
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, config):
     gpu, ref = emulated(gpu_cases.context("n4096"), **CONFIGS[config])
-    assert len(EMULATED_CASES) >= 12
+    assert len(EMULATED_CASES) >= 14
     for name in EMULATED_CASES:
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
 
