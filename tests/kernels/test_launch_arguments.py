@@ -353,3 +353,48 @@ def test_a_capture_holds_the_keys_its_key_switches_read(fake_backend_factory):
     kept.clear()
     gc.collect()
     assert watch() is None
+
+
+def test_launches_per_operation_are_the_documented_counts(fake_backend_factory):
+    """N=2^14 (every transform one launch group of two kernels, the build defaults): the launch
+    counts of README.md's operation table and ``bench/kernels_gpu.py``; one launch more or
+    fewer anywhere is a change to measure and document."""
+    ctx = gpu_cases.context("n16384")
+    backend = fake_backend_factory(ctx)
+    rng = np.random.default_rng(3)
+    rows = tuple(range(ctx.q_count))
+    targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+    ct = gpu_cases.rand(ctx, rows, (2,), rng)
+    digits = backend.modup(ct[1], rows)
+    key = gpu_cases.random_key(ctx, rng)
+    keys = [gpu_cases.random_key(ctx, rng) for _ in range(3)]
+    gs = [5, None, 25]
+    weights = gpu_cases.rand(ctx, targets, (4,), rng)
+    lt_keys, lt_gs = keys, [5, 25, 2 * ctx.ring_degree - 1]
+    ops = {
+        "forward NTT of a ciphertext": (lambda: backend.ntt_forward(ct, rows), 2),
+        "rescale, coefficients": (lambda: backend.rescale(ct, rows, domain="coefficient"), 1),
+        "rescale, NTT values": (lambda: backend.rescale(ct, rows, domain="ntt"), 4),
+        "ModUp": (lambda: backend.modup(ct[1], rows), 3),
+        "ModUp given the input's NTT": (lambda: backend.modup(ct[1], rows, c_ntt=ct[0]), 3),
+        "key switch, coefficient output": (lambda: backend.keyswitch_from_digits(digits, key, rows), 4),
+        "key switch, NTT output": (lambda: backend.keyswitch_from_digits(digits, key, rows, domain="ntt"), 6),
+        "3 key switches, coefficient output": (lambda: backend.keyswitch_from_digits_many(digits, keys, rows, gs), 4),
+        "3 key switches, NTT output, rotated c0": (
+            lambda: backend.keyswitch_from_digits_many(digits, keys, rows, gs, c0=ct[0], domain="ntt"), 6),
+        "relinearize and rescale, coefficient output": (
+            lambda: backend.keyswitch_add_rescale(digits, key, rows, ct), 4),
+        "relinearize and rescale, NTT output": (
+            lambda: backend.keyswitch_add_rescale(digits, key, rows, ct, domain="ntt"), 6),
+        "linear transform with rescale, coefficient output": (
+            lambda: backend.keyswitch_linear_transform(digits, lt_keys, rows, lt_gs, weights, ct, rescale=True), 4),
+        "linear transform with rescale, NTT output": (
+            lambda: backend.keyswitch_linear_transform(digits, lt_keys, rows, lt_gs, weights, ct, rescale=True,
+                                                       domain="ntt"), 6),
+    }
+    got = {}
+    for name, (op, _) in ops.items():
+        before = backend.launch_count
+        op()
+        got[name] = backend.launch_count - before
+    assert got == {name: want for name, (_, want) in ops.items()}
