@@ -19,7 +19,9 @@ using namespace fhe;
 // reductions of the high word mod m_t, which subtract multiples of 2^64 m_t), then one REDC
 // (x < m_t 2^64) gives the canonical residue: bit-identical to any exact reduction.
 // ModUp: groups = the active digits, sources = the digit's Q rows, targets = rows + p_rows.
-// ModDown: one group = the K P rows, targets = the L Q rows (then keyswitch_moddown_combine).
+// ModDown: one group = the K P rows, targets = the L Q rows (then the combine: in the same
+// kernel for coefficient output, keyswitch_moddown_convert_combine_s*; after the forward NTT of
+// the targets for NTT output).
 //
 // Table (u64, host: _cupy_tables.base_conversion_table), G group blocks of
 // bc_group_words(S, T) words (S = largest group), then the targets' constants:
@@ -395,7 +397,7 @@ __device__ __forceinline__ void key_inner_product(const u64* dig, i64 digit_stri
 // with x the Q rows of the inner product and e the base conversion of its P rows
 // (keyswitch_base_convert_s*), both in the same domain (coefficient, or NTT: x never left the
 // NTT domain and e was forward-transformed; every step is linear mod q_i, so the NTT-domain
-// result is exactly the NTT of the coefficient-domain one). With c0 (not null; NTT domain only)
+// result is exactly the NTT of the coefficient-domain one; the backend runs it on NTT values). With c0 (not null; NTT domain only)
 // component 0 of entry ent also gets c0[b, i, perms[ent, k]] (the NTT-domain automorphism of c0:
 // the c0 half of a hoisted rotation).
 // Axis order: x [E, 2, batch, L + K, coeff]; e [E, 2, batch, L, coeff]; out entry (ent, comp) at

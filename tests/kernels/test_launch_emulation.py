@@ -240,8 +240,8 @@ class _Kernels:
         return results
 
     def keyswitch_base_convert(self, grid, a):
-        c, c_self, out, table, S, T, _tile, n, batch, in_bs, out_bs = a
-        assert int(n) == self.n
+        c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs = a
+        assert int(n) == self.n and grid[1] == -(-int(T) // int(tile)), "grid y: the target tiles"
         assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
         for z, t, value in self._converted(c, table, int(S), int(T), grid[2], int(batch), in_bs):
             self._row(out, z * int(out_bs) + t * self.n)[:] = value
@@ -249,9 +249,9 @@ class _Kernels:
     def keyswitch_moddown_convert_combine(self, grid, a):
         """The conversion of each entry's divided-out rows and the combine (x - e) * D^-1 into
         keyswitch_moddown_combine's output layout, in one launch (one group)."""
-        c, x, out, table, pinv, S, T, _tile, n, batch, in_bs, x_bs, out_es, out_cs = a
+        c, x, out, table, pinv, S, T, tile, n, batch, in_bs, x_bs, out_es, out_cs = a
         T, batch = int(T), int(batch)
-        assert int(n) == self.n
+        assert int(n) == self.n and grid[1] == -(-T // int(tile)), "grid y: the target tiles"
         divisor = _memory(pinv, np.uint64)
         target_q = target_words(_memory(table, np.uint64), 1, int(S), T)
         converted = self._converted(c, table, int(S), T, grid[2], grid[2], in_bs)  # one group: b = z
@@ -334,6 +334,7 @@ CONFIGS = {
     "defaults": {},
     "fused combine off": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_MODDOWN_FUSED_COMBINE=0",))},
     "batch-fast NTT grid": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST=1",))},
+    "base conversions in tiles of 2 targets": {"base_convert_tile": 2},
 }
 
 

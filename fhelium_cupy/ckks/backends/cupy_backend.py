@@ -117,7 +117,9 @@ class CupyBackend:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
             the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``, and
-            ``FHE_MODDOWN_FUSED_COMBINE=0`` restores the separate ModDown combine kernel.
+            ``FHE_MODDOWN_FUSED_COMBINE=0`` restores the separate combine kernel of the
+            NTT-output divisions (coefficient-output divisions always combine in their base
+            conversion, ``keyswitch_moddown_convert_combine_s*``).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -920,6 +922,8 @@ class CupyBackend:
         also get ``c * w_r`` (``c`` checked ``[2, batch, L, N]``, ``scalars`` a
         ``_shoup_scalars`` table of its L rows)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
+        if add is not None and E != 1:
+            raise ValueError(f"the scaled add of an inner product takes one key, got {E}")
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
