@@ -398,3 +398,42 @@ def test_launches_per_operation_are_the_documented_counts(fake_backend_factory):
         op()
         got[name] = backend.launch_count - before
     assert got == {name: want for name, (_, want) in ops.items()}
+
+
+def test_fused_inputs_and_outputs_refuse_launch_shapes_they_cannot_serve(fake_backend_factory):
+    """The NTT's column input (the rescale's correction) and the inner product's scaled add
+    are refused, before any launch, where their kernels do not apply."""
+    ctx = gpu_cases.context("n16384")
+    backend = fake_backend_factory(ctx)
+    n, rows = ctx.ring_degree, tuple(range(ctx.q_count))
+    _, rowmap = backend._rows(rows)
+    data = np.zeros((2, len(rows), n), dtype=np.uint64)
+
+    def never(*args):
+        pytest.fail("column input launched")
+
+    plane = len(rows) * n
+    assert backend._column_input_fits(2, len(rows))
+    calls = [
+        dict(inverse=True),  # a forward transform only
+        dict(inverse=False, skip=(np.zeros(6, dtype=np.int32), 1)),  # no row-skip table
+    ]
+    for call in calls:
+        before = backend.launch_count
+        with pytest.raises(ValueError, match="column input"):
+            backend._ntt_launch(data, data, rowmap, call["inverse"], plane, plane, 2, len(rows),
+                                skip=call.get("skip"), column_input=never)
+        assert backend.launch_count == before
+    split = fake_backend_factory(ctx, l2_group_bytes=1 << 17)
+    assert not split._column_input_fits(2, len(rows))  # several launch groups
+    with pytest.raises(ValueError, match="one launch group"):
+        split._ntt_launch(data, data, rowmap, False, plane, plane, 2, len(rows), column_input=never)
+    assert split.launch_count == 0
+    rng = np.random.default_rng(4)
+    digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
+    t = backend._keyswitch_device(rows)
+    keys = [gpu_cases.random_key(ctx, rng) for _ in range(2)]
+    before = backend.launch_count
+    with pytest.raises(ValueError, match="one key"):
+        backend._inner_product_launch(digits, keys, [None, None], t, 1, len(ctx.moduli), add=(data, data))
+    assert backend.launch_count == before
