@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fhelium_cupy.ckks import Ciphertext, Plaintext, encode_diagonals, periodic_message, required_rotation_steps
+from fhelium_cupy.ckks import Ciphertext, Plaintext, periodic_message
 from fhelium_cupy.errors import StateMismatchError
-from tests.helpers.ckks_engines import TOLERANCE, centered_difference, make_engine, random_message, three_special_primes
+from tests.helpers.ckks_engines import (
+    TOLERANCE,
+    centered_difference,
+    make_engine,
+    matvec_8x8,
+    random_message,
+    three_special_primes,
+)
 
 PRESETS = list(TOLERANCE)
 
@@ -257,15 +264,11 @@ def _fused_and_two_step(e, entry: str) -> tuple[Ciphertext, Ciphertext, np.ndarr
     if entry == "relinearize":
         c3, want = _squared_product(e)
         return e.relinearize(c3, rescale=True), e.rescale_to_next_level(e.relinearize(c3)), want
-    rng = np.random.default_rng(9)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = e.encrypt_message(periodic_message(x, e.num_slots))
-    keys = e.rotation_keys(required_rotation_steps(8))
-    ordered = [keys[k] for k in required_rotation_steps(8)]
-    weights = encode_diagonals(e, a)
-    fused = e.linear_transform(ct, ordered, weights, rescale=True)
-    two_step = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, ordered, weights)))
-    return fused, two_step, periodic_message(a @ x, e.num_slots)
+    mv = matvec_8x8(e)
+    fused = e.linear_transform(mv.ct, mv.ordered, mv.diagonals, rescale=True)
+    two_step = e.rescale_to_next_level(
+        e.ntt_domain_to_coefficient_domain(e.linear_transform(mv.ct, mv.ordered, mv.diagonals)))
+    return fused, two_step, periodic_message(mv.matrix @ mv.x, e.num_slots)
 
 
 @pytest.mark.parametrize("special_primes", [1, 3])

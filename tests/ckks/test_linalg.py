@@ -17,7 +17,7 @@ from fhelium_cupy.ckks import (
     required_rotation_steps_bsgs,
 )
 from fhelium_cupy.errors import StateMismatchError
-from tests.helpers.ckks_engines import TOLERANCE, make_engine
+from tests.helpers.ckks_engines import TOLERANCE, make_engine, matvec_8x8
 
 
 def test_diagonal_identity_holds_in_cleartext():
@@ -177,15 +177,12 @@ def test_linear_transform_with_rescale_is_the_double_hoisted_matrix_vector_and_w
     coefficient-domain plain product, in the same state. (Its single rounding against the two
     steps with keys: tests/ckks/test_engine.py.)"""
     e = make_engine("test-n4096-scale40")
-    rng = np.random.default_rng(9)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = e.encrypt_message(periodic_message(x, e.num_slots))
-    keys = e.rotation_keys(required_rotation_steps(8))
-    ordered = [keys[k] for k in required_rotation_steps(8)]
-    weights = encode_diagonals(e, a)
-    fused = e.linear_transform(ct, ordered, weights, rescale=True)
-    assert np.array_equal(matrix_vector(ct, engine=e, diagonals=weights, rotation_keys=keys).data, fused.data)
-    one = encode_diagonals(e, a[:1, :1])
+    mv = matvec_8x8(e)
+    ct = mv.ct
+    fused = e.linear_transform(ct, mv.ordered, mv.diagonals, rescale=True)
+    assert np.array_equal(matrix_vector(ct, engine=e, diagonals=mv.diagonals, rotation_keys=mv.keys).data,
+                          fused.data)
+    one = encode_diagonals(e, mv.matrix[:1, :1])
     plain = e.rescale_to_next_level(e.ntt_domain_to_coefficient_domain(e.linear_transform(ct, [], one)))
     alone = e.linear_transform(ct, [], one, rescale=True)
     assert np.array_equal(alone.data, plain.data)

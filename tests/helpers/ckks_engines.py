@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
-from fhelium_cupy.ckks import CkksEngine
+from fhelium_cupy.ckks import CkksEngine, encode_diagonals, periodic_message, required_rotation_steps
 from fhelium_cupy.ckks.params import ParametersLiteral
 
-__all__ = ["TOLERANCE", "centered_difference", "make_engine", "random_message", "rewrite_saved_value",
-           "three_special_primes"]
+__all__ = ["TOLERANCE", "Matvec8", "centered_difference", "make_engine", "matvec_8x8", "random_message",
+           "rewrite_saved_value", "three_special_primes"]
 
 TOLERANCE = {"test-n4096-scale30": 1e-4, "test-n4096-scale40": 1e-6}
 _CACHE: dict[str, CkksEngine] = {}
@@ -64,3 +65,26 @@ def rewrite_saved_value(source, target, *, meta=None, data=None, compressed=Fals
     array = array if data is None else data(array)
     (np.savez_compressed if compressed else np.savez)(target, data=array, header=np.array(json.dumps(header)))
     return target
+
+
+@dataclass(frozen=True)
+class Matvec8:
+    """An encrypted 8x8 matrix-vector product's inputs: the cleartext ``matrix`` and ``x``, the
+    encrypted periodic ``x`` (``ct``), its rotation keys by step (``keys``) and in
+    ``required_rotation_steps`` order (``ordered``), and the QP ``diagonals`` of ``matrix``."""
+
+    matrix: np.ndarray
+    x: np.ndarray
+    ct: object
+    keys: dict
+    ordered: list
+    diagonals: object
+
+
+def matvec_8x8(engine: CkksEngine, seed: int = 9) -> Matvec8:
+    """``Matvec8`` of a random uniform(-1, 1) matrix and vector from ``seed``."""
+    rng = np.random.default_rng(seed)
+    matrix, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    keys = engine.rotation_keys(required_rotation_steps(8))
+    return Matvec8(matrix, x, engine.encrypt_message(periodic_message(x, engine.num_slots)), keys,
+                   [keys[k] for k in required_rotation_steps(8)], encode_diagonals(engine, matrix))

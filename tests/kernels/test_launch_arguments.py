@@ -429,6 +429,16 @@ def test_fused_inputs_and_outputs_refuse_launch_shapes_they_cannot_serve(fake_ba
     with pytest.raises(ValueError, match="one launch group"):
         split._ntt_launch(data, data, rowmap, False, plane, plane, 2, len(rows), column_input=never)
     assert split.launch_count == 0
+    small_ctx = gpu_cases.context("n4096")  # N = 4096: one chunk kernel does every stage
+    small = fake_backend_factory(small_ctx, ntt_fill_blocks=1)
+    small_rows = tuple(range(small_ctx.q_count))
+    small_data = np.zeros((2, len(small_rows), small_ctx.ring_degree), dtype=np.uint64)
+    small_plane = len(small_rows) * small_ctx.ring_degree
+    assert not small._column_input_fits(2, len(small_rows))
+    with pytest.raises(ValueError, match="column stages"):
+        small._ntt_launch(small_data, small_data, small._rows(small_rows)[1], False, small_plane, small_plane, 2,
+                          len(small_rows), column_input=never)
+    assert small.launch_count == 0
     rng = np.random.default_rng(4)
     digits = backend.modup(gpu_cases.rand(ctx, rows, (), rng), rows)
     t = backend._keyswitch_device(rows)

@@ -517,7 +517,7 @@ class CupyBackend:
             raise ValueError("a row-skip table, chunk output or column input needs a transform in one launch group")
         if (chunk_output is not None or column_input is not None) and inverse:
             raise ValueError("chunk output and column input need a forward transform")
-        if column_input is not None and (skip is not None or not self._column_input_fits(batch, limbs)):
+        if column_input is not None and skip is not None:
             raise ValueError("column input needs column stages and no row-skip table")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
@@ -542,6 +542,8 @@ class CupyBackend:
             strides = (np.int64(src_bs), np.int64(dst_bs))
             same = (np.int64(dst_bs), np.int64(dst_bs))
             single = log_chunk == self.log_n  # one chunk kernel does every stage
+            if column_input is not None and single:  # the only group: nothing launched yet
+                raise ValueError("column input needs column stages and no row-skip table")
             if inverse:
                 self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
