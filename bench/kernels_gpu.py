@@ -195,8 +195,18 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         a, k = found[0]
         return lambda: be._launch(*a, **k)
 
+    def modup_conversion():
+        """ModUp's base conversion launch alone (keyswitch_base_convert_s* or _bytes_mma), as
+        ``modup(c1)`` makes it."""
+        recorded: list = []
+        with mock.patch.object(be, "_launch", new=lambda *a, **k: recorded.append((a, k))):
+            be.modup(ct[1], rows)
+        a, k = next((a, k) for a, k in recorded if a[0].startswith("keyswitch_base_convert"))
+        return lambda: be._launch(*a, **k)
+
     ops = {
         "ntt_forward column kernel only": (ntt_part("column"), 2 * 2 * L),
+        "modup conversion kernel only": (modup_conversion(), L + D * (L + K)),
         "ntt_forward chunk kernel only": (ntt_part("chunk"), 2 * 2 * L),
         "ntt_forward(ct)": (lambda: be.ntt_forward(ct, rows, out=out), 2 * 2 * L),
         "ntt_inverse(ct)": (lambda: be.ntt_inverse(ct, rows, out=out), 2 * 2 * L),

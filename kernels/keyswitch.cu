@@ -603,3 +603,152 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
   out[row + i] = s0;
   out[plane + row + i] = s1;
 }
+
+// ---- ModUp's base conversion as byte-sliced integer matrix products (tensor cores) ----------
+// The exact sum X_t = sum_j y_j W[j, t] + cnt negc[t] of keyswitch_base_convert_s* (same W, negc
+// in Montgomery form, same REDC, so bit-identical) for groups of at most 9 sources below 2^48
+// (ModUp's Q primes). Bytes: y_j = sum_a y_ja 256^a (a < 6), W = sum_b w_b 256^b (b < 8), so
+//   X_t = sum_s 256^s C_s,  C_s = sum_(j, a) y_ja w_jt(s - a)   (s < 13; 0 <= s - a < 8),
+// an int8 matrix product A [coefficients x 64 byte slots] x B [64 x (13 s x targets)] per target
+// group of 8 (mma.sync m16n8k32 u8 x u8 -> s32, two k-steps of 32). Each C_s < 55 * 255^2 < 2^22,
+// so C_s + 256 C_(s+1) < 2^31 is exact in the s32 accumulator (the odd s runs first, shifted
+// left 8 bits, as the accumulator of the even one): 7 pair sums P_i at weights 2^(16 i),
+// added into 128 bits; X < 10 * 2^48 * 2^61 < 2^113, then reduce_u64 of the high word and one
+// REDC as the other conversions.
+// Byte slots: lane l = 4 g + c of a warp (g = row group, c = thread in group) holds, for each of
+// its two coefficients (m-tile rows g and g + 8), the 128-bit word y_c + y_(c+4) 2^48 + e_c 2^96
+// with e_c = bytes 2c, 2c + 1 of y_8 for c < 3 and e_3 = cnt (y_j = 0 past the group's count):
+// slot p (byte p of that word) is the A column k = 4c + (p & 3) + 16 ((p >> 2) & 1) of k-step
+// p >> 3, which is where mma.m16n8k32 expects lane c's A bytes; the host lays out B the same
+// way (_cupy_tables.modup_byte_table: per lane, for each target group, s and k-step, the u32
+// pair (b0, b1) of the B fragment as one u64, B[k, n] = byte s - a(slot) of W[j(slot), target n]).
+// Output fragment: lane (g, c) gets rows g, g + 8 x target columns 2c, 2c + 1 of its group.
+//
+// Table (u64, per group, byte_group_words(TG) words; TG = target groups of 8, the same for
+// every group): [TG * 13 * 2 * 32) B fragments at ((tg * 13 + s) * 2 + ks) * 32 + lane;
+// [+8 TG) output row of each target column (~0: padding); [+8 TG) x 3 q, qinv, barrett of the
+// target column; [+9) w_j = (Q_g / s_j)^-1 mod s_j, [+9) Shoup(w_j), [+9) s_j, [+9) input row
+// of source j, [+9) output row of source j (a source is a target: copied, c_self when given);
+// [+1) the group's source count.
+#define FHE_BYTE_S 13        // s = a + b < 6 + 8 - 1
+#define FHE_BYTE_SOURCES 9   // at most 9 sources a group
+__host__ __device__ __forceinline__ int byte_group_words(int tg) {
+  return tg * (FHE_BYTE_S * 2 * 32 + 32) + 5 * FHE_BYTE_SOURCES + 1;
+}
+
+// d += A x B for one m16n8k32 tile: A's 4 u32 of this lane, B's 2.
+__device__ __forceinline__ void mma_u8_m16n8k32(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                                unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // the host launches this kernel only on compute capability 8.0 or newer
+#endif
+}
+
+// One s: d += A x B_s over both k-steps (a[h][w]: row half h, slot word w; bf: this lane's B words).
+__device__ __forceinline__ void mma_byte_step(int (&d)[4], const unsigned (&a)[2][4], u64 b_lo, u64 b_hi) {
+  mma_u8_m16n8k32(d, a[0][0], a[1][0], a[0][1], a[1][1], (unsigned)b_lo, (unsigned)(b_lo >> 32));
+  mma_u8_m16n8k32(d, a[0][2], a[1][2], a[0][3], a[1][3], (unsigned)b_hi, (unsigned)(b_hi >> 32));
+}
+
+// keyswitch_base_convert_bytes_mma: the conversion of keyswitch_base_convert_s* (ModUp: targets
+// = the R output rows, a group's own rows copied) on tensor cores. Axis order: c and c_self
+// (null: c) [batch, rows_in, coeff] (in_bs per entry); out [G * batch, R, coeff] (out_bs per
+// entry, z = g * batch + b). In canonical, out canonical. Needs n % 16 == 0 and compute
+// capability 8.0. Launch: grid (ceil(n / 256), 1, G * batch), block 256: warp w converts the
+// m-tiles (16 coefficients) w and w + 8 of its block's 256.
+#define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256)
+extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma(
+    const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
+    i64 in_bs, i64 out_bs) {
+  const int g = blockIdx.z / batch;
+  const int b = blockIdx.z % batch;
+  const u64* __restrict__ bf = table + (i64)g * byte_group_words(tg_count);
+  const u64* __restrict__ trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
+  const u64* __restrict__ tq = trow + 8 * tg_count;  // q, qinv, barrett at +0, +8 TG, +16 TG
+  const u64* __restrict__ src = tq + 24 * tg_count;  // w, wp, s, input row, output row, count
+  const int count = (int)src[5 * FHE_BYTE_SOURCES];
+  const int lane = threadIdx.x & 31;
+  const int gr = lane >> 2;
+  const int ci = lane & 3;
+  const u64* cin = c + b * in_bs;
+  const u64* sin = (c_self ? c_self : c) + b * in_bs;
+  u64* o = out + blockIdx.z * out_bs;
+  for (int mt = threadIdx.x >> 5; mt < 16; mt += 8) {
+    const int k0 = blockIdx.x * 256 + mt * 16;
+    if (k0 >= n) break;  // n % 16 == 0: whole m-tiles
+    unsigned a[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int k = k0 + gr + 8 * h;
+      u64 y[3] = {0, 0, 0};  // y_c, y_(c+4), y_8
+      unsigned neg = 0;
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const int j = i < 2 ? ci + 4 * i : 8;
+        if (j < count) {
+          y[i] = shoup_mul(cin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k], src[j], src[FHE_BYTE_SOURCES + j],
+                           src[2 * FHE_BYTE_SOURCES + j]);
+          if (i < 2 || ci == 0) neg += is_negative_centered(y[i], src[2 * FHE_BYTE_SOURCES + j]) ? 1 : 0;
+        }
+      }
+      neg += __shfl_xor_sync(0xffffffffu, neg, 1);
+      neg += __shfl_xor_sync(0xffffffffu, neg, 2);
+      const unsigned e = ci == 3 ? neg : (unsigned)(y[2] >> (16 * ci)) & 0xffffu;
+      a[h][0] = (unsigned)y[0];
+      a[h][1] = (unsigned)(y[0] >> 32) | ((unsigned)y[1] << 16);
+      a[h][2] = (unsigned)(y[1] >> 16);
+      a[h][3] = e;
+    }
+    for (int tg = 0; tg < tg_count; ++tg) {
+      const u64* __restrict__ bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
+      u64 lo[4], mid[4];
+      unsigned top[4];
+#pragma unroll
+      for (int s = 0; s < FHE_BYTE_S; s += 2) {
+        int d[4] = {0, 0, 0, 0};
+        if (s + 1 < FHE_BYTE_S) {
+          mma_byte_step(d, a, bt[((s + 1) * 2) * 32], bt[((s + 1) * 2 + 1) * 32]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) d[i] <<= 8;
+        }
+        mma_byte_step(d, a, bt[(s * 2) * 32], bt[(s * 2 + 1) * 32]);
+        // d = P_(s/2) = C_s + 256 C_(s+1) < 2^31, weight 2^(8 s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const u64 p = (unsigned)d[i];
+          const int pi = s >> 1;
+          if (pi == 0) lo[i] = p;
+          else if (pi < 3) lo[i] += p << (16 * pi);
+          else if (pi == 3) mid[i] = p;
+          else if (pi < 6) mid[i] += p << (16 * (pi - 3));
+          else top[i] = (unsigned)p;
+        }
+      }
+      // lane (g, c): target columns 2c + cc of the group, rows g + 8 h: output i = 2 h + cc
+#pragma unroll
+      for (int cc = 0; cc < 2; ++cc) {
+        const int col = tg * 8 + 2 * ci + cc;
+        const u64 row = trow[col];
+        if (row == ~0ULL) continue;  // padding
+        const u64 q = tq[col], qinv = tq[8 * tg_count + col], barrett = tq[16 * tg_count + col];
+        u64* dst = o + (i64)row * n + k0 + gr;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          u64 xlo = lo[2 * h + cc], xhi = 0;
+          add_shifted<48>(xlo, xhi, mid[2 * h + cc]);
+          xhi += (u64)top[2 * h + cc] << 32;
+          dst[8 * h] = redc_wide(xlo, reduce_u64(xhi, q, barrett), q, qinv);
+        }
+      }
+    }
+    // the group's own rows: copied (from c_self when given), lanes 0-15 and 16-31 two rows at a time
+    for (int j = lane >> 4; j < count; j += 2)
+      o[(i64)src[4 * FHE_BYTE_SOURCES + j] * n + k0 + (lane & 15)] =
+          sin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k0 + (lane & 15)];
+  }
+}

@@ -57,7 +57,7 @@ def fake_backend_factory(monkeypatch):
     return install_numpy_cupy(monkeypatch, lambda options: lambda name: _Checker(name, sigs[name]))
 
 
-@pytest.mark.parametrize("ctx_name", ["n4096", "n16384"])
+@pytest.mark.parametrize("ctx_name", ["n4096", "n16384", "n4096w"])
 def test_every_primitive_launches_with_arguments_matching_the_kernel_signature(fake_backend_factory, ctx_name):
     ctx = gpu_cases.context(ctx_name)
     backend = fake_backend_factory(ctx)

@@ -31,6 +31,7 @@ from tests.helpers.numpy_cupy import install_numpy_cupy
 from tests.kernels import gpu_cases
 
 R64 = 1 << 64
+NO_SKIP = np.uint64(0)  # a null row-skip table
 NO_ROW = R64 - 1  # base-conversion tables: "this target is not one of the group's sources"
 
 
@@ -126,26 +127,26 @@ class _Kernels:
 
     def ntt_forward_column_stages(self, grid, a):
         src, dst, rowmap, _consts, _tw, skip, _m, _log_n, _log_chunk, in_bs, out_bs = a
-        assert isinstance(skip, np.uint64) and skip == 0
         entries, rows = grid[2], grid[1]
-        out = [(z, i, self._row(src, z * int(in_bs) + i * self.n).copy()) for z in range(entries) for i in range(rows)]
+        out = [(z, i, self._row(src, z * int(in_bs) + i * self.n).copy())
+               for z in range(entries) for i in self._data_rows(skip, z, rows)]
         for z, i, values in out:
             self._row(dst, z * int(out_bs) + i * self.n)[:] = values
-        self.first_pass = self._pass_key(dst, out_bs, entries, rows, rowmap)
+        self.first_pass = (self._pass_key(dst, out_bs, entries, rows, rowmap), skip)
 
-    def _forward_rows(self, grid, src, in_bs, rowmap, log_n, log_chunk) -> tuple[int, int]:
+    def _forward_rows(self, grid, src, in_bs, rowmap, log_n, log_chunk, skip: Any = NO_SKIP) -> tuple[int, int]:
         entries, rows = self._chunk_grid(grid)
         if int(log_chunk) != int(log_n):
-            assert self.first_pass == self._pass_key(src, in_bs, entries, rows, rowmap), "chunks after their columns"
+            assert self.first_pass == (self._pass_key(src, in_bs, entries, rows, rowmap), skip), \
+                "chunks after their columns"
         self.first_pass = None
         return entries, rows
 
     def ntt_forward_chunk_stages(self, grid, a):
         src, dst, rowmap, _consts, _tw, skip, _m, log_n, log_chunk, in_bs, out_bs = a
-        assert isinstance(skip, np.uint64) and skip == 0
-        entries, rows = self._forward_rows(grid, src, in_bs, rowmap, log_n, log_chunk)
+        entries, rows = self._forward_rows(grid, src, in_bs, rowmap, log_n, log_chunk, skip)
         out = [(z, i, self._transform(self._row(src, z * int(in_bs) + i * self.n), self._prime(rowmap, i)[0], False))
-               for z in range(entries) for i in range(rows)]
+               for z in range(entries) for i in self._data_rows(skip, z, rows)]
         for z, i, values in out:
             self._row(dst, z * int(out_bs) + i * self.n)[:] = values
 
@@ -246,6 +247,60 @@ class _Kernels:
         for z, t, value in self._converted(c, table, int(S), int(T), grid[2], int(batch), in_bs):
             self._row(out, z * int(out_bs) + t * self.n)[:] = value
 
+    def keyswitch_base_convert_bytes_mma(self, grid, a):
+        """The ModUp conversion on tensor cores, emulated at the level of its mma fragments: each
+        lane's 128-bit slot word (y_c + y_(c+4) 2^48 + e_c 2^96) spread over A as
+        mma.m16n8k32 expects it, B rebuilt from the table's per-lane words, the 13 byte-offset
+        products C_s summed in int64 (asserting the s32 and 128-bit bounds), then X 2^-64 mod q."""
+        c, c_self, out, table, tg, n, batch, in_bs, out_bs = a
+        tg, n, batch, S = int(tg), int(n), int(batch), 13
+        assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 256), 1)
+        words = _memory(table, np.uint64)
+        gw = tg * (S * 2 * 32 + 32) + 5 * 9 + 1
+        sin = c if isinstance(c_self, np.uint64) else c_self
+        for z in range(grid[2]):
+            g, b = z // batch, z % batch
+            block = words[g * gw:(g + 1) * gw]
+            frag = block[:tg * S * 64].reshape(tg, S, 2, 32)
+            trow = [int(v) for v in block[tg * S * 64:tg * S * 64 + 8 * tg]]
+            tq = [int(v) for v in block[tg * S * 64 + 8 * tg:tg * S * 64 + 32 * tg]]
+            src = [int(v) for v in block[tg * S * 64 + 32 * tg:]]
+            w, wp, sq, srow, orow, count = src[0:9], src[9:18], src[18:27], src[27:36], src[36:45], src[45]
+            assert 1 <= count <= 9
+            y = [np.zeros(n, dtype=object) for _ in range(9)]
+            for j in range(count):
+                assert wp[j] == (w[j] << 64) // sq[j] and sq[j] < 1 << 48
+                y[j] = self._row(c, b * int(in_bs) + srow[j] * n).astype(object) * w[j] % sq[j]
+            cnt = sum((y[j] > sq[j] >> 1).astype(object) for j in range(count))
+            # A [n, 2 k-steps, 32 k]: lane c's slot word, byte p = 8 ks + 4 r + i -> k = 4 c + 16 r + i
+            A = np.zeros((n, 2, 32), dtype=np.int64)
+            for lane_c in range(4):
+                e = cnt if lane_c == 3 else (y[8] >> (16 * lane_c)) & 0xFFFF
+                slot_word = y[lane_c] + (y[lane_c + 4] << 48) + (e << 96)
+                for p in range(16):
+                    ks, r, i = p >> 3, (p >> 2) & 1, p & 3
+                    A[:, ks, 4 * lane_c + 16 * r + i] = ((slot_word >> (8 * p)) & 0xFF).astype(np.int64)
+            # B [tg, S, 2, 32 k, 8 columns]: lane 4 g + c's word, byte 4 r + i -> k = 4 c + 16 r + i, column g
+            B = np.zeros((tg, S, 2, 32, 8), dtype=np.int64)
+            for lane in range(32):
+                col, lane_c = lane >> 2, lane & 3
+                for byte in range(8):
+                    r, i = byte >> 2, byte & 3
+                    B[:, :, :, 4 * lane_c + 16 * r + i, col] = ((frag[:, :, :, lane] >> np.uint64(8 * byte))
+                                                                 & np.uint64(0xFF)).astype(np.int64)
+            C = np.einsum("nqk,tsqkc->ntsc", A, B)  # [n, tg, S, 8]
+            assert C.max() < 1 << 22 and (C[:, :, 0::2][:, :, :6] + 256 * C[:, :, 1::2]).max() < 1 << 31
+            for col in range(8 * tg):
+                if trow[col] == NO_ROW:
+                    continue
+                q = tq[col]
+                assert tq[8 * tg + col] == pow(q, -1, R64) and tq[16 * tg + col] == R64 // q
+                total = sum(C[:, col // 8, s_, col % 8].astype(object) << (8 * s_) for s_ in range(S))
+                assert max(total) < 1 << 113
+                self._row(out, z * int(out_bs) + trow[col] * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
+            for j in range(count):
+                self._row(out, z * int(out_bs) + orow[j] * n)[:] = self._row(sin, b * int(in_bs) + srow[j] * n)
+
     def keyswitch_moddown_convert_combine(self, grid, a):
         """The conversion of each entry's divided-out rows and the combine (x - e) * D^-1 into
         keyswitch_moddown_combine's output layout, in one launch (one group)."""
@@ -315,7 +370,7 @@ class _Kernels:
         c0, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, dropped_id, c0_bs, out_bs = a
         assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
         self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
-        self.first_pass = self._pass_key(out, out_bs, grid[2], grid[1], rowmap)
+        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
 
     def rescale_drop_first_coefficient(self, grid, a):
         src, out, rowmap, _consts, tab, _m, n, remaining, dropped_id, in_bs, out_bs = a
@@ -371,3 +426,26 @@ def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emul
     assert len(gpu._groups(2, ctx.q_count - 1)) > 1
     for name in ("keyswitch_add_rescale", "keyswitch_add_rescale_ntt", "rescale_ntt_key_switch_level"):
         assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
+
+
+MODUP_CASES = tuple(name for name in gpu_cases.CASES if name.startswith("modup"))
+
+
+@pytest.mark.parametrize("ctx_name", ["n4096w", "n16384"])
+def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
+    """keyswitch_base_convert_bytes_mma in every ModUp case: digits of 9 and 8 sources of 40 to 47
+    bits (the default threshold), and N=2^14's one-prime digits with the threshold at 1."""
+    options = {} if ctx_name == "n4096w" else {"kernel_options": kernels.KernelOptions(
+        extra=("-DFHE_BC_BYTES_MIN_SOURCES=1",))}
+    gpu, ref = emulated(gpu_cases.context(ctx_name), **options)
+    assert len(MODUP_CASES) >= 5
+    for name in MODUP_CASES:
+        launches = gpu.launch_count
+        assert gpu_cases.run_case(name, gpu, ref, ctx_name) is None, name
+        assert gpu.launch_count > launches
+    assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is not None
+
+
+def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):
+    gpu, _ = emulated(gpu_cases.context("n16384"))
+    assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is None

@@ -21,10 +21,13 @@ from .base import RingContext, active_digits
 __all__ = [
     "active_digits",
     "base_conversion_table",
+    "byte_group_words",
+    "byte_table_fits",
     "coefficient_automorphism_map",
     "moddown_rescale_tables",
     "moddown_tables",
     "modulus_constants",
+    "modup_byte_table",
     "modup_tables",
     "ntt_automorphism_permutation",
     "rescale_table",
@@ -115,8 +118,102 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
         "key_digits": np.array([index for index, _ in active], dtype=np.int32),
         "convert": table,
         "convert_size": size,
+        "groups": [kept for _, kept in active],
         "own_rows": own if contiguous else None,
     }
+
+
+# keyswitch.cu keyswitch_base_convert_bytes_mma: s = a + b < 6 + 8 - 1 byte offsets, at most 9
+# sources a group, each below 2^48 (6 bytes)
+BYTE_S = 13
+BYTE_SOURCES = 9
+BYTE_SOURCE_BITS = 48
+
+
+def byte_group_words(target_groups: int) -> int:
+    """Words of one group block of ``modup_byte_table`` (``keyswitch.cu`` ``byte_group_words``)."""
+    return target_groups * (BYTE_S * 2 * 32 + 32) + 5 * BYTE_SOURCES + 1
+
+
+def _byte_slots() -> np.ndarray:
+    """``[4, 16, 2]``: for lane ``c`` of a row group and byte slot ``p`` of its 128-bit A word,
+    ``(source j, byte a)``; j = 9 is the negative count (its byte 0), -1 an empty slot. Lane c
+    holds ``y_c + y_(c+4) 2^48 + e_c 2^96``, e_c = bytes 2c, 2c + 1 of y_8 (c < 3), e_3 = cnt."""
+    slots = np.full((4, 16, 2), -1, dtype=np.int64)
+    for c in range(4):
+        for p in range(16):
+            if p < 6:
+                slots[c, p] = (c, p)
+            elif p < 12:
+                slots[c, p] = (c + 4, p - 6)
+            elif p < 14 and c < 3:
+                slots[c, p] = (8, 2 * c + p - 12)
+            elif p == 12:
+                slots[c, p] = (BYTE_SOURCES, 0)
+    return slots
+
+
+def byte_table_fits(context: RingContext, groups: Sequence[Sequence[int]]) -> bool:
+    """Whether ``keyswitch_base_convert_bytes_mma`` serves these groups: at most 9 sources a group,
+    every source prime below 2^48, and whole 16-coefficient tiles."""
+    return (context.ring_degree % 16 == 0 and all(len(g) <= BYTE_SOURCES for g in groups)
+            and all(context.moduli[j] < 1 << BYTE_SOURCE_BITS for g in groups for j in g))
+
+
+def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int],
+                     out_rows: Sequence[int]) -> tuple[np.ndarray, int]:
+    """Table of ``keyswitch_base_convert_bytes_mma`` (layout documented in keyswitch.cu) and its
+    target groups of 8: the conversion of ``base_conversion_table`` (same ``W`` and ``negc`` in
+    Montgomery form), each group's targets being the ``out_rows`` that are not its sources (those
+    are copied). Raises ValueError when ``byte_table_fits`` does not hold."""
+    if not byte_table_fits(context, groups):
+        raise ValueError("the byte-sliced base conversion takes at most 9 sources a group, each below 2^48")
+    position = {r: i for i, r in enumerate(in_rows)}
+    targets = [[t for t, r in enumerate(out_rows) if r not in group] for group in groups]
+    tg = max(-(-len(t) // 8) for t in targets)
+    slots = _byte_slots()
+    lane = np.arange(32)
+    # [tg, s, ks, lane, byte k of the u64 (b0 bytes 0-3, b1 bytes 4-7)]: slot p = 8 ks + 4 (k >> 2) + (k & 3)
+    ks = np.arange(2)[:, None, None]
+    k = np.arange(8)[None, None, :]
+    p = 8 * ks + 4 * (k >> 2) + (k & 3)  # [2, 1, 8]
+    slot = slots[(lane & 3)[None, :, None], p]  # [2, 32, 8, 2]
+    j, a = slot[..., 0], slot[..., 1]
+    col = np.arange(tg)[:, None, None, None, None] * 8 + (lane >> 2)[None, None, None, :, None]  # [tg, 1, 1, 32, 1]
+    s = np.arange(BYTE_S)[None, :, None, None, None]
+    b = s - a[None, None]  # [1, S, 2, 32, 8] byte of W
+    live = (j[None, None] >= 0) & (b >= 0) & (b < 8)
+    blocks = []
+    for group, tgt in zip(groups, targets):
+        q_g = math.prod(context.moduli[x] for x in group)
+        moduli = [context.moduli[out_rows[t]] for t in tgt]
+        # weights [10, 8 tg] (source j, column): W in Montgomery form, row 9 = negc, zero past the group
+        weights = np.zeros((BYTE_SOURCES + 1, 8 * tg), dtype=np.uint64)
+        for x, m in enumerate(moduli):
+            for y, prime in enumerate(group):
+                weights[y, x] = (q_g // context.moduli[prime]) % m * _R % m
+            weights[BYTE_SOURCES, x] = (-q_g) % m * _R % m
+        byte_of = (weights[:, :, None] >> (8 * np.arange(8, dtype=np.uint64))) & np.uint64(0xFF)  # [10, 8 tg, 8]
+        values = byte_of[np.where(live, j[None, None], 0), col, np.clip(b, 0, 7)]
+        values = np.where(live, values, np.uint64(0))  # [tg, S, 2, 32, 8]
+        frag = (values << (8 * np.arange(8, dtype=np.uint64))).sum(axis=-1, dtype=np.uint64)  # bytes disjoint
+        pad = [_R - 1] * (8 * tg - len(tgt))
+        first = moduli[0]
+        qs = moduli + [first] * len(pad)
+        words = [int(v) for v in frag.reshape(-1)]
+        words += tgt + pad
+        words += qs + [pow(q, -1, _R) for q in qs] + [_R // q for q in qs]
+        extra = [0] * (BYTE_SOURCES - len(group))
+        scale = [pow(q_g // context.moduli[x], -1, context.moduli[x]) for x in group]
+        words += scale + extra
+        words += [shoup_companion(w, context.moduli[x]) for w, x in zip(scale, group)] + extra
+        words += [context.moduli[x] for x in group] + extra
+        words += [position[x] for x in group] + extra
+        words += [list(out_rows).index(x) for x in group] + extra
+        words += [len(group)]
+        assert len(words) == byte_group_words(tg)
+        blocks += words
+    return np.array(blocks, dtype=np.uint64), tg
 
 
 def ntt_row_skip_table(own_rows: Sequence[tuple[int, int]], batch: int, rows: int) -> np.ndarray:

@@ -26,10 +26,12 @@ from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
 from ._cupy_tables import (
     active_digits,
+    byte_table_fits,
     coefficient_automorphism_map,
     moddown_rescale_tables,
     moddown_tables,
     modulus_constants,
+    modup_byte_table,
     modup_tables,
     ntt_automorphism_permutation,
     ntt_row_skip_table,
@@ -160,6 +162,9 @@ class CupyBackend:
         self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
         self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
+        # ModUp groups of at least this many sources convert on tensor cores
+        # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
+        self._bytes_min_sources = int(options.define("FHE_BC_BYTES_MIN_SOURCES", "6"))
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -195,6 +200,8 @@ class CupyBackend:
         # threads the GPU holds at once (2048 per SM on sm_80 / sm_90): a launch below it leaves
         # SMs idle or underfilled (_use_v4, _use_column_x2)
         self._gpu_threads = self._sm_count * int(attributes.get("MaxThreadsPerMultiProcessor", 2048))
+        if int(getattr(self._device, "compute_capability", "0") or 0) < 80:
+            self._bytes_min_sources = 0  # no integer mma.m16n8k32 before sm_80
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._cache: dict[Any, Any] = {}
@@ -664,11 +671,31 @@ class CupyBackend:
                 "key_digits_needed": int(up["key_digits"].max()) + 1,  # digits a key must hold
                 "own_rows": up["own_rows"],
                 "up": (self._upload(up["convert"]), up["convert_size"]),
+                "up_bytes": self._byte_table(up, rows),
                 "down": (self._upload(down["convert"]), down["convert_size"]),
                 "pinv": self._upload(down["pinv"]),
             }
 
         return self._cached(("keyswitch", rows), build)
+
+    def _byte_table(self, up: dict[str, Any], rows: tuple[int, ...]) -> tuple[Any, int] | None:
+        """``keyswitch_base_convert_bytes_mma``'s table of a ModUp (uploaded) and its target groups,
+        or None when the ModUp takes ``keyswitch_base_convert_s*``: groups smaller than
+        ``FHE_BC_BYTES_MIN_SOURCES`` (default 6), sources of 48 bits or more, or no sm_80."""
+        if not 0 < self._bytes_min_sources <= up["convert_size"] or not byte_table_fits(self.context, up["groups"]):
+            return None
+        words, target_groups = modup_byte_table(self.context, up["groups"], rows, up["out_rows"])
+        return self._upload(words), target_groups
+
+    def _base_convert_bytes(self, src: Any, out: Any, table: tuple[Any, int], groups: int, batch: int,
+                            in_bs: int, out_bs: int, src_self: Any = None) -> None:
+        """``keyswitch_base_convert_bytes_mma``: the ModUp conversion of ``_base_convert`` on
+        tensor cores (every output row of ``out``: the group's own rows copied, from ``src_self``
+        when given)."""
+        words, target_groups = table
+        self._launch("keyswitch_base_convert_bytes_mma", (-(-self.n // 256), 1, groups * batch), 256,
+                     (src, np.uint64(0) if src_self is None else src_self, out, words, np.int32(target_groups),
+                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)))
 
     def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
                       in_bs: int, out_bs: int, src_self: Any = None) -> None:
@@ -721,7 +748,10 @@ class CupyBackend:
             own = t["own_rows"]
             skip = (self._skip_table(own, batch, R), min(count for _, count in own))
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
-        self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n, src_self=c_ntt if skip else None)
+        if t["up_bytes"] is not None:
+            self._base_convert_bytes(c, out, t["up_bytes"], D, batch, L * n, R * n, src_self=c_ntt if skip else None)
+        else:
+            self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n, src_self=c_ntt if skip else None)
         out3 = out.reshape(D * batch, R, n)
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, skip=skip)
         return out
