@@ -610,11 +610,10 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
 // (ModUp's Q primes). Bytes: y_j = sum_a y_ja 256^a (a < 6), W = sum_b w_b 256^b (b < 8), so
 //   X_t = sum_s 256^s C_s,  C_s = sum_(j, a) y_ja w_jt(s - a)   (s < 13; 0 <= s - a < 8),
 // an int8 matrix product A [coefficients x 64 byte slots] x B [64 x (13 s x targets)] per target
-// group of 8 (mma.sync m16n8k32 u8 x u8 -> s32, two k-steps of 32). Each C_s < 55 * 255^2 < 2^22,
-// so C_s + 256 C_(s+1) < 2^31 is exact in the s32 accumulator (the odd s runs first, shifted
-// left 8 bits, as the accumulator of the even one): 7 pair sums P_i at weights 2^(16 i),
-// added into 128 bits; X < 10 * 2^48 * 2^61 < 2^113, then reduce_u64 of the high word and one
-// REDC as the other conversions.
+// group of 8 (mma.sync m16n8k32 u8 x u8 -> s32, two k-steps of 32). Each C_s < 55 * 255^2 < 2^22
+// is exact in the s32 accumulator; five consecutive ones make a u64 sum below 2^55, and three
+// such sums at weights 2^0, 2^40, 2^80 the 128-bit X. X < 10 * 2^48 q_t < 2^64 q_t, so its high
+// word is already below q_t: one REDC gives the canonical residue.
 // Byte slots: lane l = 4 g + c of a warp (g = row group, c = thread in group) holds, for each of
 // its two coefficients (m-tile rows g and g + 8), the 128-bit word y_c + y_(c+4) 2^48 + e_c 2^96
 // with e_c = bytes 2c, 2c + 1 of y_8 for c < 3 and e_3 = cnt (y_j = 0 past the group's count):
@@ -626,22 +625,21 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
 //
 // Table (u64, per group, byte_group_words(TG) words; TG = target groups of 8, the same for
 // every group): [TG * 13 * 2 * 32) B fragments at ((tg * 13 + s) * 2 + ks) * 32 + lane;
-// [+8 TG) output row of each target column (~0: padding); [+8 TG) x 3 q, qinv, barrett of the
-// target column; [+9) w_j = (Q_g / s_j)^-1 mod s_j, [+9) Shoup(w_j), [+9) s_j, [+9) input row
+// [+8 TG) output row of each target column (~0: padding); [+8 TG) x 2 q, qinv of the target
+// column; [+9) w_j = (Q_g / s_j)^-1 mod s_j, [+9) Shoup(w_j), [+9) s_j, [+9) input row
 // of source j, [+9) output row of source j (a source is a target: copied, c_self when given);
 // [+1) the group's source count.
 #define FHE_BYTE_S 13        // s = a + b < 6 + 8 - 1
 #define FHE_BYTE_SOURCES 9   // at most 9 sources a group
 __host__ __device__ __forceinline__ int byte_group_words(int tg) {
-  return tg * (FHE_BYTE_S * 2 * 32 + 32) + 5 * FHE_BYTE_SOURCES + 1;
+  return tg * (FHE_BYTE_S * 2 * 32 + 24) + 5 * FHE_BYTE_SOURCES + 1;
 }
 
 // d += A x B for one m16n8k32 tile: A's 4 u32 of this lane, B's 2.
 __device__ __forceinline__ void mma_u8_m16n8k32(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                                 unsigned b0, unsigned b1) {
 #if __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #else
@@ -669,8 +667,8 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
   const int b = blockIdx.z % batch;
   const u64* __restrict__ bf = table + (i64)g * byte_group_words(tg_count);
   const u64* __restrict__ trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
-  const u64* __restrict__ tq = trow + 8 * tg_count;  // q, qinv, barrett at +0, +8 TG, +16 TG
-  const u64* __restrict__ src = tq + 24 * tg_count;  // w, wp, s, input row, output row, count
+  const u64* __restrict__ tq = trow + 8 * tg_count;  // q, qinv at +0, +8 TG
+  const u64* __restrict__ src = tq + 16 * tg_count;  // w, wp, s, input row, output row, count
   const int count = (int)src[5 * FHE_BYTE_SOURCES];
   const int lane = threadIdx.x & 31;
   const int gr = lane >> 2;
@@ -706,27 +704,18 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
     }
     for (int tg = 0; tg < tg_count; ++tg) {
       const u64* __restrict__ bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
-      u64 lo[4], mid[4];
-      unsigned top[4];
+      // X = acc[0] + acc[1] 2^40 + acc[2] 2^80 with acc[r] = sum over s = 5r .. 5r + 4 of C_s 2^(8 (s - 5r))
+      // (< 2^22 2^33 = 2^55: exact in a u64)
+      u64 acc[3][4];
 #pragma unroll
-      for (int s = 0; s < FHE_BYTE_S; s += 2) {
+      for (int s = 0; s < FHE_BYTE_S; ++s) {
         int d[4] = {0, 0, 0, 0};
-        if (s + 1 < FHE_BYTE_S) {
-          mma_byte_step(d, a, bt[((s + 1) * 2) * 32], bt[((s + 1) * 2 + 1) * 32]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) d[i] <<= 8;
-        }
         mma_byte_step(d, a, bt[(s * 2) * 32], bt[(s * 2 + 1) * 32]);
-        // d = P_(s/2) = C_s + 256 C_(s+1) < 2^31, weight 2^(8 s)
+        const int r = s / 5, sh = 8 * (s % 5);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const u64 p = (unsigned)d[i];
-          const int pi = s >> 1;
-          if (pi == 0) lo[i] = p;
-          else if (pi < 3) lo[i] += p << (16 * pi);
-          else if (pi == 3) mid[i] = p;
-          else if (pi < 6) mid[i] += p << (16 * (pi - 3));
-          else top[i] = (unsigned)p;
+          const u64 v = (u64)(unsigned)d[i] << sh;
+          acc[r][i] = s % 5 == 0 ? v : acc[r][i] + v;
         }
       }
       // lane (g, c): target columns 2c + cc of the group, rows g + 8 h: output i = 2 h + cc
@@ -735,14 +724,15 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
         const int col = tg * 8 + 2 * ci + cc;
         const u64 row = trow[col];
         if (row == ~0ULL) continue;  // padding
-        const u64 q = tq[col], qinv = tq[8 * tg_count + col], barrett = tq[16 * tg_count + col];
+        const u64 q = tq[col], qinv = tq[8 * tg_count + col];
         u64* dst = o + (i64)row * n + k0 + gr;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          u64 xlo = lo[2 * h + cc], xhi = 0;
-          add_shifted<48>(xlo, xhi, mid[2 * h + cc]);
-          xhi += (u64)top[2 * h + cc] << 32;
-          dst[8 * h] = redc_wide(xlo, reduce_u64(xhi, q, barrett), q, qinv);
+          const int i = 2 * h + cc;
+          u64 xlo = acc[0][i], xhi = 0;
+          add_shifted<40>(xlo, xhi, acc[1][i]);
+          add_shifted<80>(xlo, xhi, acc[2][i]);
+          dst[8 * h] = redc_wide(xlo, xhi, q, qinv);  // xhi < q: X < 10 2^48 q < 2^64 q
         }
       }
     }

@@ -251,20 +251,20 @@ class _Kernels:
         """The ModUp conversion on tensor cores, emulated at the level of its mma fragments: each
         lane's 128-bit slot word (y_c + y_(c+4) 2^48 + e_c 2^96) spread over A as
         mma.m16n8k32 expects it, B rebuilt from the table's per-lane words, the 13 byte-offset
-        products C_s summed in int64 (asserting the s32 and 128-bit bounds), then X 2^-64 mod q."""
+        products C_s summed in int64 (asserting the s32 bound and X < 2^64 q), then X 2^-64 mod q."""
         c, c_self, out, table, tg, n, batch, in_bs, out_bs = a
         tg, n, batch, S = int(tg), int(n), int(batch), 13
         assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 256), 1)
         words = _memory(table, np.uint64)
-        gw = tg * (S * 2 * 32 + 32) + 5 * 9 + 1
+        gw = tg * (S * 2 * 32 + 24) + 5 * 9 + 1
         sin = c if isinstance(c_self, np.uint64) else c_self
         for z in range(grid[2]):
             g, b = z // batch, z % batch
             block = words[g * gw:(g + 1) * gw]
             frag = block[:tg * S * 64].reshape(tg, S, 2, 32)
             trow = [int(v) for v in block[tg * S * 64:tg * S * 64 + 8 * tg]]
-            tq = [int(v) for v in block[tg * S * 64 + 8 * tg:tg * S * 64 + 32 * tg]]
-            src = [int(v) for v in block[tg * S * 64 + 32 * tg:]]
+            tq = [int(v) for v in block[tg * S * 64 + 8 * tg:tg * S * 64 + 24 * tg]]
+            src = [int(v) for v in block[tg * S * 64 + 24 * tg:]]
             w, wp, sq, srow, orow, count = src[0:9], src[9:18], src[18:27], src[27:36], src[36:45], src[45]
             assert 1 <= count <= 9
             y = [np.zeros(n, dtype=object) for _ in range(9)]
@@ -289,14 +289,14 @@ class _Kernels:
                     B[:, :, :, 4 * lane_c + 16 * r + i, col] = ((frag[:, :, :, lane] >> np.uint64(8 * byte))
                                                                  & np.uint64(0xFF)).astype(np.int64)
             C = np.einsum("nqk,tsqkc->ntsc", A, B)  # [n, tg, S, 8]
-            assert C.max() < 1 << 22 and (C[:, :, 0::2][:, :, :6] + 256 * C[:, :, 1::2]).max() < 1 << 31
+            assert C.max() < 1 << 22
             for col in range(8 * tg):
                 if trow[col] == NO_ROW:
                     continue
                 q = tq[col]
-                assert tq[8 * tg + col] == pow(q, -1, R64) and tq[16 * tg + col] == R64 // q
+                assert tq[8 * tg + col] == pow(q, -1, R64)
                 total = sum(C[:, col // 8, s_, col % 8].astype(object) << (8 * s_) for s_ in range(S))
-                assert max(total) < 1 << 113
+                assert max(total) >> 64 < q, "one REDC, no reduction of the high word"
                 self._row(out, z * int(out_bs) + trow[col] * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
             for j in range(count):
                 self._row(out, z * int(out_bs) + orow[j] * n)[:] = self._row(sin, b * int(in_bs) + srow[j] * n)

@@ -132,7 +132,7 @@ BYTE_SOURCE_BITS = 48
 
 def byte_group_words(target_groups: int) -> int:
     """Words of one group block of ``modup_byte_table`` (``keyswitch.cu`` ``byte_group_words``)."""
-    return target_groups * (BYTE_S * 2 * 32 + 32) + 5 * BYTE_SOURCES + 1
+    return target_groups * (BYTE_S * 2 * 32 + 24) + 5 * BYTE_SOURCES + 1
 
 
 def _byte_slots() -> np.ndarray:
@@ -202,7 +202,7 @@ def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_r
         qs = moduli + [first] * len(pad)
         words = [int(v) for v in frag.reshape(-1)]
         words += tgt + pad
-        words += qs + [pow(q, -1, _R) for q in qs] + [_R // q for q in qs]
+        words += qs + [pow(q, -1, _R) for q in qs]
         extra = [0] * (BYTE_SOURCES - len(group))
         scale = [pow(q_g // context.moduli[x], -1, context.moduli[x]) for x in group]
         words += scale + extra
