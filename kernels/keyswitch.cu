@@ -657,18 +657,34 @@ __device__ __forceinline__ void mma_byte_step(int (&d)[4], const unsigned (&a)[2
 // = the R output rows, a group's own rows copied) on tensor cores. Axis order: c and c_self
 // (null: c) [batch, rows_in, coeff] (in_bs per entry); out [G * batch, R, coeff] (out_bs per
 // entry, z = g * batch + b). In canonical, out canonical. Needs n % 16 == 0 and compute
-// capability 8.0. Launch: grid (ceil(n / 256), 1, G * batch), block 256: warp w converts the
-// m-tiles (16 coefficients) w and w + 8 of its block's 256.
+// capability 8.0. Launch: grid (ceil(n / FHE_BYTES_COEFFS), 1, G * batch), block 256, dynamic
+// shared memory byte_group_words(tg_count) * 8 bytes (the group's block of the table, B fragments
+// included: L1TEX waits on their global loads were 43% of the stalls, ncu 2026-11-30): warp w
+// converts the m-tiles (16 coefficients) w, w + 8, .. of its block's FHE_BYTES_COEFFS.
+#ifndef FHE_BYTES_COEFFS
+#define FHE_BYTES_COEFFS 512
+#endif
+#ifndef FHE_BYTES_MIN_BLOCKS
+#define FHE_BYTES_MIN_BLOCKS 0
+#endif
+#if FHE_BYTES_MIN_BLOCKS > 0
+#define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256, FHE_BYTES_MIN_BLOCKS)
+#else
 #define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256)
+#endif
 extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma(
     const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
     i64 in_bs, i64 out_bs) {
+  extern __shared__ u64 byte_table[];
   const int g = blockIdx.z / batch;
   const int b = blockIdx.z % batch;
-  const u64* __restrict__ bf = table + (i64)g * byte_group_words(tg_count);
-  const u64* __restrict__ trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
-  const u64* __restrict__ tq = trow + 8 * tg_count;  // q, qinv at +0, +8 TG
-  const u64* __restrict__ src = tq + 16 * tg_count;  // w, wp, s, input row, output row, count
+  const int gw = byte_group_words(tg_count);
+  for (int i = threadIdx.x; i < gw; i += blockDim.x) byte_table[i] = table[(i64)g * gw + i];
+  __syncthreads();
+  const u64* bf = byte_table;
+  const u64* trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
+  const u64* tq = trow + 8 * tg_count;  // q, qinv at +0, +8 TG
+  const u64* src = tq + 16 * tg_count;  // w, wp, s, input row, output row, count
   const int count = (int)src[5 * FHE_BYTE_SOURCES];
   const int lane = threadIdx.x & 31;
   const int gr = lane >> 2;
@@ -676,8 +692,8 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
   const u64* cin = c + b * in_bs;
   const u64* sin = (c_self ? c_self : c) + b * in_bs;
   u64* o = out + blockIdx.z * out_bs;
-  for (int mt = threadIdx.x >> 5; mt < 16; mt += 8) {
-    const int k0 = blockIdx.x * 256 + mt * 16;
+  for (int mt = threadIdx.x >> 5; mt < FHE_BYTES_COEFFS / 16; mt += 8) {
+    const int k0 = blockIdx.x * FHE_BYTES_COEFFS + mt * 16;
     if (k0 >= n) break;  // n % 16 == 0: whole m-tiles
     unsigned a[2][4];
 #pragma unroll
@@ -703,7 +719,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
       a[h][3] = e;
     }
     for (int tg = 0; tg < tg_count; ++tg) {
-      const u64* __restrict__ bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
+      const u64* bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
       // X = acc[0] + acc[1] 2^40 + acc[2] 2^80 with acc[r] = sum over s = 5r .. 5r + 4 of C_s 2^(8 (s - 5r))
       // (< 2^22 2^33 = 2^55: exact in a u64)
       u64 acc[3][4];

@@ -254,7 +254,7 @@ class _Kernels:
         products C_s summed in int64 (asserting the s32 bound and X < 2^64 q), then X 2^-64 mod q."""
         c, c_self, out, table, tg, n, batch, in_bs, out_bs = a
         tg, n, batch, S = int(tg), int(n), int(batch), 13
-        assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 256), 1)
+        assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 512), 1)
         words = _memory(table, np.uint64)
         gw = tg * (S * 2 * 32 + 24) + 5 * 9 + 1
         sin = c if isinstance(c_self, np.uint64) else c_self

@@ -26,6 +26,7 @@ from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
 from ._cupy_tables import (
     active_digits,
+    byte_group_words,
     byte_table_fits,
     coefficient_automorphism_map,
     moddown_rescale_tables,
@@ -165,6 +166,7 @@ class CupyBackend:
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
         self._bytes_min_sources = int(options.define("FHE_BC_BYTES_MIN_SOURCES", "6"))
+        self._bytes_coeffs = int(options.define("FHE_BYTES_COEFFS", "512"))  # its coefficients per block
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -685,6 +687,8 @@ class CupyBackend:
         if not 0 < self._bytes_min_sources <= up["convert_size"] or not byte_table_fits(self.context, up["groups"]):
             return None
         words, target_groups = modup_byte_table(self.context, up["groups"], rows, up["out_rows"])
+        if byte_group_words(target_groups) * 8 > _MAX_STATIC_SMEM:  # more than 56 targets: its block misses
+            return None
         return self._upload(words), target_groups
 
     def _base_convert_bytes(self, src: Any, out: Any, table: tuple[Any, int], groups: int, batch: int,
@@ -693,9 +697,10 @@ class CupyBackend:
         tensor cores (every output row of ``out``: the group's own rows copied, from ``src_self``
         when given)."""
         words, target_groups = table
-        self._launch("keyswitch_base_convert_bytes_mma", (-(-self.n // 256), 1, groups * batch), 256,
+        self._launch("keyswitch_base_convert_bytes_mma", (-(-self.n // self._bytes_coeffs), 1, groups * batch), 256,
                      (src, np.uint64(0) if src_self is None else src_self, out, words, np.int32(target_groups),
-                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)))
+                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)),
+                     shared_mem=byte_group_words(target_groups) * 8)
 
     def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
                       in_bs: int, out_bs: int, src_self: Any = None) -> None:
