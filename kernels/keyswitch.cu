@@ -667,10 +667,6 @@ __device__ __forceinline__ void mma_byte_step(int (&d)[4], const unsigned (&a)[2
 #ifndef FHE_BYTES_MIN_BLOCKS
 #define FHE_BYTES_MIN_BLOCKS 0
 #endif
-// 1: each m-tile's source words are loaded while the one before it converts; 0: just before use
-#ifndef FHE_BYTES_PREFETCH
-#define FHE_BYTES_PREFETCH 1
-#endif
 #if FHE_BYTES_MIN_BLOCKS > 0
 #define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256, FHE_BYTES_MIN_BLOCKS)
 #else
@@ -696,49 +692,23 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
   const u64* cin = c + b * in_bs;
   const u64* sin = (c_self ? c_self : c) + b * in_bs;
   u64* o = out + blockIdx.z * out_bs;
-  // this lane's sources j = c, c + 4, 8 (offsets of their rows; -1 past the group's count)
-  int src_off[3];
-#pragma unroll
-  for (int i = 0; i < 3; ++i) {
-    const int j = i < 2 ? ci + 4 * i : 8;
-    src_off[i] = j < count ? (int)src[3 * FHE_BYTE_SOURCES + j] * n : -1;
-  }
-  // the raw source words of the next m-tile (rows gr, gr + 8), loaded one m-tile ahead
-  u64 raw[2][3];
-  const auto load_raw = [&](int k0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < 3; ++i) raw[h][i] = src_off[i] >= 0 ? cin[src_off[i] + k0 + gr + 8 * h] : 0;
-  };
-  int mt = threadIdx.x >> 5;
-#if FHE_BYTES_PREFETCH
-  if (blockIdx.x * FHE_BYTES_COEFFS + mt * 16 < n) load_raw(blockIdx.x * FHE_BYTES_COEFFS + mt * 16);
-#endif
-  for (; mt < FHE_BYTES_COEFFS / 16; mt += 8) {
+  for (int mt = threadIdx.x >> 5; mt < FHE_BYTES_COEFFS / 16; mt += 8) {
     const int k0 = blockIdx.x * FHE_BYTES_COEFFS + mt * 16;
     if (k0 >= n) break;  // n % 16 == 0: whole m-tiles
-#if !FHE_BYTES_PREFETCH
-    load_raw(k0);
-#endif
-    u64 x[2][3];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < 3; ++i) x[h][i] = raw[h][i];
-#if FHE_BYTES_PREFETCH
-    if (mt + 8 < FHE_BYTES_COEFFS / 16 && k0 + 128 < n) load_raw(k0 + 128);
-#endif
     unsigned a[2][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      u64 y[3];  // y_c, y_(c+4), y_8 (0 past the group's count: raw 0)
+      const int k = k0 + gr + 8 * h;
+      u64 y[3] = {0, 0, 0};  // y_c, y_(c+4), y_8
       unsigned neg = 0;
 #pragma unroll
       for (int i = 0; i < 3; ++i) {
-        const int j = i < 2 ? ci + 4 * i : 8;  // past the count: x = 0 and zero constants, y = 0
-        y[i] = shoup_mul(x[h][i], src[j], src[FHE_BYTE_SOURCES + j], src[2 * FHE_BYTE_SOURCES + j]);
-        if (i < 2 || ci == 0) neg += is_negative_centered(y[i], src[2 * FHE_BYTE_SOURCES + j]) ? 1 : 0;
+        const int j = i < 2 ? ci + 4 * i : 8;
+        if (j < count) {
+          y[i] = shoup_mul(cin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k], src[j], src[FHE_BYTE_SOURCES + j],
+                           src[2 * FHE_BYTE_SOURCES + j]);
+          if (i < 2 || ci == 0) neg += is_negative_centered(y[i], src[2 * FHE_BYTE_SOURCES + j]) ? 1 : 0;
+        }
       }
       neg += __shfl_xor_sync(0xffffffffu, neg, 1);
       neg += __shfl_xor_sync(0xffffffffu, neg, 2);
