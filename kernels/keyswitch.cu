@@ -653,6 +653,23 @@ __device__ __forceinline__ void mma_byte_step(int (&d)[4], const unsigned (&a)[2
   mma_u8_m16n8k32(d, a[0][2], a[1][2], a[0][3], a[1][3], (unsigned)b_hi, (unsigned)(b_hi >> 32));
 }
 
+// dst[0 .. words) = src[0 .. words) by the whole block, words even and both addresses 16-byte
+// aligned; the caller then synchronizes the block. On sm_80 and newer every 16-byte piece is one
+// cp.async, all in flight at once (a plain copy loop waits on each load before its store: the
+// bytes_mma table, ~3500 words a block, took thousands of cycles before the first m-tile).
+__device__ __forceinline__ void copy_to_shared_async(u64* dst, const u64* src, int words) {
+#if __CUDA_ARCH__ >= 800
+  for (int i = 2 * threadIdx.x; i < words; i += 2 * blockDim.x) {
+    u64 to;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(to) : "l"(dst + i));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)to), "l"(src + i) : "memory");
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#else
+  for (int i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+#endif
+}
+
 // keyswitch_base_convert_bytes_mma: the conversion of keyswitch_base_convert_s* (ModUp: targets
 // = the R output rows, a group's own rows copied) on tensor cores. Axis order: c and c_self
 // (null: c) [batch, rows_in, coeff] (in_bs per entry); out [G * batch, R, coeff] (out_bs per
@@ -679,7 +696,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
   const int g = blockIdx.z / batch;
   const int b = blockIdx.z % batch;
   const int gw = byte_group_words(tg_count);
-  for (int i = threadIdx.x; i < gw; i += blockDim.x) byte_table[i] = table[(i64)g * gw + i];
+  copy_to_shared_async(byte_table, table + (i64)g * gw, gw);
   __syncthreads();
   const u64* bf = byte_table;
   const u64* trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
