@@ -678,17 +678,12 @@ __device__ __forceinline__ void copy_to_shared_async(u64* dst, const u64* src, i
 // shared memory byte_group_words(tg_count) * 8 bytes (the group's block of the table, B fragments
 // included: L1TEX waits on their global loads were 43% of the stalls, ncu 2026-11-30): warp w
 // converts the m-tiles (16 coefficients) w, w + 8, .. of its block's FHE_BYTES_COEFFS.
+// (512 and 256 measured alike on the H200, 1024 17% slower: N=2^16, 4 digits, 2026-11-30)
 #ifndef FHE_BYTES_COEFFS
 #define FHE_BYTES_COEFFS 512
 #endif
-#ifndef FHE_BYTES_MIN_BLOCKS
-#define FHE_BYTES_MIN_BLOCKS 0
-#endif
-#if FHE_BYTES_MIN_BLOCKS > 0
-#define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256, FHE_BYTES_MIN_BLOCKS)
-#else
+// 62 registers, 4 blocks per SM; __launch_bounds__(256, 5) measured no faster (H200, 2026-11-30)
 #define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256)
-#endif
 extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma(
     const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
     i64 in_bs, i64 out_bs) {

@@ -122,7 +122,11 @@ class CupyBackend:
             the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``, and
             ``FHE_MODDOWN_FUSED_COMBINE=0`` restores the separate combine kernel of the
             NTT-output divisions (coefficient-output divisions always combine in their base
-            conversion, ``keyswitch_moddown_convert_combine_s*``).
+            conversion, ``keyswitch_moddown_convert_combine_s*``). ``FHE_BC_BYTES_MIN_SOURCES``
+            (default 6; 0 = never) is the smallest ModUp digit converted on tensor cores
+            (``keyswitch_base_convert_bytes_mma``: sources below 2^48, at most 9 a digit, sm_80
+            or newer): at N=2^16 with digits of 9 primes 98 -> 78 us, with 4 or 3 primes slower
+            than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
