@@ -628,11 +628,12 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
 // [+8 TG) output row of each target column (~0: padding); [+8 TG) x 2 q, qinv of the target
 // column; [+9) w_j = (Q_g / s_j)^-1 mod s_j, [+9) Shoup(w_j), [+9) s_j, [+9) input row
 // of source j, [+9) output row of source j (a source is a target: copied, c_self when given);
-// [+1) the group's source count.
+// [+3) the group's source count, its own target groups (<= TG: the others are all padding),
+// and a zero word (keeps the block an even number of words, for 16-byte copies).
 #define FHE_BYTE_S 13        // s = a + b < 6 + 8 - 1
 #define FHE_BYTE_SOURCES 9   // at most 9 sources a group
 __host__ __device__ __forceinline__ int byte_group_words(int tg) {
-  return tg * (FHE_BYTE_S * 2 * 32 + 24) + 5 * FHE_BYTE_SOURCES + 1;
+  return tg * (FHE_BYTE_S * 2 * 32 + 24) + 5 * FHE_BYTE_SOURCES + 3;
 }
 
 // d += A x B for one m16n8k32 tile: A's 4 u32 of this lane, B's 2.
@@ -698,6 +699,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
   const u64* tq = trow + 8 * tg_count;  // q, qinv at +0, +8 TG
   const u64* src = tq + 16 * tg_count;  // w, wp, s, input row, output row, count
   const int count = (int)src[5 * FHE_BYTE_SOURCES];
+  const int group_tgs = (int)src[5 * FHE_BYTE_SOURCES + 1];
   const int lane = threadIdx.x & 31;
   const int gr = lane >> 2;
   const int ci = lane & 3;
@@ -730,7 +732,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
       a[h][2] = (unsigned)(y[1] >> 16);
       a[h][3] = e;
     }
-    for (int tg = 0; tg < tg_count; ++tg) {
+    for (int tg = 0; tg < group_tgs; ++tg) {
       const u64* bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
       // X = acc[0] + acc[1] 2^40 + acc[2] 2^80 with acc[r] = sum over s = 5r .. 5r + 4 of C_s 2^(8 (s - 5r))
       // (< 2^22 2^33 = 2^55: exact in a u64)

@@ -27,10 +27,10 @@ def context(name: str) -> ro.RingTestContext:
         q = ro.ntt_primes(61, 1, n) + ro.ntt_primes(55, 1, n) + ro.ntt_primes(50, 1, n) + ro.ntt_primes(40, 2, n)
         p = ro.ntt_primes(60, 2, n)
         return ro.make_context(n, q, p, dnum=2)
-    if name == "n4096w":  # ModUp digits of 9 sources below 2^48: the tensor-core conversion
-        n = 1 << 12
+    if name == "n4096w":  # ModUp digits of 9 and 8 sources below 2^48 (the tensor-core conversion),
+        n = 1 << 12      # with 16 and 17 targets: 2 and 3 target groups of 8
         q = ro.ntt_primes(47, 6, n) + ro.ntt_primes(41, 6, n) + ro.ntt_primes(40, 5, n)
-        return ro.make_context(n, q, ro.ntt_primes(60, 7, n), dnum=2)
+        return ro.make_context(n, q, ro.ntt_primes(60, 8, n), dnum=2)
     if name == "n16384":
         return ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)
     if name == "n65536":

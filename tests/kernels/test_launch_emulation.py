@@ -256,7 +256,7 @@ class _Kernels:
         tg, n, batch, S = int(tg), int(n), int(batch), 13
         assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 512), 1)
         words = _memory(table, np.uint64)
-        gw = tg * (S * 2 * 32 + 24) + 5 * 9 + 1
+        gw = tg * (S * 2 * 32 + 24) + 5 * 9 + 3
         sin = c if isinstance(c_self, np.uint64) else c_self
         for z in range(grid[2]):
             g, b = z // batch, z % batch
@@ -266,6 +266,8 @@ class _Kernels:
             tq = [int(v) for v in block[tg * S * 64 + 8 * tg:tg * S * 64 + 24 * tg]]
             src = [int(v) for v in block[tg * S * 64 + 24 * tg:]]
             w, wp, sq, srow, orow, count = src[0:9], src[9:18], src[18:27], src[27:36], src[36:45], src[45]
+            group_tgs = src[46]
+            assert 1 <= group_tgs <= tg and src[47] == 0 and all(r == NO_ROW for r in trow[8 * group_tgs:])
             assert 1 <= count <= 9
             y = [np.zeros(n, dtype=object) for _ in range(9)]
             for j in range(count):
@@ -290,7 +292,7 @@ class _Kernels:
                                                                  & np.uint64(0xFF)).astype(np.int64)
             C = np.einsum("nqk,tsqkc->ntsc", A, B)  # [n, tg, S, 8]
             assert C.max() < 1 << 22
-            for col in range(8 * tg):
+            for col in range(8 * group_tgs):  # the kernel's loop: the group's own target groups
                 if trow[col] == NO_ROW:
                     continue
                 q = tq[col]
@@ -443,9 +445,21 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
         launches = gpu.launch_count
         assert gpu_cases.run_case(name, gpu, ref, ctx_name) is None, name
         assert gpu.launch_count > launches
-    assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is not None
+    words, tg = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"]
+    if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
+        gw = len(words) // 2
+        assert tg == 3 and [int(words[g * gw + gw - 2]) for g in range(2)] == [2, 3]
 
 
 def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):
     gpu, _ = emulated(gpu_cases.context("n16384"))
+    assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is None
+
+
+def test_modup_before_sm80_keeps_the_scalar_conversion(emulated, monkeypatch):
+    """No integer mma.m16n8k32 before compute capability 8.0: digits of 9 convert on CUDA cores."""
+    from tests.helpers import numpy_cupy
+
+    monkeypatch.setattr(numpy_cupy._Device, "compute_capability", "75")
+    gpu, _ = emulated(gpu_cases.context("n4096w"))
     assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is None

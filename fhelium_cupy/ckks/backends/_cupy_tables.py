@@ -132,7 +132,7 @@ BYTE_SOURCE_BITS = 48
 
 def byte_group_words(target_groups: int) -> int:
     """Words of one group block of ``modup_byte_table`` (``keyswitch.cu`` ``byte_group_words``)."""
-    return target_groups * (BYTE_S * 2 * 32 + 24) + 5 * BYTE_SOURCES + 1
+    return target_groups * (BYTE_S * 2 * 32 + 24) + 5 * BYTE_SOURCES + 3
 
 
 def _byte_slots() -> np.ndarray:
@@ -170,7 +170,7 @@ def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_r
         raise ValueError("the byte-sliced base conversion takes at most 9 sources a group, each below 2^48")
     position = {r: i for i, r in enumerate(in_rows)}
     targets = [[t for t, r in enumerate(out_rows) if r not in group] for group in groups]
-    tg = max(-(-len(t) // 8) for t in targets)
+    tg = max(1, max(-(-len(t) // 8) for t in targets))
     slots = _byte_slots()
     lane = np.arange(32)
     # [tg, s, ks, lane, byte k of the u64 (b0 bytes 0-3, b1 bytes 4-7)]: slot p = 8 ks + 4 (k >> 2) + (k & 3)
@@ -198,8 +198,7 @@ def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_r
         values = np.where(live, values, np.uint64(0))  # [tg, S, 2, 32, 8]
         frag = (values << (8 * np.arange(8, dtype=np.uint64))).sum(axis=-1, dtype=np.uint64)  # bytes disjoint
         pad = [_R - 1] * (8 * tg - len(tgt))
-        first = moduli[0]
-        qs = moduli + [first] * len(pad)
+        qs = moduli + [moduli[0] if moduli else 1] * len(pad)  # padding columns are never reduced
         words = [int(v) for v in frag.reshape(-1)]
         words += tgt + pad
         words += qs + [pow(q, -1, _R) for q in qs]
@@ -210,7 +209,7 @@ def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_r
         words += [context.moduli[x] for x in group] + extra
         words += [position[x] for x in group] + extra
         words += [list(out_rows).index(x) for x in group] + extra
-        words += [len(group)]
+        words += [len(group), max(1, -(-len(tgt) // 8)), 0]  # count, the group's own target groups, pad
         assert len(words) == byte_group_words(tg)
         blocks += words
     return np.array(blocks, dtype=np.uint64), tg
