@@ -683,8 +683,11 @@ __device__ __forceinline__ void copy_to_shared_async(u64* dst, const u64* src, i
 #ifndef FHE_BYTES_COEFFS
 #define FHE_BYTES_COEFFS 512
 #endif
-// 62 registers, 4 blocks per SM; __launch_bounds__(256, 5) measured no faster (H200, 2026-11-30)
-#define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256)
+// Blocks per SM ptxas must fit: 4 (at most 64 registers); 5 measured no faster (H200, 2026-11-30)
+#ifndef FHE_BYTES_MIN_BLOCKS
+#define FHE_BYTES_MIN_BLOCKS 4
+#endif
+#define FHE_BYTES_MMA_BOUNDS __launch_bounds__(256, FHE_BYTES_MIN_BLOCKS)
 extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma(
     const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
     i64 in_bs, i64 out_bs) {
