@@ -125,7 +125,7 @@ class CupyBackend:
             conversion, ``keyswitch_moddown_convert_combine_s*``). ``FHE_BC_BYTES_MIN_SOURCES``
             (default 6; 0 = never) is the smallest ModUp digit converted on tensor cores
             (``keyswitch_base_convert_bytes_mma``: sources below 2^48, at most 9 a digit, sm_80
-            or newer): at N=2^16 with digits of 9 primes 98 -> 78 us, with 4 or 3 primes slower
+            or newer): at N=2^16 with digits of 9 primes 98 -> 72 us, with 4 or 3 primes slower
             than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30).
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
