@@ -18,7 +18,9 @@ using namespace fhe;
 // The sum is accumulated exactly in 128 bits (every product < 2^122, at most 16 terms between
 // reductions of the high word mod m_t, which subtract multiples of 2^64 m_t), then one REDC
 // (x < m_t 2^64) gives the canonical residue: bit-identical to any exact reduction.
-// ModUp: groups = the active digits, sources = the digit's Q rows, targets = rows + p_rows.
+// ModUp: groups = the active digits, sources = the digit's Q rows, targets = rows + p_rows
+// (digits of 6 to 9 primes below 2^48: keyswitch_base_convert_bytes_mma, the same sum on tensor
+// cores, at the end of this file).
 // ModDown: one group = the K P rows, targets = the L Q rows (then the combine: in the same
 // kernel for coefficient output, keyswitch_moddown_convert_combine_s*; after the forward NTT of
 // the targets for NTT output).

@@ -463,3 +463,22 @@ def test_modup_before_sm80_keeps_the_scalar_conversion(emulated, monkeypatch):
     monkeypatch.setattr(numpy_cupy._Device, "compute_capability", "75")
     gpu, _ = emulated(gpu_cases.context("n4096w"))
     assert gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"] is None
+
+
+def test_byte_table_takes_only_the_digits_its_kernel_serves():
+    """At most 9 sources a digit, each below 2^48, whole 16-coefficient tiles; anything else is
+    refused by the table builder (the backend then keeps keyswitch_base_convert_s*)."""
+    from fhelium_cupy.ckks.backends import _cupy_tables as tables
+    from tests.helpers import ring_oracle as ro
+
+    ctx = gpu_cases.context("n4096w")
+    rows = tuple(range(ctx.q_count))
+    groups = tables.modup_tables(ctx, rows)["groups"]
+    assert tables.byte_table_fits(ctx, groups)
+    assert not tables.byte_table_fits(ctx, [tuple(range(10))])  # ten sources
+    wide = gpu_cases.context("n4096")  # its first Q primes have 61, 55 and 50 bits
+    assert not tables.byte_table_fits(wide, [(0,)]) and tables.byte_table_fits(wide, [(3,)])
+    tiny = ro.make_context(8, ro.ntt_primes(40, 4, 8), ro.ntt_primes(60, 1, 8), dnum=1)
+    assert not tables.byte_table_fits(tiny, [(0, 1, 2, 3)])  # N = 8: no whole m-tile
+    with pytest.raises(ValueError, match="at most 9 sources"):
+        tables.modup_byte_table(ctx, [tuple(range(10))], rows, rows)
