@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.runtime import kernels
-from tests.helpers.base_convert_table import convert_group, target_words
+from tests.helpers.base_convert_table import BYTE_S, byte_group, convert_group, target_words
 from tests.helpers.numpy_cupy import install_numpy_cupy
 from tests.kernels import gpu_cases
 
@@ -253,21 +253,17 @@ class _Kernels:
         mma.m16n8k32 expects it, B rebuilt from the table's per-lane words, the 13 byte-offset
         products C_s summed in int64 (asserting the s32 bound and X < 2^64 q), then X 2^-64 mod q."""
         c, c_self, out, table, tg, n, batch, in_bs, out_bs = a
-        tg, n, batch, S = int(tg), int(n), int(batch), 13
+        tg, n, batch, S = int(tg), int(n), int(batch), BYTE_S
         assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 512), 1)
         words = _memory(table, np.uint64)
-        gw = tg * (S * 2 * 32 + 24) + 5 * 9 + 3
         sin = c if isinstance(c_self, np.uint64) else c_self
         for z in range(grid[2]):
             g, b = z // batch, z % batch
-            block = words[g * gw:(g + 1) * gw]
-            frag = block[:tg * S * 64].reshape(tg, S, 2, 32)
-            trow = [int(v) for v in block[tg * S * 64:tg * S * 64 + 8 * tg]]
-            tq = [int(v) for v in block[tg * S * 64 + 8 * tg:tg * S * 64 + 24 * tg]]
-            src = [int(v) for v in block[tg * S * 64 + 24 * tg:]]
-            w, wp, sq, srow, orow, count = src[0:9], src[9:18], src[18:27], src[27:36], src[36:45], src[45]
-            group_tgs = src[46]
-            assert 1 <= group_tgs <= tg and src[47] == 0 and all(r == NO_ROW for r in trow[8 * group_tgs:])
+            group = byte_group(words, g, tg)
+            frag, trow = group.frag, group.out_rows
+            w, wp, sq, srow, orow, count = group.w, group.w_shoup, group.s, group.s_rows, group.s_out_rows, group.count
+            group_tgs = group.group_tgs
+            assert 1 <= group_tgs <= tg and group.pad == 0 and all(r == NO_ROW for r in trow[8 * group_tgs:])
             assert 1 <= count <= 9
             y = [np.zeros(n, dtype=object) for _ in range(9)]
             for j in range(count):
@@ -295,8 +291,8 @@ class _Kernels:
             for col in range(8 * group_tgs):  # the kernel's loop: the group's own target groups
                 if trow[col] == NO_ROW:
                     continue
-                q = tq[col]
-                assert tq[8 * tg + col] == pow(q, -1, R64)
+                q = group.q[col]
+                assert group.qinv[col] == pow(q, -1, R64)
                 total = sum(C[:, col // 8, s_, col % 8].astype(object) << (8 * s_) for s_ in range(S))
                 assert max(total) >> 64 < q, "one REDC, no reduction of the high word"
                 self._row(out, z * int(out_bs) + trow[col] * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
@@ -447,8 +443,8 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
         assert gpu.launch_count > launches
     words, tg = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"]
     if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
-        gw = len(words) // 2
-        assert tg == 3 and [int(words[g * gw + gw - 2]) for g in range(2)] == [2, 3]
+        host = gpu.to_numpy(words)
+        assert tg == 3 and [byte_group(host, g, tg).group_tgs for g in range(2)] == [2, 3]
 
 
 def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):

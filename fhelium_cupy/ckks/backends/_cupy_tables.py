@@ -66,6 +66,25 @@ def coefficient_automorphism_map(n: int, g: int) -> np.ndarray:
     return (source | (negate.astype(np.int64) << 31)).astype(np.uint32)
 
 
+def _conversion_weights(context: RingContext, group: Sequence[int], targets: Sequence[int]) -> tuple[list, list]:
+    """A base conversion's weights from the source primes ``group`` (product Q_g) into the prime
+    ids ``targets``, in Montgomery form: ``W[j][t] = (Q_g / s_j mod m_t) 2^64 mod m_t`` and
+    ``negc[t] = (-Q_g) 2^64 mod m_t`` (keyswitch.cu, both conversion kernels)."""
+    q_g = math.prod(context.moduli[j] for j in group)
+    moduli = [context.moduli[t] for t in targets]
+    weights = [[(q_g // context.moduli[j]) % m * _R % m for m in moduli] for j in group]
+    return weights, [(-q_g) % m * _R % m for m in moduli]
+
+
+def _source_constants(context: RingContext, group: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+    """``(w_j, Shoup(w_j), s_j)`` of the sources: ``w_j = (Q_g / s_j)^-1 mod s_j``, the factor
+    that scales source j before its centered sum."""
+    q_g = math.prod(context.moduli[j] for j in group)
+    moduli = [context.moduli[j] for j in group]
+    scale = [pow(q_g // s, -1, s) for s in moduli]
+    return scale, [shoup_companion(w, s) for w, s in zip(scale, moduli)], moduli
+
+
 def base_conversion_table(
     context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int], out_rows: Sequence[int]
 ) -> tuple[np.ndarray, int]:
@@ -77,19 +96,11 @@ def base_conversion_table(
     position = {r: i for i, r in enumerate(in_rows)}
     words: list[int] = []
     for group in groups:
-        q_g = math.prod(context.moduli[j] for j in group)
-        w_tab = [0] * (S * T)
-        for j, prime in enumerate(group):
-            s_j = context.moduli[prime]
-            for t, target in enumerate(out_rows):
-                m = context.moduli[target]
-                w_tab[j * T + t] = (q_g // s_j) % m * _R % m
-        negc = [(-q_g) % context.moduli[t] * _R % context.moduli[t] for t in out_rows]
+        weights, negc = _conversion_weights(context, group, out_rows)
+        w_tab = [w for row in weights for w in row] + [0] * ((S - len(group)) * T)
         self_rows = [position[t] if t in group else _R - 1 for t in out_rows]
         pad = [0] * (S - len(group))
-        scale = [pow(q_g // context.moduli[j], -1, context.moduli[j]) for j in group]
-        shoup = [shoup_companion(w, context.moduli[j]) for w, j in zip(scale, group)]
-        moduli = [context.moduli[j] for j in group]
+        scale, shoup, moduli = _source_constants(context, group)
         words += w_tab + negc + self_rows + scale + pad + shoup + pad + moduli + pad
         words += [position[j] for j in group] + pad + [len(group)]
     targets = [context.moduli[t] for t in out_rows]
@@ -185,28 +196,24 @@ def modup_byte_table(context: RingContext, groups: Sequence[Sequence[int]], in_r
     live = (j[None, None] >= 0) & (b >= 0) & (b < 8)
     blocks = []
     for group, tgt in zip(groups, targets):
-        q_g = math.prod(context.moduli[x] for x in group)
-        moduli = [context.moduli[out_rows[t]] for t in tgt]
         # weights [10, 8 tg] (source j, column): W in Montgomery form, row 9 = negc, zero past the group
+        w_rows, negc = _conversion_weights(context, group, [out_rows[t] for t in tgt])
         weights = np.zeros((BYTE_SOURCES + 1, 8 * tg), dtype=np.uint64)
-        for x, m in enumerate(moduli):
-            for y, prime in enumerate(group):
-                weights[y, x] = (q_g // context.moduli[prime]) % m * _R % m
-            weights[BYTE_SOURCES, x] = (-q_g) % m * _R % m
+        weights[:len(group), :len(tgt)] = np.array(w_rows, dtype=np.uint64).reshape(len(group), len(tgt))
+        weights[BYTE_SOURCES, :len(tgt)] = negc
         byte_of = (weights[:, :, None] >> (8 * np.arange(8, dtype=np.uint64))) & np.uint64(0xFF)  # [10, 8 tg, 8]
         values = byte_of[np.where(live, j[None, None], 0), col, np.clip(b, 0, 7)]
         values = np.where(live, values, np.uint64(0))  # [tg, S, 2, 32, 8]
         frag = (values << (8 * np.arange(8, dtype=np.uint64))).sum(axis=-1, dtype=np.uint64)  # bytes disjoint
         pad = [_R - 1] * (8 * tg - len(tgt))
+        moduli = [context.moduli[out_rows[t]] for t in tgt]
         qs = moduli + [moduli[0] if moduli else 1] * len(pad)  # padding columns are never reduced
         words = [int(v) for v in frag.reshape(-1)]
         words += tgt + pad
         words += qs + [pow(q, -1, _R) for q in qs]
         extra = [0] * (BYTE_SOURCES - len(group))
-        scale = [pow(q_g // context.moduli[x], -1, context.moduli[x]) for x in group]
-        words += scale + extra
-        words += [shoup_companion(w, context.moduli[x]) for w, x in zip(scale, group)] + extra
-        words += [context.moduli[x] for x in group] + extra
+        for constants in _source_constants(context, group):
+            words += constants + extra
         words += [position[x] for x in group] + extra
         words += [list(out_rows).index(x) for x in group] + extra
         words += [len(group), max(1, -(-len(tgt) // 8)), 0]  # count, the group's own target groups, pad
