@@ -182,27 +182,30 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
 
     relin_limbs = 3 * L + 2 * D * (L + K) + 2 * (L - 1)  # read CT3 and the key, write CT2 one level down
 
-    def ntt_part(part: str):
-        """One of the two forward-NTT kernels alone: the launch ``ntt_forward(ct)`` makes,
-        recorded from ``_launch`` (same kernel, grid, block, arguments and shared memory)."""
+    def recorded_launch(call, accept):
+        """The first launch ``call()`` makes whose kernel name passes ``accept``, recorded from
+        ``_launch`` (same kernel, grid, block, arguments and shared memory), as a replayable
+        call; None when there is none."""
         recorded: list = []
         with mock.patch.object(be, "_launch", new=lambda *a, **k: recorded.append((a, k))):
-            be.ntt_forward(ct, rows, out=out)
-        want = "ntt_forward_column_stages" if part == "column" else "ntt_forward_chunk_stages"
-        found = [(a, k) for a, k in recorded if a[0] in (want, want + "_v4", want + "_x2")]
-        if not found:  # N <= chunk: one chunk kernel does every stage
+            call()
+        found = [(a, k) for a, k in recorded if accept(a[0])]
+        if not found:
             return None
         a, k = found[0]
         return lambda: be._launch(*a, **k)
 
+    def ntt_part(part: str):
+        """One of the two forward-NTT kernels alone, as ``ntt_forward(ct)`` launches it (None for
+        N <= chunk: one chunk kernel does every stage)."""
+        want = "ntt_forward_column_stages" if part == "column" else "ntt_forward_chunk_stages"
+        return recorded_launch(lambda: be.ntt_forward(ct, rows, out=out),
+                               lambda name: name in (want, want + "_v4", want + "_x2"))
+
     def modup_conversion():
         """ModUp's base conversion launch alone (keyswitch_base_convert_s* or _bytes_mma), as
         ``modup(c1)`` makes it."""
-        recorded: list = []
-        with mock.patch.object(be, "_launch", new=lambda *a, **k: recorded.append((a, k))):
-            be.modup(ct[1], rows)
-        a, k = next((a, k) for a, k in recorded if a[0].startswith("keyswitch_base_convert"))
-        return lambda: be._launch(*a, **k)
+        return recorded_launch(lambda: be.modup(ct[1], rows), lambda name: name.startswith("keyswitch_base_convert"))
 
     ops = {
         "ntt_forward column kernel only": (ntt_part("column"), 2 * 2 * L),

@@ -684,27 +684,28 @@ class CupyBackend:
 
         return self._cached(("keyswitch", rows), build)
 
-    def _byte_table(self, up: dict[str, Any], rows: tuple[int, ...]) -> tuple[Any, int] | None:
-        """``keyswitch_base_convert_bytes_mma``'s table of a ModUp (uploaded) and its target groups,
-        or None when the ModUp takes ``keyswitch_base_convert_s*``: groups smaller than
-        ``FHE_BC_BYTES_MIN_SOURCES`` (default 6), sources of 48 bits or more, or no sm_80."""
+    def _byte_table(self, up: dict[str, Any], rows: tuple[int, ...]) -> tuple[Any, np.int32, int] | None:
+        """``keyswitch_base_convert_bytes_mma``'s table of a ModUp (uploaded), its target groups and
+        its launch's shared memory (one group block), or None when the ModUp takes
+        ``keyswitch_base_convert_s*``: groups smaller than ``FHE_BC_BYTES_MIN_SOURCES`` (default
+        6), sources of 48 bits or more, more than 56 targets, or no sm_80."""
         if not 0 < self._bytes_min_sources <= up["convert_size"] or not byte_table_fits(self.context, up["groups"]):
             return None
         words, target_groups = modup_byte_table(self.context, up["groups"], rows, up["out_rows"])
-        if byte_group_words(target_groups) * 8 > _MAX_STATIC_SMEM:  # more than 56 targets: its block misses
+        smem = byte_group_words(target_groups) * 8
+        if smem > _MAX_STATIC_SMEM:  # more than 56 targets: a group's block misses
             return None
-        return self._upload(words), target_groups
+        return self._upload(words), np.int32(target_groups), smem
 
-    def _base_convert_bytes(self, src: Any, out: Any, table: tuple[Any, int], groups: int, batch: int,
+    def _base_convert_bytes(self, src: Any, out: Any, table: tuple[Any, np.int32, int], groups: int, batch: int,
                             in_bs: int, out_bs: int, src_self: Any = None) -> None:
         """``keyswitch_base_convert_bytes_mma``: the ModUp conversion of ``_base_convert`` on
         tensor cores (every output row of ``out``: the group's own rows copied, from ``src_self``
-        when given)."""
-        words, target_groups = table
+        when given). ``table``: ``_byte_table``'s."""
+        words, target_groups, smem = table
         self._launch("keyswitch_base_convert_bytes_mma", (-(-self.n // self._bytes_coeffs), 1, groups * batch), 256,
-                     (src, np.uint64(0) if src_self is None else src_self, out, words, np.int32(target_groups),
-                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)),
-                     shared_mem=byte_group_words(target_groups) * 8)
+                     (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
+                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
 
     def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
                       in_bs: int, out_bs: int, src_self: Any = None) -> None:
