@@ -94,13 +94,14 @@ __device__ __forceinline__ ColumnRow column_row(const u64* in, u64* out, const i
 }
 
 // What a forward column kernel reads at coefficient index x of its row: the row itself
-// (RowLoad), or the rescale correction centered(c0, q0) mod q of the dropped row c0
-// (RescaleSpreadLoad: ntt_forward_column_stages_rescale_spread).
+// (RowLoad), or centered(c0, q0) mod q of a row c0 of one prime q0 (SpreadLoad: a rounding
+// division's correction, ntt_forward_column_stages_rescale_spread, and a one-prime digit's base
+// conversion, ntt_forward_column_stages_modup_spread).
 struct RowLoad {
   const u64* src;
   __device__ __forceinline__ u64 operator()(int x) const { return src[x]; }
 };
-struct RescaleSpreadLoad {
+struct SpreadLoad {
   const u64* c0;
   u64 q0, q0_mod_q;
   Modulus md;
@@ -188,11 +189,12 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(co
 }
 
 // ntt_forward_column_stages_rescale_spread(_x2): the column kernels of the forward NTT of a
-// rescale's correction, which they compute as they load it: row y (prime rowmap[y]) of entry z
-// reads centered(c0[z], q0) mod q_y (q0 = consts[Q][dropped_id], tab[y] = q0 mod q_y: the
-// rescale table of rns.cu) where ntt_forward_column_stages reads a row that rescale_spread_dropped
-// wrote; no row-skip table. Axis order: c0 [batch, coeff] (c0_bs), out [batch, L - 1, coeff]
-// (out_bs). Launch: as ntt_forward_column_stages(_x2).
+// rounding division's correction by one prime q0, which they compute as they load it: row y
+// (prime rowmap[y]) of entry z reads centered(c0[z], q0) mod q_y (q0 = consts[Q][dropped_id],
+// tab[y] = q0 mod q_y: the rescale table of rns.cu, or the pinv table of a ModDown by one special
+// prime) where ntt_forward_column_stages reads a row that rescale_spread_dropped (or
+// keyswitch_base_convert_s1) wrote; no row-skip table. Axis order: c0 [batch, coeff] (c0_bs),
+// out [batch, rows, coeff] (out_bs). Launch: as ntt_forward_column_stages(_x2).
 template <bool X2>
 __device__ __forceinline__ void forward_column_stages_rescale_spread(const u64* c0, u64* out, const int* FHE_RO rowmap,
                                                                      const u64* FHE_RO consts, const u64* FHE_RO tw2,
@@ -204,7 +206,7 @@ __device__ __forceinline__ void forward_column_stages_rescale_spread(const u64* 
   const int y = blockIdx.y;
   if (j >= (1 << log_chunk)) return;  // uniform per warp for X2 (launch contract)
   const int id = rowmap[y];
-  const RescaleSpreadLoad load{c0 + blockIdx.z * c0_bs, consts[FHE_C_Q * num_moduli + dropped_id], tab[y],
+  const SpreadLoad load{c0 + blockIdx.z * c0_bs, consts[FHE_C_Q * num_moduli + dropped_id], tab[y],
                                load_modulus(consts, num_moduli, id)};
   forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), load.md.q,
                       reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
@@ -220,6 +222,45 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_resca
     int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
   forward_column_stages_rescale_spread<true>(c0, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk,
                                              dropped_id, c0_bs, out_bs);
+}
+
+// ntt_forward_column_stages_modup_spread(_x2): the column kernels of a ModUp's forward NTT when
+// every digit is one prime, which compute the digit's base conversion as they load it: row y
+// (prime rowmap[y]) of entry z = d * batch + b reads centered(c[b, src_d], q_d) mod q_y, the
+// output of keyswitch_base_convert_s1 for a group of one (its scale and weight are 1; the digit's
+// own row, tab 0, reads c itself, which s1 copies). tab: per digit d, rows + 2 words [q_d, src_d
+// (input row), q_d mod q_y for y < rows]. Axis order: c [batch, L, coeff] (c_bs per entry b),
+// out [D * batch, rows, coeff] (out_bs per entry z); no row-skip table. Launch: as
+// ntt_forward_column_stages(_x2), grid z = D * batch.
+template <bool X2>
+__device__ __forceinline__ void forward_column_stages_modup_spread(const u64* c, u64* out, const int* FHE_RO rowmap,
+                                                                   const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                                   const u64* FHE_RO tab, int num_moduli, int log_n,
+                                                                   int log_chunk, int batch, int rows, i64 c_bs,
+                                                                   i64 out_bs) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = X2 ? t >> 1 : t;
+  const int y = blockIdx.y;
+  if (j >= (1 << log_chunk)) return;  // uniform per warp for X2 (launch contract)
+  const int d = blockIdx.z / batch, b = blockIdx.z % batch;
+  const u64* digit = tab + (i64)d * (rows + 2);
+  const int id = rowmap[y];
+  const SpreadLoad load{c + b * c_bs + ((i64)digit[1] << log_n), digit[0], digit[2 + y],
+                        load_modulus(consts, num_moduli, id)};
+  forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), load.md.q,
+                      reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
+}
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread(const u64* c, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_bs, i64 out_bs) {
+  forward_column_stages_modup_spread<false>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
+                                            rows, c_bs, out_bs);
+}
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread_x2(const u64* c, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_bs, i64 out_bs) {
+  forward_column_stages_modup_spread<true>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
+                                           rows, c_bs, out_bs);
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------

@@ -370,6 +370,23 @@ class _Kernels:
         self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
         self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
 
+    def ntt_forward_column_stages_modup_spread(self, grid, a):
+        """The column kernel that computes a ModUp's conversion for digits of one prime as it
+        loads it: entry z = d * batch + b, row y = centered(c[b, src_d], q_d) mod q_y."""
+        c, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, batch, rows, c_bs, out_bs = a
+        assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
+        table, batch, rows = _memory(tab, np.uint64), int(batch), int(rows)
+        assert grid[1] == rows
+        for z in range(grid[2]):
+            d, b = divmod(z, batch)
+            q0, src = int(table[d * (rows + 2)]), int(table[d * (rows + 2) + 1])
+            for y in range(rows):
+                q = self._prime(rowmap, y)[1]
+                assert int(table[d * (rows + 2) + 2 + y]) == q0 % q
+                r = self._rescale_correction(self._row(c, b * int(c_bs) + src * self.n), q0, q, q0 % q)
+                self._row(out, z * int(out_bs) + y * self.n)[:] = r.astype(np.uint64)
+        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
+
     def rescale_drop_first_coefficient(self, grid, a):
         src, out, rowmap, _consts, tab, _m, n, remaining, dropped_id, in_bs, out_bs = a
         n, remaining, q0 = int(n), int(remaining), self.ctx.moduli[int(dropped_id)]
@@ -445,6 +462,26 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
     if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
         host = gpu.to_numpy(words)
         assert tg == 3 and [byte_group(host, g, tg).group_tgs for g in range(2)] == [2, 3]
+
+
+def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
+    """N=2^14 (8 digits of one prime, one special prime): ModUp's conversion is the NTT column
+    kernel's load (ntt_forward_column_stages_modup_spread), and so is the NTT-output ModDown's
+    (ntt_forward_column_stages_rescale_spread with the special prime): no base-conversion
+    launch in either, and every ModUp and NTT-output key-switch case as NumPy computes it."""
+    ctx = gpu_cases.context("n16384")
+    gpu, ref = emulated(ctx)
+    assert gpu._keyswitch_device(tuple(range(ctx.q_count)))["up_spread"] is not None
+    launched: list[str] = []
+    launch = gpu._launch
+    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
+    names = MODUP_CASES + ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt",
+                           "keyswitch_from_digits_galois_ntt_rescaled_level", "keyswitch_from_digits_many_ntt")
+    for name in names:
+        assert name in gpu_cases.CASES, name
+        assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
+    assert not [k for k in launched if k.startswith("keyswitch_base_convert")]
+    assert {"ntt_forward_column_stages_modup_spread_x2", "ntt_forward_column_stages_rescale_spread_x2"} <= set(launched)
 
 
 def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):

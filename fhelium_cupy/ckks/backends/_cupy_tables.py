@@ -28,6 +28,7 @@ __all__ = [
     "moddown_tables",
     "modulus_constants",
     "modup_byte_table",
+    "modup_spread_table",
     "modup_tables",
     "ntt_automorphism_permutation",
     "rescale_table",
@@ -132,6 +133,22 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
         "groups": [kept for _, kept in active],
         "own_rows": own if contiguous else None,
     }
+
+
+def modup_spread_table(context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int],
+                       out_rows: Sequence[int]) -> np.ndarray | None:
+    """``ntt.cu`` ``ntt_forward_column_stages_modup_spread``'s table of a ModUp whose digits are
+    one prime each, ``[q_d, input row of d, q_d mod m_t for each output row t]`` per digit d
+    (so digit d's row t is ``centered(c_d, q_d) mod m_t``: the base conversion of a group of
+    one); None when a digit has more primes."""
+    if any(len(g) != 1 for g in groups):
+        return None
+    position = {r: i for i, r in enumerate(in_rows)}
+    words: list[int] = []
+    for (j,) in groups:
+        q = context.moduli[j]
+        words += [q, position[j]] + [q % context.moduli[t] for t in out_rows]
+    return np.array(words, dtype=np.uint64)
 
 
 # keyswitch.cu keyswitch_base_convert_bytes_mma: s = a + b < 6 + 8 - 1 byte offsets, at most 9

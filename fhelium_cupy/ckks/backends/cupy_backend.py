@@ -33,6 +33,7 @@ from ._cupy_tables import (
     moddown_tables,
     modulus_constants,
     modup_byte_table,
+    modup_spread_table,
     modup_tables,
     ntt_automorphism_permutation,
     ntt_row_skip_table,
@@ -669,6 +670,7 @@ class CupyBackend:
         """ModUp and ModDown tables of ``rows`` on the device (cached per rows tuple)."""
         def build() -> dict[str, Any]:
             up, down = modup_tables(self.context, rows), moddown_tables(self.context, rows)
+            spread = modup_spread_table(self.context, up["groups"], rows, up["out_rows"])
             return {
                 "out_rows": up["out_rows"],
                 "out_map": self._rows(up["out_rows"])[1],
@@ -678,6 +680,7 @@ class CupyBackend:
                 "own_rows": up["own_rows"],
                 "up": (self._upload(up["convert"]), up["convert_size"]),
                 "up_bytes": self._byte_table(up, rows),
+                "up_spread": None if spread is None else self._upload(spread),
                 "down": (self._upload(down["convert"]), down["convert_size"]),
                 "pinv": self._upload(down["pinv"]),
             }
@@ -739,7 +742,13 @@ class CupyBackend:
     def modup(self, c, rows, *, c_ntt=None):
         """See ``CkksBackend.modup``. With ``c_ntt`` each digit's own rows are copied from it,
         already transformed, and the forward NTT skips them (``ntt.cu`` row-skip table): at
-        N=2^16 with 4 digits, 126 instead of 160 limb transforms."""
+        N=2^16 with 4 digits, 126 instead of 160 limb transforms.
+
+        When every digit is one prime (the N=2^14 preset) and the transform is one launch group
+        with column stages, the NTT's column kernel computes the conversion as it loads
+        (``ntt_forward_column_stages_modup_spread``: centered(c_d, q_d) mod q_t) and ``c_ntt``
+        is not read: 2 launches instead of 3, and every row, the digit's own included, is
+        transformed."""
         rows, _ = self._rows(rows)
         if any(r >= self.context.q_count for r in rows):
             raise ValueError(f"modup: rows {rows} must be Q prime ids")
@@ -753,6 +762,18 @@ class CupyBackend:
         R, D = len(t["out_rows"]), t["num_digits"]
         batch_shape = tuple(c.shape[:-2])
         batch = _prod(batch_shape)
+        if t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(D * batch, R):
+            out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
+            out3 = out.reshape(D * batch, R, n)
+            tw, _ = self._tw()
+
+            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+                self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
+                             (c, dst, t["out_map"], self._consts, tw, t["up_spread"], *ntt_base, np.int32(batch),
+                              np.int32(R), np.int64(L * n), dst_bs))
+
+            self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, column_input=spread)
+            return out
         skip = None
         if c_ntt is not None and t["own_rows"] is not None and len(self._groups(D * batch, R)) == 1:
             own = t["own_rows"]
@@ -818,8 +839,19 @@ class CupyBackend:
             return
         self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
-        self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-        self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+        spread = None
+        if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
+            tw, _ = self._tw()
+            p_row = acc3[:, L]
+
+            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+                self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
+                             (p_row, dst, t["out_map"], self._consts, tw, t["pinv"], *ntt_base,
+                              np.int32(self.p_rows[0]), np.int64(R * n), dst_bs))
+        else:
+            self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
+        self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
+                          column_input=spread)
 
     def _convert_combine(self, src: Any, x: Any, out: Any, table: tuple[Any, int], pinv: Any, targets: int,
                          entries: int, batch: int, entry_stride: int, out_es: int, out_cs: int) -> None:
