@@ -31,8 +31,13 @@ using namespace fhe;
 //   [+T)       negc[t] = (-Q_g) * 2^64 mod m_t                         (Montgomery form)
 //   [+T)       self[t] = input row of target t if it is a source of g, else ~0
 //   [+S) w_j = (Q_g / s_j)^-1 mod s_j; [+S) Shoup(w_j); [+S) s_j; [+S) input row of source j
-//   [+1)       S_g
+//   [+1)       S_g, plus 2^32 when the W of this block are in weight pieces (below)
 //   after the G blocks: q[T], qinv[T], barrett[T] of the targets.
+// Weight pieces: a group with a source of 54 bits or more (ModDown's 60-bit P primes) whose
+// targets are all below 2^54 (the 40-bit Q primes) may hold each W as its two 27-bit pieces,
+// W mod 2^27 | (W >> 27) << 32, so the sum takes PieceSum with the roles swapped (W in pieces,
+// the source in 32-bit halves: 4 32-bit multiply-adds a term, against mad_wide's ~15); the host
+// chooses (_cupy_tables.base_conversion_table, FHE_BC_WEIGHT_PIECES) and the flag says so.
 // Each thread converts one coefficient into `tile` consecutive targets (grid y = target tiles):
 // it loads and scales its S_g sources once (registers) and loops over its targets with the
 // block's constants in shared memory (broadcast reads).
@@ -52,7 +57,8 @@ __host__ __device__ __forceinline__ int bc_group_words(int S, int T) { return S 
 
 // The targets t0 .. t1-1 of one coefficient from its scaled sources y (SMAX values, zero past
 // the group's size) and negative count cnt. NP > 0: sums in NP pieces per source value
-// (PieceSum, y < 2^(27 NP)); NP = 0: one 64 x 64-bit multiply-add a term (mad_wide, any y).
+// (PieceSum, y < 2^(27 NP)); NP = 0: one 64 x 64-bit multiply-add a term (mad_wide, any y);
+// NP < 0: the W words hold -NP pieces of W (weight pieces, W < 2^(27 (-NP))), any y < 2^64.
 // All SMAX terms, no per-term guard: y[j] = 0 for j >= count, so those terms add 0 whatever they
 // read (zero W rows of a short group, or, when SMAX > S (at most 3 more; the host picks the
 // smallest SMAX >= S), the next words of the same shared table).
@@ -76,6 +82,16 @@ __device__ __forceinline__ void convert_targets(const u64 (&y)[SMAX], u64 cnt, c
         PieceSum<NP> sum;
 #pragma unroll
         for (int j = 0; j < SMAX; ++j) sum.mad(p[j], W[j * T + t]);
+        sum.mad_small((unsigned)cnt, negc[t]);
+        sum.wide(lo, hi);
+      } else if constexpr (NP < 0) {
+        PieceSum<-NP> sum;
+#pragma unroll
+        for (int j = 0; j < SMAX; ++j) {
+          const u64 wj = W[j * T + t];
+          const unsigned wpc[2] = {(unsigned)wj, (unsigned)(wj >> 32)};
+          sum.mad(wpc, y[j]);
+        }
         sum.mad_small((unsigned)cnt, negc[t]);
         sum.wide(lo, hi);
       } else {
@@ -149,7 +165,8 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
   const u64* wp = w + S;
   const u64* sq = wp + S;
   const u64* srow = sq + S;
-  const int count = (int)srow[S];
+  const int count = (int)(unsigned)srow[S];
+  const bool weight_pieces = (srow[S] >> 32) != 0;
   const u64* tq = sm + gw;
   const u64* cin = c + b * in_bs + k;
   const u64* sin = (c_self ? c_self : c) + b * in_bs + k;
@@ -169,6 +186,10 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         wide |= (sq[j] >> (2 * FHE_PIECE_BITS)) != 0;
       }
     }
+    if (weight_pieces) {  // the host sets it only for groups with a wide source
+      convert_targets<SMAX, -2>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
+      return;
+    }
 #if FHE_BC_PIECES
     if (!wide) {
       convert_targets<SMAX, 2>(y, cnt, W, negc, self, tq, sin, o, T, t0, t1, n);
@@ -186,7 +207,8 @@ __device__ __forceinline__ void base_convert_centered(const u64* c, const u64* c
         for (int j = 0; j < count; ++j) {
           const u64 yj = shoup_mul(cin[(i64)srow[j] * n], w[j], wp[j], sq[j]);
           cnt += is_negative_centered(yj, sq[j]) ? 1 : 0;
-          mad_wide(lo, hi, yj, W[j * T + t]);
+          const u64 wj = W[j * T + t];
+          mad_wide(lo, hi, yj, weight_pieces ? (wj & 0xffffffffULL) | ((wj >> 32) << FHE_PIECE_BITS) : wj);
           if ((j & 15) == 15) hi = reduce_u64(hi, tq[t], tq[2 * T + t]);
         }
         mad_wide(lo, hi, cnt, negc[t]);

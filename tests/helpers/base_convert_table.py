@@ -5,7 +5,8 @@ one way.
 Layout: G group blocks of ``group_words(S, T)`` words (S = the largest group), then the targets'
 constants ``q[T], qinv[T], barrett[T]``. A block: ``W[S*T]`` (Montgomery form), ``negc[T]``,
 ``self_rows[T]`` (~0 for "not a source of the group"), ``w[S]``, ``w_shoup[S]``, ``s[S]``,
-``s_rows[S]``, then the group's source count.
+``s_rows[S]``, then the group's source count (plus 2^32 when its weights are in pieces:
+``W mod 2^27 | (W >> 27) << 32``; ``convert_group`` gives them whole).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class ConvertGroup:
     s: list[int]
     s_rows: list[int]
     count: int
+    weight_pieces: bool  # the table holds W in pieces (W above is whole)
 
 
 def convert_group(table: Sequence[int], g: int, S: int, T: int) -> ConvertGroup:
@@ -42,8 +44,12 @@ def convert_group(table: Sequence[int], g: int, S: int, T: int) -> ConvertGroup:
     gw = group_words(S, T)
     block = [int(v) for v in table[g * gw:(g + 1) * gw]]
     per_source = [block[S * T + 2 * T + k * S:S * T + 2 * T + (k + 1) * S] for k in range(4)]
-    return ConvertGroup(block, block[:S * T], block[S * T:S * T + T], block[S * T + T:S * T + 2 * T], *per_source,
-                        block[-1])
+    pieces = block[-1] >> 32 != 0
+    W = [(v & 0xFFFFFFFF) | (v >> 32) << 27 if pieces else v for v in block[:S * T]]
+    if pieces:
+        assert all(v & 0xFFFFFFFF < 1 << 27 for v in block[:S * T]), "a low piece wider than 27 bits"
+    return ConvertGroup(block, W, block[S * T:S * T + T], block[S * T + T:S * T + 2 * T], *per_source,
+                        block[-1] & 0xFFFFFFFF, pieces)
 
 
 def target_words(table: Sequence[int], groups: int, S: int, T: int) -> list[int]:

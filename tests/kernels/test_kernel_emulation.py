@@ -18,6 +18,7 @@ from tests.helpers import ring_oracle as ro
 from tests.helpers.base_convert_table import convert_group, target_words
 
 W = (1 << 64) - 1
+W32 = (1 << 32) - 1
 
 
 def mulhi(a: int, b: int) -> int:
@@ -347,7 +348,10 @@ def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None)
                     smem = sm + tq
                     assert smax * T <= len(smem), "s{smax} would read past the shared table"
                     for j in range(smax or count):
-                        acc += (y[j] if j < count else 0) * (smem[j * T + t] if smax else w_tab[j * T + t])
+                        word = smem[j * T + t] if smax else w_tab[j * T + t]
+                        if smax and group.weight_pieces:  # PieceSum over the word's two pieces
+                            word = (word & W32) + (word >> 32 << 27)
+                        acc += (y[j] if j < count else 0) * word
                         assert acc < 1 << 128
                         if smax == 0 and (j & 15) == 15:
                             hi = acc >> 64
@@ -359,6 +363,36 @@ def emulate_base_convert(c, table, size, targets, groups, smax, n, force_y=None)
                     mh = mulhi((lo * qinv) & W, q)
                     out[g * batch + b, t, k] = h - mh if h >= mh else h - mh + q
     return out
+
+
+def test_moddown_weights_in_pieces_convert_exactly():
+    """A ModDown from 61-bit special primes into 40-bit Q primes holds its weights in pieces
+    (keyswitch.cu weight pieces, the 4-multiply-add sums); the kernel, emulated line by line in
+    its unguarded s8 and any-size forms, gives exactly sum_j centered(y_j) (P / p_j) mod q_t, as
+    the plain table does (all-negative centered sources included)."""
+    n = 16
+    narrow = ro.make_context(n, ro.ntt_primes(40, 4, n), ro.ntt_primes(61, 3, n), dnum=2)
+    rows, p_rows = (0, 1, 2, 3), (4, 5, 6)
+    split, plain = cb.moddown_tables(narrow, rows), cb.moddown_tables(narrow, rows, pieces=False)
+    S, T = split["convert_size"], len(rows)
+    gs, gp = convert_group(split["convert"], 0, S, T), convert_group(plain["convert"], 0, S, T)
+    assert gs.weight_pieces and not gp.weight_pieces and gs.W == gp.W and gs.count == gp.count == 3
+    assert not np.array_equal(split["convert"], plain["convert"])
+    x = _rand(narrow, rows + p_rows, lead=(2,), seed=5)
+    x[1, 4:, :] = [[narrow.moduli[j] - 1 - k for k in range(n)] for j in p_rows]  # y_j > p_j / 2
+    big_p = math.prod(narrow.moduli[j] for j in p_rows)
+    want = np.empty((2, T, n), dtype=np.uint64)
+    for b in range(2):
+        for k in range(n):
+            total = 0
+            for i, j in enumerate(p_rows):
+                pj = narrow.moduli[j]
+                y = int(x[b, 4 + i, k]) * pow(big_p // pj, -1, pj) % pj
+                total += (y - pj if y > pj >> 1 else y) * (big_p // pj)
+            want[b, :, k] = [total % narrow.moduli[r] for r in rows]
+    for smax in (8, 0):
+        for table in (split, plain):
+            assert np.array_equal(emulate_base_convert(x, table["convert"], S, T, 1, smax, n), want), smax
 
 
 @pytest.mark.parametrize("smax", [2, 4, 0])  # the host's exact pick, SMAX > S (unguarded zero terms), any size
@@ -785,7 +819,9 @@ def _piece_sum(terms: list[tuple[int, int]], pieces: int) -> int:
 def test_piece_sums_are_exact_at_their_worst_case():
     """The base conversion's piecewise sum (keyswitch.cu convert_targets, two pieces for sources
     below 2^54) equals the exact sum for SMAX = 16 terms plus the negative-count term, each at
-    its largest (x = 2^54 - 1, w = 2^61 - 1; count 16), and on random terms."""
+    its largest (x = 2^54 - 1, w = 2^61 - 1; count 16), and on random terms. The weight-pieces
+    form is the same sum with the roles swapped (x = a weight below 2^54, w = a source below
+    2^61), so these bounds cover it too."""
     top = [((1 << 54) - 1, (1 << 61) - 1)] * 16 + [(16, (1 << 61) - 1)]
     assert _piece_sum(top, 2) == sum(x * w for x, w in top)
     rng = np.random.default_rng(11)

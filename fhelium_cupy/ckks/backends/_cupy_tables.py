@@ -86,24 +86,43 @@ def _source_constants(context: RingContext, group: Sequence[int]) -> tuple[list[
     return scale, [shoup_companion(w, s) for w, s in zip(scale, moduli)], moduli
 
 
+# keyswitch.cu PieceSum: 27-bit pieces, for values below 2^54
+PIECE_BITS = 27
+
+
+def weight_pieces(weight: int) -> int:
+    """A Montgomery-form weight below 2^54 as keyswitch.cu's weight pieces: its low 27 bits,
+    and the rest 32 bits up."""
+    return weight & ((1 << PIECE_BITS) - 1) | (weight >> PIECE_BITS) << 32
+
+
 def base_conversion_table(
-    context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int], out_rows: Sequence[int]
+    context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int], out_rows: Sequence[int],
+    *, pieces: bool = True,
 ) -> tuple[np.ndarray, int]:
     """Table of ``keyswitch_base_convert_s*`` (layout documented in keyswitch.cu) and ``S``.
 
     ``groups``: the source prime ids of each group (rows of the input, whose row order is
-    ``in_rows``); every group converts into every prime id of ``out_rows``."""
+    ``in_rows``); every group converts into every prime id of ``out_rows``. With ``pieces``
+    a group with a source of 54 bits or more converting into targets all below 2^54 (a
+    ModDown) holds its weights in pieces and says so in its count word (the kernel then sums
+    4 32-bit multiply-adds a term instead of a 64 x 64-bit one); the sum, so every output,
+    is the same either way."""
     S, T = max(len(g) for g in groups), len(out_rows)
     position = {r: i for i, r in enumerate(in_rows)}
+    narrow_targets = all(context.moduli[t] < 1 << 2 * PIECE_BITS for t in out_rows)
     words: list[int] = []
     for group in groups:
         weights, negc = _conversion_weights(context, group, out_rows)
+        split = pieces and narrow_targets and any(context.moduli[j] >= 1 << 2 * PIECE_BITS for j in group)
+        if split:
+            weights = [[weight_pieces(w) for w in row] for row in weights]
         w_tab = [w for row in weights for w in row] + [0] * ((S - len(group)) * T)
         self_rows = [position[t] if t in group else _R - 1 for t in out_rows]
         pad = [0] * (S - len(group))
         scale, shoup, moduli = _source_constants(context, group)
         words += w_tab + negc + self_rows + scale + pad + shoup + pad + moduli + pad
-        words += [position[j] for j in group] + pad + [len(group)]
+        words += [position[j] for j in group] + pad + [len(group) | split << 32]
     targets = [context.moduli[t] for t in out_rows]
     words += targets + [pow(q, -1, _R) for q in targets] + [_R // q for q in targets]
     return np.array(words, dtype=np.uint64), S
@@ -256,29 +275,31 @@ def _division_constants(context: RingContext, dropped: Sequence[int], out_rows: 
 
 
 def _division_tables(context: RingContext, dropped: Sequence[int], in_rows: Sequence[int],
-                     out_rows: Sequence[int]) -> dict[str, Any]:
+                     out_rows: Sequence[int], pieces: bool = True) -> dict[str, Any]:
     """Rounding division by ``D = prod(moduli[dropped])`` of an input over ``in_rows`` into
-    ``out_rows``: the base conversion of the dropped primes into ``out_rows`` and its ``pinv``
-    (``_division_constants``)."""
-    table, size = base_conversion_table(context, [tuple(dropped)], tuple(in_rows), tuple(out_rows))
+    ``out_rows``: the base conversion of the dropped primes into ``out_rows`` (``pieces`` as
+    ``base_conversion_table``'s) and its ``pinv`` (``_division_constants``)."""
+    table, size = base_conversion_table(context, [tuple(dropped)], tuple(in_rows), tuple(out_rows), pieces=pieces)
     return {"convert": table, "convert_size": size, "pinv": _division_constants(context, dropped, out_rows)}
 
 
-def moddown_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
+def moddown_tables(context: RingContext, rows: Sequence[int], *, pieces: bool = True) -> dict[str, Any]:
     """ModDown into ``rows``: the base conversion of the P primes (input rows ``rows + p_rows``)
-    into ``rows``, and ``pinv = [P mod q_i, P^-1 mod q_i, Shoup]`` of keyswitch_moddown_combine."""
+    into ``rows`` (``pieces`` as ``base_conversion_table``'s), and ``pinv = [P mod q_i, P^-1 mod
+    q_i, Shoup]`` of keyswitch_moddown_combine."""
     rows = tuple(rows)
     p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
-    return _division_tables(context, p_rows, rows + p_rows, rows)
+    return _division_tables(context, p_rows, rows + p_rows, rows, pieces)
 
 
-def moddown_rescale_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
+def moddown_rescale_tables(context: RingContext, rows: Sequence[int], *, pieces: bool = True) -> dict[str, Any]:
     """ModDown and rescale as one rounding division by ``P q_0`` (``q_0`` = ``rows[0]``, the
     prime a rescale drops): the base conversion of ``q_0`` and the P primes (input rows
-    ``rows + p_rows``) into ``rows[1:]``, and its ``pinv`` over ``rows[1:]``."""
+    ``rows + p_rows``) into ``rows[1:]`` (``pieces`` as ``base_conversion_table``'s), and its
+    ``pinv`` over ``rows[1:]``."""
     rows = tuple(rows)
     p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
-    return _division_tables(context, rows[:1] + p_rows, rows + p_rows, rows[1:])
+    return _division_tables(context, rows[:1] + p_rows, rows + p_rows, rows[1:], pieces)
 
 
 def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:

@@ -172,6 +172,9 @@ class CupyBackend:
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
         self._bytes_min_sources = int(options.define("FHE_BC_BYTES_MIN_SOURCES", "6"))
         self._bytes_coeffs = int(options.define("FHE_BYTES_COEFFS", "512"))  # its coefficients per block
+        # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
+        # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
+        self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -669,7 +672,8 @@ class CupyBackend:
     def _keyswitch_device(self, rows: tuple[int, ...]) -> dict[str, Any]:
         """ModUp and ModDown tables of ``rows`` on the device (cached per rows tuple)."""
         def build() -> dict[str, Any]:
-            up, down = modup_tables(self.context, rows), moddown_tables(self.context, rows)
+            up = modup_tables(self.context, rows)
+            down = moddown_tables(self.context, rows, pieces=self._weight_pieces)
             spread = modup_spread_table(self.context, up["groups"], rows, up["out_rows"])
             return {
                 "out_rows": up["out_rows"],
@@ -1079,7 +1083,7 @@ class CupyBackend:
         R, n, K, L = len(t["out_rows"]), self.n, len(self.p_rows), len(rows)
 
         def build() -> dict[str, Any]:
-            tables = moddown_rescale_tables(self.context, rows)
+            tables = moddown_rescale_tables(self.context, rows, pieces=self._weight_pieces)
             return {"convert": (self._upload(tables["convert"]), tables["convert_size"]),
                     "pinv": self._upload(tables["pinv"]), "kept_map": t["out_map"][1:L]}
 
