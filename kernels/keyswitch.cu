@@ -20,10 +20,12 @@ using namespace fhe;
 // (x < m_t 2^64) gives the canonical residue: bit-identical to any exact reduction.
 // ModUp: groups = the active digits, sources = the digit's Q rows, targets = rows + p_rows
 // (digits of 6 to 9 primes below 2^48: keyswitch_base_convert_bytes_mma, the same sum on tensor
-// cores, at the end of this file).
+// cores, at the end of this file; digits of one prime: ntt.cu's ntt_forward_column_stages_modup_spread,
+// where the sum is centered(c_d, q_d) mod q_t, computed as the NTT loads it).
 // ModDown: one group = the K P rows, targets = the L Q rows (then the combine: in the same
 // kernel for coefficient output, keyswitch_moddown_convert_combine_s*; after the forward NTT of
-// the targets for NTT output).
+// the targets for NTT output, whose column kernel computes the conversion itself when K = 1:
+// ntt.cu's ntt_forward_column_stages_rescale_spread).
 //
 // Table (u64, host: _cupy_tables.base_conversion_table), G group blocks of
 // bc_group_words(S, T) words (S = largest group), then the targets' constants:
