@@ -562,8 +562,9 @@ extern "C" __global__ void FHE_KIP_ADD_BOUNDS keyswitch_inner_product_add_scaled
 // N=2^14 grid (1152 blocks) runs in one part and one wave: 7-key linear transform 103.9 / 105.6
 // -> 97.6 / 99.2 us, two pairs side by side (H200, 2026-11-29 s6 call2); N=2^16 unchanged
 // (661.4 -> 658.7 us). 8 per SM (64 registers, 1056 slots, two parts): 102.8 us.
-// Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff]; perms [E, coeff];
-// out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / FHE_LT_BLOCK),
+// Axis order: digits [D, R, coeff]; w [1 + E, R, coeff]; c [2, L, coeff] (c_cs per component:
+// L * n, or R * n for the components ntt_forward_and_modup transforms beside the digits); perms
+// [E, coeff]; out [parts, 2, R, coeff]. In canonical, out canonical. Launch: grid (ceil(N / FHE_LT_BLOCK),
 // R, parts), block FHE_LT_BLOCK.
 // Block size and occupancy floor of keyswitch_linear_transform_accumulate (blocks per SM handed
 // to ptxas; 0 = ptxas's choice). The host reads both defines (CupyBackend._lt_block,
@@ -582,7 +583,7 @@ extern "C" __global__ void FHE_KIP_ADD_BOUNDS keyswitch_inner_product_add_scaled
 extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
     const u64* digits, const u64* key_ptrs, const u64* w, const u64* c, u64* out, const int* rowmap,
     const u64* consts, const int* keydig, const int* perms, const u64* pinv, int num_moduli, int n, int R, int L,
-    int E, int num_digits, int key_rows) {
+    int E, int num_digits, int key_rows, i64 c_cs) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int r = blockIdx.y;
@@ -619,7 +620,7 @@ extern "C" __global__ void FHE_LT_BOUNDS keyswitch_linear_transform_accumulate(
     if (part == 0) {
       const u64 w0 = w[row + i];
       mad_wide(loc, hic, c[row + i], w0);
-      t1 = mont_mul(c[(i64)L * n + row + i], w0, m.q, m.qinv);
+      t1 = mont_mul(c[c_cs + row + i], w0, m.q, m.qinv);
     }
     const u64 t0 = redc_wide(loc, reduce_u64(hic, m.q, m.barrett), m.q, m.qinv);
     s0 = add_mod(s0, mul_mod(t0, pinv[r], m.q, m.qinv, m.r2), m.q);

@@ -226,41 +226,47 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_resca
 
 // ntt_forward_column_stages_modup_spread(_x2): the column kernels of a ModUp's forward NTT when
 // every digit is one prime, which compute the digit's base conversion as they load it: row y
-// (prime rowmap[y]) of entry z = d * batch + b reads centered(c[b, src_d], q_d) mod q_y, the
-// output of keyswitch_base_convert_s1 for a group of one (its scale and weight are 1; the digit's
-// own row, tab 0, reads c itself, which s1 copies). tab: per digit d, rows + 2 words [q_d, src_d
-// (input row), q_d mod q_y for y < rows]. Axis order: c [batch, L, coeff] (c_bs per entry b),
-// out [D * batch, rows, coeff] (out_bs per entry z); no row-skip table. Launch: as
-// ntt_forward_column_stages(_x2), grid z = D * batch.
+// (prime rowmap[y]) of entry z = g * batch + b of a digit group g reads centered(c[k, b, src_g],
+// q_g) mod q_y, the output of keyswitch_base_convert_s1 for a group of one (its scale and weight
+// are 1; the digit's own row, tab 0, reads c itself, which s1 copies). A component group g
+// (q word 0) transforms rows y < L of component k itself (the ciphertext's own NTT in the same
+// launches: ntt_forward_and_modup); its rows from L on are marked ~0 and left to the chunk
+// kernel's row-skip table. tab: per group, rows + 2 words [q_g (0: a component group), k << 32 |
+// src_g, q_g mod q_y (component group: 0, or ~0 past its rows) for y < rows]. Axis order: c [k,
+// batch, L, coeff] (c_cs per component, c_bs per entry b), out [G * batch, rows, coeff] (out_bs
+// per entry z). Launch: as ntt_forward_column_stages(_x2), grid z = G * batch.
 template <bool X2>
 __device__ __forceinline__ void forward_column_stages_modup_spread(const u64* c, u64* out, const int* FHE_RO rowmap,
                                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                                    const u64* FHE_RO tab, int num_moduli, int log_n,
-                                                                   int log_chunk, int batch, int rows, i64 c_bs,
-                                                                   i64 out_bs) {
+                                                                   int log_chunk, int batch, int rows, i64 c_cs,
+                                                                   i64 c_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int j = X2 ? t >> 1 : t;
   const int y = blockIdx.y;
   if (j >= (1 << log_chunk)) return;  // uniform per warp for X2 (launch contract)
-  const int d = blockIdx.z / batch, b = blockIdx.z % batch;
-  const u64* digit = tab + (i64)d * (rows + 2);
+  const int g = blockIdx.z / batch, b = blockIdx.z % batch;
+  const u64* group = tab + (i64)g * (rows + 2);
+  const u64 q0_mod_q = group[2 + y];
+  if (q0_mod_q == ~0ULL) return;  // past a component group's rows (uniform per block)
   const int id = rowmap[y];
-  const SpreadLoad load{c + b * c_bs + ((i64)digit[1] << log_n), digit[0], digit[2 + y],
-                        load_modulus(consts, num_moduli, id)};
-  forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), load.md.q,
+  const Modulus md = load_modulus(consts, num_moduli, id);
+  const i64 k = (i64)(group[1] >> 32), src = group[0] ? (i64)(unsigned)group[1] : (i64)y;
+  const SpreadLoad load{c + k * c_cs + b * c_bs + (src << log_n), group[0] ? group[0] : md.q, q0_mod_q, md};
+  forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), md.q,
                       reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
-    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_bs, i64 out_bs) {
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs) {
   forward_column_stages_modup_spread<false>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
-                                            rows, c_bs, out_bs);
+                                            rows, c_cs, c_bs, out_bs);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread_x2(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
-    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_bs, i64 out_bs) {
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs) {
   forward_column_stages_modup_spread<true>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
-                                           rows, c_bs, out_bs);
+                                           rows, c_cs, c_bs, out_bs);
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------

@@ -264,6 +264,10 @@ class EvaluationMixin:
             key = own_key()
         check_key(self, ct, key, op, key_type)
         rows, xp = ct.prime_ids, self.backend.xp
+        if ct.polynomial_domain == "coefficient" and domain == "ntt":  # c0's NTT and c1's ModUp in one pass
+            c0_ntt, digits = self.backend.ntt_forward_and_modup(ct.data, rows, components=(0,))
+            y = self._hoisted_switch(None, rows, [key], c0_ntt[0], domain, None, digits=digits)
+            return ct._with_data(y[0], polynomial_domain=output_domain)
         c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
         c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
         y = self._hoisted_switch(c1, rows, [key], c0, domain, None, c1_ntt)
@@ -291,7 +295,11 @@ class EvaluationMixin:
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
-        c0 = self._in_domain(self.backend.xp.ascontiguousarray(ct.data[0]), ct.prime_ids, "coefficient", domain)
+        if domain == "ntt":  # c0's NTT and c1's ModUp in one pass
+            c0_ntt, digits = self.backend.ntt_forward_and_modup(ct.data, ct.prime_ids, components=(0,))
+            y = self._hoisted_switch(None, ct.prime_ids, keys, c0_ntt[0], domain, None, digits=digits)
+            return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
+        c0 = self.backend.xp.ascontiguousarray(ct.data[0])
         y = self._hoisted_switch(self.backend.xp.ascontiguousarray(ct.data[1]), ct.prime_ids, keys, c0, domain, None)
         return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
 
@@ -309,13 +317,17 @@ class EvaluationMixin:
         """
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
         rows, xp = ct.prime_ids, self.backend.xp
-        source = self._in_domain(ct.data, rows, "coefficient", domain)
+        digits = None
+        if keys and domain == "ntt":  # the source's NTT and c1's ModUp in one pass
+            source, digits = self.backend.ntt_forward_and_modup(ct.data, rows)
+        else:
+            source = self._in_domain(ct.data, rows, "coefficient", domain)
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
         batch[:, 0] = source
         if keys:
-            c1 = xp.ascontiguousarray(ct.data[1])
-            c1_ntt = source[1] if domain == "ntt" else None
-            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1), c1_ntt)
+            c1 = None if digits is not None else xp.ascontiguousarray(ct.data[1])
+            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1),
+                                 digits=digits)
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(
@@ -373,14 +385,14 @@ class EvaluationMixin:
         if output_domain is None:
             output_domain = "coefficient" if rescale else "ntt"
         domain = _check_output_domain(output_domain, op)
-        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        c_ntt = be.ntt_forward(ct.data, rows)
+        be, rows = self.backend, ct.prime_ids
         scale = ct.scale * weights.scale
         if not keys:  # no rotation: the plain product with the Q part of the one weight
+            c_ntt = be.ntt_forward(ct.data, rows)
             data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
             product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
             return _from_ntt_sum(self, product, domain, rescale=rescale)
-        digits = be.modup(xp.ascontiguousarray(ct.data[1]), rows, c_ntt=c_ntt[1])
+        c_ntt, digits = be.ntt_forward_and_modup(ct.data, rows)
         data = be.keyswitch_linear_transform(
             digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
             rescale=rescale, domain=domain,
@@ -408,11 +420,13 @@ class EvaluationMixin:
         return domain
 
     def _hoisted_switch(self, c1, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out,
-                        c1_ntt=None):
+                        c1_ntt=None, *, digits=None):
         """One ModUp of the coefficient-domain ``c1`` (``c1_ntt``: its NTT when at hand, the
-        ModUp's hint), then every key: ``[E, 2, L, N]`` (rotated ``c0`` + y0, y1)."""
+        ModUp's hint; ``digits``: the ModUp itself, already done, and ``c1`` unused), then every
+        key: ``[E, 2, L, N]`` (rotated ``c0`` + y0, y1)."""
         be = self.backend
-        digits = be.modup(c1, rows, c_ntt=c1_ntt)
+        if digits is None:
+            digits = be.modup(c1, rows, c_ntt=c1_ntt)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)

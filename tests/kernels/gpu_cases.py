@@ -211,6 +211,35 @@ def _modup_ntt_hint(key: str) -> Case:
     return run
 
 
+def _ntt_forward_and_modup(rescaled_level: bool = False) -> Case:
+    """``ntt_forward_and_modup`` of an unbatched ciphertext for every choice of components (one
+    pass on the GPU when every digit is one prime: the NTT is then a view of the ModUp's storage,
+    components L + K rows apart), and a 3-key linear transform that takes that view as its
+    ``c``; against the NumPy backend's separate transforms."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"][1:] if rescaled_level else lv["ks"]
+        targets = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        n = ctx.ring_degree
+        c = rand(ctx, rows, (2,), rng)
+        got, want = [], []
+        for components in ((0, 1), (0,), (1,)):
+            ntt, digits = gpu.ntt_forward_and_modup(gpu.asarray(c), rows, components=components)
+            got += [gpu.to_numpy(ntt).reshape(-1, n), gpu.to_numpy(digits).reshape(-1, n)]
+            want += [ref.ntt_forward(c[list(components)], rows).reshape(-1, n), ref.modup(c[1], rows).reshape(-1, n)]
+        c_ntt, digits = gpu.ntt_forward_and_modup(gpu.asarray(c), rows)
+        keys = [random_key(ctx, rng) for _ in range(3)]
+        gs = [5, pow(5, 3, 2 * n), 2 * n - 1]
+        weights = rand(ctx, targets, (4,), rng)
+        got.append(gpu.to_numpy(gpu.keyswitch_linear_transform(
+            digits, [gpu.asarray(k) for k in keys], rows, gs, gpu.asarray(weights), c_ntt)).reshape(-1, n))
+        want.append(ref.keyswitch_linear_transform(ref.modup(c[1], rows), keys, rows, gs, weights,
+                                                   ref.ntt_forward(c, rows)).reshape(-1, n))
+        return np.concatenate(got), np.concatenate(want), rows
+
+    return run
+
+
 def random_key(ctx: Any, rng: np.random.Generator) -> np.ndarray:
     all_rows = tuple(range(len(ctx.moduli)))
     return np.stack([rand(ctx, all_rows, (2,), rng) for _ in ctx.digits])
@@ -357,6 +386,8 @@ CASES: dict[str, Case] = {
     "modup_ntt_hint": _modup_ntt_hint("rows"),
     "modup_ntt_hint_lower_level": _modup_ntt_hint("ks"),
     "modup_ntt_hint_rescaled_level": _modup_ntt_hint("suffix"),
+    "ntt_forward_and_modup": _ntt_forward_and_modup(),
+    "ntt_forward_and_modup_rescaled_level": _ntt_forward_and_modup(rescaled_level=True),
     "keyswitch_from_digits": _keyswitch(False),
     "keyswitch_from_digits_galois": _keyswitch(True),
     "keyswitch_from_digits_ntt": _keyswitch(False, "ntt"),

@@ -379,6 +379,7 @@ def test_launches_per_operation_are_the_documented_counts(fake_backend_factory):
         "rescale, NTT values": (lambda: backend.rescale(ct, rows, domain="ntt"), 4),
         "ModUp": (lambda: backend.modup(ct[1], rows), 2),
         "ModUp given the input's NTT": (lambda: backend.modup(ct[1], rows, c_ntt=ct[0]), 2),
+        "NTT of a ciphertext and ModUp of its c1": (lambda: backend.ntt_forward_and_modup(ct, rows), 2),
         "key switch, coefficient output": (lambda: backend.keyswitch_from_digits(digits, key, rows), 4),
         "key switch, NTT output": (lambda: backend.keyswitch_from_digits(digits, key, rows, domain="ntt"), 5),
         "3 key switches, coefficient output": (lambda: backend.keyswitch_from_digits_many(digits, keys, rows, gs), 4),

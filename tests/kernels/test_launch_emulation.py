@@ -20,6 +20,7 @@ and (N=2^14) with launch groups split by a small L2 budget.
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import Any
 
 import numpy as np
@@ -136,9 +137,12 @@ class _Kernels:
 
     def _forward_rows(self, grid, src, in_bs, rowmap, log_n, log_chunk, skip: Any = NO_SKIP) -> tuple[int, int]:
         entries, rows = self._chunk_grid(grid)
-        if int(log_chunk) != int(log_n):
-            assert self.first_pass == (self._pass_key(src, in_bs, entries, rows, rowmap), skip), \
-                "chunks after their columns"
+        if int(log_chunk) != int(log_n):  # (a column kernel that computes its input takes no skip table: None)
+            assert self.first_pass is not None and self.first_pass[0] == self._pass_key(src, in_bs, entries, rows,
+                                                                                        rowmap), "chunks after their columns"
+            col_skip = self.first_pass[1]
+            assert col_skip is None or (col_skip == skip if isinstance(skip, np.uint64) else col_skip is skip), \
+                "the columns' row-skip table"
         self.first_pass = None
         return entries, rows
 
@@ -215,8 +219,51 @@ class _Kernels:
                             y = (y + self._row(c, ((comp * batch + b) * c_rows + r) * n).astype(object) * w) % q
                         self._row(out, ent * 2 * plane + comp * plane + (b * R + r) * n)[:] = y.astype(np.uint64)
 
-    def _converted(self, c, table, S: int, T: int, entries: int, batch: int, in_bs) -> list[tuple[int, int, Any]]:
-        """(z, t, values) of keyswitch_base_convert_s* over ``entries`` = groups x batch."""
+    def keyswitch_linear_transform_accumulate(self, grid, a):
+        """Part z of the double-hoisted accumulator: sum over its rotations e of w[1 + e] IP_e,
+        plus on the Q rows P (w[0] c + [k = 0] sum_e w[1 + e] c0[perm_e]) (part 0 has the
+        unrotated entry); c's components c_cs words apart."""
+        digits, key_ptrs, w, c, out, rowmap, _consts, keydig, perms, pinv, _m, n, R, L, E, D, key_rows, c_cs = a
+        n, R, L, E, D, key_rows, c_cs = (int(v) for v in (n, R, L, E, D, key_rows, c_cs))
+        assert grid[1] == R
+        key_digit = _memory(keydig, np.int32)[:D]
+        big_p = _memory(pinv, np.uint64)
+        plane = R * n
+        for part in range(grid[2]):
+            for r in range(R):
+                prime_id, q = self._prime(rowmap, r)
+                rinv = pow(R64, -1, q)
+                sums = [np.zeros(n, dtype=object), np.zeros(n, dtype=object)]
+                c_sum = np.zeros(n, dtype=object)
+                for e in range(part, E, grid[2]):
+                    key = _memory(int(_memory(key_ptrs, np.uint64)[e]), np.uint64,
+                                  (int(key_digit.max()) + 1) * 2 * key_rows * n)
+                    perm = _memory(perms, np.int32)[e * n:(e + 1) * n].astype(np.int64)
+                    we = self._row(w, (1 + e) * plane + r * n).astype(object)  # Montgomery form
+                    for comp in range(2):
+                        total = np.zeros(n, dtype=object)
+                        for d in range(D):
+                            digit = self._row(digits, d * plane + r * n)[perm].astype(object)
+                            k = self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
+                            total = total + digit * k.astype(object)
+                        sums[comp] = sums[comp] + total * rinv % q * we * rinv
+                    if r < L:
+                        c_sum = c_sum + self._row(c, r * n)[perm].astype(object) * we * rinv
+                if r < L:
+                    assert int(big_p[r]) == math.prod(self.ctx.moduli[self.ctx.q_count:]) % q
+                    unrotated = [np.zeros(n, dtype=object), np.zeros(n, dtype=object)]
+                    if part == 0:
+                        w0 = self._row(w, r * n).astype(object) * rinv
+                        unrotated = [self._row(c, comp * c_cs + r * n).astype(object) * w0 for comp in range(2)]
+                    sums[0] = sums[0] + (c_sum + unrotated[0]) * int(big_p[r])
+                    sums[1] = sums[1] + unrotated[1] * int(big_p[r])
+                for comp in range(2):
+                    self._row(out, (part * 2 + comp) * plane + r * n)[:] = (sums[comp] % q).astype(np.uint64)
+
+    def _converted(self, c, table, S: int, T: int, entries: int, batch: int, in_bs,
+                   c_self: Any = NO_SKIP) -> list[tuple[int, int, Any]]:
+        """(z, t, values) of keyswitch_base_convert_s* over ``entries`` = groups x batch (a
+        target that is a source of its group copied from ``c_self`` when given: the NTT hint)."""
         words = _memory(table, np.uint64)
         target_q = target_words(words, entries // batch, S, T)
         results = []
@@ -232,7 +279,8 @@ class _Kernels:
             negatives = sum((y > s[j] >> 1).astype(object) for j, y in enumerate(ys))
             for t in range(T):
                 if self_row[t] != NO_ROW:
-                    value = self._row(c, b * int(in_bs) + self_row[t] * self.n).copy()
+                    own = c if isinstance(c_self, np.uint64) else c_self
+                    value = self._row(own, b * int(in_bs) + self_row[t] * self.n).copy()
                 else:
                     m = target_q[t]
                     total = sum(y * W[j * T + t] for j, y in enumerate(ys)) + negatives * negc[t]
@@ -243,8 +291,8 @@ class _Kernels:
     def keyswitch_base_convert(self, grid, a):
         c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs = a
         assert int(n) == self.n and grid[1] == -(-int(T) // int(tile)), "grid y: the target tiles"
-        assert isinstance(c_self, np.uint64) and c_self == 0, "no NTT hint in the covered calls"
-        for z, t, value in self._converted(c, table, int(S), int(T), grid[2], int(batch), in_bs):
+        assert not isinstance(c_self, np.uint64) or c_self == 0
+        for z, t, value in self._converted(c, table, int(S), int(T), grid[2], int(batch), in_bs, c_self):
             self._row(out, z * int(out_bs) + t * self.n)[:] = value
 
     def keyswitch_base_convert_bytes_mma(self, grid, a):
@@ -372,20 +420,27 @@ class _Kernels:
 
     def ntt_forward_column_stages_modup_spread(self, grid, a):
         """The column kernel that computes a ModUp's conversion for digits of one prime as it
-        loads it: entry z = d * batch + b, row y = centered(c[b, src_d], q_d) mod q_y."""
-        c, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, batch, rows, c_bs, out_bs = a
+        loads it: entry z = g * batch + b of digit group g, row y = centered(c[k, b, src_g], q_g)
+        mod q_y; a component group (q word 0) copies component k's rows and leaves the rows
+        marked ~0 (past them) to the chunk kernel's row-skip table."""
+        c, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, batch, rows, c_cs, c_bs, out_bs = a
         assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
         table, batch, rows = _memory(tab, np.uint64), int(batch), int(rows)
         assert grid[1] == rows
         for z in range(grid[2]):
-            d, b = divmod(z, batch)
-            q0, src = int(table[d * (rows + 2)]), int(table[d * (rows + 2) + 1])
+            g, b = divmod(z, batch)
+            group = [int(v) for v in table[g * (rows + 2):(g + 1) * (rows + 2)]]
+            k = group[1] >> 32
             for y in range(rows):
                 q = self._prime(rowmap, y)[1]
-                assert int(table[d * (rows + 2) + 2 + y]) == q0 % q
-                r = self._rescale_correction(self._row(c, b * int(c_bs) + src * self.n), q0, q, q0 % q)
+                if group[0] == 0 and group[2 + y] == NO_ROW:
+                    continue
+                q0, src = (group[0], group[1] & 0xFFFFFFFF) if group[0] else (q, y)
+                assert group[2 + y] == q0 % q
+                source = self._row(c, k * int(c_cs) + b * int(c_bs) + src * self.n)
+                r = self._rescale_correction(source, q0, q, q0 % q)
                 self._row(out, z * int(out_bs) + y * self.n)[:] = r.astype(np.uint64)
-        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
+        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), None)
 
     def rescale_drop_first_coefficient(self, grid, a):
         src, out, rowmap, _consts, tab, _m, n, remaining, dropped_id, in_bs, out_bs = a
@@ -482,6 +537,42 @@ def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
         assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
     assert not [k for k in launched if k.startswith("keyswitch_base_convert")]
     assert {"ntt_forward_column_stages_modup_spread_x2", "ntt_forward_column_stages_rescale_spread_x2"} <= set(launched)
+
+
+def test_one_prime_digits_and_the_ciphertext_transform_in_one_ntt(emulated):
+    """N=2^14: ntt_forward_and_modup transforms the digits' conversions and the ciphertext's own
+    rows in one forward NTT (2 launches; the chunk kernel skips the rows past L of the component
+    entries), and its NTT view (components L + K rows apart) is the ``c`` of a linear transform
+    as it is; every choice of components as NumPy computes it, at two levels."""
+    ctx = gpu_cases.context("n16384")
+    gpu, ref = emulated(ctx)
+    rows = tuple(range(ctx.q_count))
+    c = gpu_cases.rand(ctx, rows, (2,), np.random.default_rng(4))
+    before = gpu.launch_count
+    ntt, digits = gpu.ntt_forward_and_modup(c, rows)
+    assert gpu.launch_count - before == 2
+    R = len(rows) + ctx.p_count
+    assert ntt.shape == (2, len(rows), ctx.ring_degree) and ntt.strides[0] == 8 * R * ctx.ring_degree
+    assert ntt.base is not None and ntt.base is digits.base  # views of one storage
+    for name in ("ntt_forward_and_modup", "ntt_forward_and_modup_rescaled_level"):
+        assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
+
+
+def test_ntt_forward_and_modup_falls_back_to_two_calls(emulated):
+    """Digits of several primes (N=2^12 here) or a batched ciphertext: the NTT, then the ModUp
+    with it as the hint (2 + 3 launches, or 2 + 2 for one-prime digits); the same values."""
+    for ctx_name, lead, launches in (("n4096", (2,), 5), ("n16384", (2, 3), 4)):
+        ctx = gpu_cases.context(ctx_name)
+        gpu, ref = emulated(ctx)
+        rows = tuple(range(ctx.q_count))
+        c = gpu_cases.rand(ctx, rows, lead, np.random.default_rng(5))
+        before = gpu.launch_count
+        ntt, digits = gpu.ntt_forward_and_modup(c, rows, components=(1,))
+        assert gpu.launch_count - before == launches, ctx_name
+        assert np.array_equal(ntt, ref.ntt_forward(c[[1]], rows))
+        assert np.array_equal(digits, ref.modup(c[1], rows))
+    with pytest.raises(ValueError, match="components"):
+        gpu.ntt_forward_and_modup(c, rows, components=(1, 1))
 
 
 def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):

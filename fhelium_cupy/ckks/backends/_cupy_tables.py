@@ -155,18 +155,23 @@ def modup_tables(context: RingContext, rows: Sequence[int]) -> dict[str, Any]:
 
 
 def modup_spread_table(context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int],
-                       out_rows: Sequence[int]) -> np.ndarray | None:
+                       out_rows: Sequence[int], *, source: int = 0,
+                       components: Sequence[int] = ()) -> np.ndarray | None:
     """``ntt.cu`` ``ntt_forward_column_stages_modup_spread``'s table of a ModUp whose digits are
-    one prime each, ``[q_d, input row of d, q_d mod m_t for each output row t]`` per digit d
-    (so digit d's row t is ``centered(c_d, q_d) mod m_t``: the base conversion of a group of
-    one); None when a digit has more primes."""
+    one prime each, ``[q_d, source << 32 | input row of d, q_d mod m_t for each output row t]``
+    per digit d (so digit d's row t is ``centered(c_d, q_d) mod m_t``: the base conversion of a
+    group of one; ``source``: the component the digits come from), then per entry k of
+    ``components`` a group that transforms component k itself, ``[0, k << 32, 0 for the input
+    rows, ~0 for the output rows past them]``; None when a digit has more primes."""
     if any(len(g) != 1 for g in groups):
         return None
     position = {r: i for i, r in enumerate(in_rows)}
     words: list[int] = []
     for (j,) in groups:
         q = context.moduli[j]
-        words += [q, position[j]] + [q % context.moduli[t] for t in out_rows]
+        words += [q, source << 32 | position[j]] + [q % context.moduli[t] for t in out_rows]
+    for k in components:
+        words += [0, k << 32] + [0] * len(in_rows) + [_R - 1] * (len(out_rows) - len(in_rows))
     return np.array(words, dtype=np.uint64)
 
 

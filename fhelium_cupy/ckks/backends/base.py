@@ -180,6 +180,17 @@ class CkksBackend(Protocol):
         result is then the same."""
         ...
 
+    def ntt_forward_and_modup(
+        self, c: Array, rows: Sequence[int], *, components: Sequence[int] = (0, 1)
+    ) -> tuple[Array, Array]:
+        """For a coefficient-domain ciphertext ``c [2, ..., L, N]`` over Q rows:
+        ``(ntt_forward(c[components], rows), modup(c[1], rows))``, what a hoisted key switch
+        needs of its input (``components``: distinct entries of ``(0, 1)``, in the order
+        returned). A backend may compute both in one pass; the NTT may then be a view whose
+        rows are contiguous but whose components are not adjacent (``keyswitch_linear_transform``
+        takes it as it is)."""
+        ...
+
     def keyswitch_from_digits(
         self,
         digits_ntt: Array,

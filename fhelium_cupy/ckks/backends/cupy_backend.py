@@ -313,6 +313,16 @@ class CupyBackend:
             )
         return a if a.flags.c_contiguous else self.xp.ascontiguousarray(a)
 
+    def _check_components(self, c: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
+        """``_check`` for an unbatched 2-component ``c [2, L, N]`` whose components may lie any
+        whole number of words apart (``ntt_forward_and_modup``'s NTT view): ``(c, component
+        stride in words)``, copied only when a component itself is not contiguous."""
+        if c.ndim == 3 and c.dtype == np.uint64 and c.shape[1:] == (len(rows), self.n):
+            if c.strides[1:] == (8 * self.n, 8) and c.strides[0] % 8 == 0 and c.strides[0] > 0:
+                return c, c.strides[0] // 8
+        c = self._check(c, rows, what)
+        return c, len(rows) * self.n
+
     def _out(self, out: Any, shape: tuple[int, ...], what: str) -> Any:
         if out is None:
             return self.xp.empty(shape, dtype=np.uint64)
@@ -534,8 +544,8 @@ class CupyBackend:
             raise ValueError("a row-skip table, chunk output or column input needs a transform in one launch group")
         if (chunk_output is not None or column_input is not None) and inverse:
             raise ValueError("chunk output and column input need a forward transform")
-        if column_input is not None and skip is not None:
-            raise ValueError("column input needs column stages and no row-skip table")
+        if column_input is not None and skip is not None and skip[1] != 0:
+            raise ValueError("column input needs column stages and a row-skip table that skips no row of some entry")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
@@ -682,6 +692,7 @@ class CupyBackend:
                 "num_digits": len(up["key_digits"]),
                 "key_digits_needed": int(up["key_digits"].max()) + 1,  # digits a key must hold
                 "own_rows": up["own_rows"],
+                "groups": up["groups"],
                 "up": (self._upload(up["convert"]), up["convert_size"]),
                 "up_bytes": self._byte_table(up, rows),
                 "up_spread": None if spread is None else self._upload(spread),
@@ -774,7 +785,7 @@ class CupyBackend:
             def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
                 self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
                              (c, dst, t["out_map"], self._consts, tw, t["up_spread"], *ntt_base, np.int32(batch),
-                              np.int32(R), np.int64(L * n), dst_bs))
+                              np.int32(R), np.int64(0), np.int64(L * n), dst_bs))
 
             self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, column_input=spread)
             return out
@@ -790,6 +801,45 @@ class CupyBackend:
         out3 = out.reshape(D * batch, R, n)
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, skip=skip)
         return out
+
+    def ntt_forward_and_modup(self, c, rows, *, components=(0, 1)):
+        """See ``CkksBackend.ntt_forward_and_modup``. When every digit is one prime (the N=2^14
+        preset), ``c`` is unbatched and everything fits one launch group, one forward NTT does
+        both: its column kernel (``ntt_forward_column_stages_modup_spread``) reads the digits'
+        conversions and the components' own rows, its chunk kernel skips the rows past them,
+        and the returned NTT is a view of that storage (rows contiguous, components ``L + K``
+        rows apart): 2 launches instead of 4. Otherwise ``ntt_forward`` then ``modup`` with the
+        NTT as its hint."""
+        op = "ntt_forward_and_modup"
+        rows, _ = self._rows(rows)
+        components = tuple(int(k) for k in components)
+        if not components or len(set(components)) != len(components) or not set(components) <= {0, 1}:
+            raise ValueError(f"{op}: components must be distinct entries of (0, 1), got {components}")
+        c = self._check(c, rows, op)
+        if c.ndim < 3 or c.shape[0] != 2:
+            raise ValueError(f"{op}: expected a ciphertext [2, ..., {len(rows)}, {self.n}], got {tuple(c.shape)}")
+        if any(r >= self.context.q_count for r in rows):
+            raise ValueError(f"{op}: rows {rows} must be Q prime ids")
+        t = self._keyswitch_device(rows)
+        L, n = len(rows), self.n
+        R, D, G = len(t["out_rows"]), t["num_digits"], t["num_digits"] + len(components)
+        if c.ndim == 3 and t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(G, R):
+            table = self._cached(("modup_spread_ntt", rows, components), lambda: self._upload(modup_spread_table(
+                self.context, t["groups"], rows, t["out_rows"], source=1, components=components)))
+            skip = self._skip_table([(R, 0)] * D + [(L, R - L)] * len(components), 1, R)
+            out = self.xp.empty((G, R, n), dtype=np.uint64)
+            tw, _ = self._tw()
+
+            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+                self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
+                             (c, dst, t["out_map"], self._consts, tw, table, *ntt_base, np.int32(1), np.int32(R),
+                              np.int64(L * n), np.int64(L * n), dst_bs))
+
+            self._ntt_launch(out, out, t["out_map"], False, R * n, R * n, G, R, skip=(skip, 0), column_input=spread)
+            return out[D:, :L], out[:D]
+        ntt = self.ntt_forward(c[list(components)], rows)
+        hint = ntt[components.index(1)] if 1 in components else None
+        return ntt, self.modup(self.xp.ascontiguousarray(c[1]), rows, c_ntt=hint)
 
     def _skip_table(self, skipped: Sequence[tuple[int, int]], batch: int, rows: int) -> Any:
         """The ``ntt.cu`` row-skip table (``skipped_row``) of ``[len(skipped), batch, rows, N]``
@@ -1049,14 +1099,14 @@ class CupyBackend:
         L, n = len(rows), self.n
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
         weights = self._check(weights, t["out_rows"], "keyswitch_linear_transform")
-        c = self._check(c, rows, "keyswitch_linear_transform")
+        c, c_cs = self._check_components(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
         parts = self.linear_transform_parts or self._linear_transform_parts(R)
         acc = self.xp.empty((parts, 2, R, n), dtype=np.uint64)
         self._launch("keyswitch_linear_transform_accumulate", (-(-n // self._lt_block), R, parts), self._lt_block,
                      (digits, key_table, weights, c, acc, t["out_map"], self._consts, t["key_digits"], perms,
                       t["pinv"], np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(L), np.int32(E),
-                      np.int32(D), np.int32(key_rows)))
+                      np.int32(D), np.int32(key_rows), np.int64(c_cs)))
         acc = acc[0] if parts == 1 else self.sum_batch(acc, 0, t["out_rows"])
         if rescale:
             out = self.xp.empty((2, L - 1, n), dtype=np.uint64)

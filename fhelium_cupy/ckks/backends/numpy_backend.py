@@ -373,6 +373,18 @@ class NumpyBackend:
                 out[d][..., idx, :] = c_ntt[..., idx, :]
         return out
 
+    def ntt_forward_and_modup(self, c, rows, *, components=(0, 1)):
+        """See ``CkksBackend.ntt_forward_and_modup``: ``ntt_forward`` of the components, then
+        ``modup`` of c1 with its NTT as the hint."""
+        components = tuple(int(k) for k in components)
+        if not components or len(set(components)) != len(components) or not set(components) <= {0, 1}:
+            raise ValueError(f"ntt_forward_and_modup: components must be distinct entries of (0, 1), got {components}")
+        if np.ndim(c) < 3 or np.shape(c)[0] != 2:
+            raise ValueError(f"ntt_forward_and_modup: expected a ciphertext [2, ..., L, N], got {np.shape(c)}")
+        ntt = self.ntt_forward(c[list(components)], rows)
+        hint = ntt[components.index(1)] if 1 in components else None
+        return ntt, self.modup(c[1], rows, c_ntt=hint)
+
     @_unbuffered
     def _inner_product(self, digits_ntt, key, rows: tuple[int, ...], galois_element) -> np.ndarray:
         """The key inner product ``[2, ..., L + K, N]`` over ``rows + p_rows`` (NTT domain, before
