@@ -529,8 +529,10 @@ class CupyBackend:
             log_chunk)`` scalars and the chunk kernels' name suffix (``""`` or ``"_v4"``).
           ``column_input(suffix, grid, block, base, dst, dst_bs)`` (forward, with column stages:
             ``_column_input_fits``): launches a kernel in place of ``ntt_forward_column_stages``
-            that computes its own input (``src`` is not read; the rescale's correction), with
-            the column launch geometry and name suffix (``""`` or ``"_x2"``).
+            that computes its own input (``src`` is not read: a division's correction, a
+            one-prime ModUp's conversion), with the column launch geometry (every row: a
+            row-skip table must skip no row of some entry, and only the chunk kernel reads it)
+            and name suffix (``""`` or ``"_x2"``).
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
@@ -570,7 +572,7 @@ class CupyBackend:
             same = (np.int64(dst_bs), np.int64(dst_bs))
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if column_input is not None and single:  # the only group: nothing launched yet
-                raise ValueError("column input needs column stages and no row-skip table")
+                raise ValueError("column input needs column stages (a transform longer than one chunk)")
             if inverse:
                 self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
