@@ -4,7 +4,6 @@
 // Notation: L = Q rows of the input (`rows`), K = P primes, R = L + K output rows
 // (`rows + p_rows`, rowmap of length R; rowmap[0..L) are the Q rows). D = active digits.
 #include "modarith.cuh"
-#include "ntt_stages.cuh"
 
 using namespace fhe;
 
@@ -533,82 +532,6 @@ extern "C" __global__ void FHE_KIP_ADD_BOUNDS keyswitch_inner_product_add_scaled
     int c_rows) {
   inner_product_many<true>(digits, key_ptrs, out, rowmap, consts, keydig, perms, c, c_scal, num_moduli, n, R, batch,
                            num_digits, key_rows, c_rows);
-}
-
-// ntt_forward_column_stages_convert: the column kernels of an NTT-output rounding division's
-// forward NTT (a ModDown by the K special primes, or the division by P q_0), which compute the
-// division's base conversion of the divided-out rows as they load them: at coefficient x, row y
-// reads X_y = REDC(sum_j y_j W[j, y] + cnt negc[y]), y_j = src[z, srow_j, x] w_j mod s_j,
-// keyswitch_base_convert_s*'s sum for one group from the same table, so the same values, never
-// stored in the coefficient domain. The host takes it for a table in weight pieces (wide
-// sources, targets below 2^54) of at most FHE_CONVERT_COLUMN_SOURCES sources, none of them a
-// target (none is in a division), and 3 or 4 column stages (N=2^15, N=2^16). Axis order: src
-// [entries, rows_in, coeff] (src_bs per entry; the table's input rows), out [entries, T, coeff]
-// (out_bs); row y is prime rowmap[y], the table's target y. One thread a column (no _x2 form).
-// Launch: grid (ceil(C / block), T, entries), block 128.
-#define FHE_CONVERT_COLUMN_SOURCES 8
-template <int K>
-__device__ __forceinline__ void convert_columns_body(const u64* src, u64* out, const u64* __restrict__ grp,
-                                                     const u64* __restrict__ tq, const u64x2* tw, int S, int T,
-                                                     int y, int n, int log_chunk, int j) {
-  const u64* W = grp;
-  const u64* negc = W + S * T;
-  const u64* w = negc + 2 * T;  // past negc and self
-  const u64* wp = w + S;
-  const u64* sq = wp + S;
-  const u64* srow = sq + S;
-  const int count = (int)(unsigned)srow[S];
-  const u64 q = tq[y], qinv = tq[T + y], barrett = tq[2 * T + y];
-  unsigned wy[FHE_CONVERT_COLUMN_SOURCES][2];  // the row's weights, in their two pieces
-#pragma unroll
-  for (int i = 0; i < FHE_CONVERT_COLUMN_SOURCES; ++i) {
-    const u64 wi = i < count ? W[i * T + y] : 0;
-    wy[i][0] = (unsigned)wi;
-    wy[i][1] = (unsigned)(wi >> 32);
-  }
-  u64 v[1 << K];
-#pragma unroll
-  for (int c = 0; c < (1 << K); ++c) {
-    const int x = (c << log_chunk) + j;
-    unsigned cnt = 0;
-    PieceSum<2> sum;
-#pragma unroll
-    for (int i = 0; i < FHE_CONVERT_COLUMN_SOURCES; ++i) {
-      if (i < count) {
-        const u64 yi = shoup_mul(src[(i64)srow[i] * n + x], w[i], wp[i], sq[i]);
-        cnt += is_negative_centered(yi, sq[i]) ? 1 : 0;
-        sum.mad(wy[i], yi);
-      }
-    }
-    sum.mad_small(cnt, negc[y]);
-    u64 lo, hi;
-    sum.wide(lo, hi);
-    v[c] = redc_wide(lo, reduce_u64(hi, q, barrett), q, qinv);
-  }
-  forward_column_stages<K>(v, tw, q);
-#pragma unroll
-  for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = v[c];
-}
-// 4 blocks of 128 per SM (128 registers, 28 bytes spilled; 176 registers and 2 blocks unbounded)
-#define FHE_CONVERT_COLUMN_BOUNDS __launch_bounds__(128, 4)
-extern "C" __global__ void FHE_CONVERT_COLUMN_BOUNDS ntt_forward_column_stages_convert(const u64* src, u64* out, const int* __restrict__ rowmap,
-                                                             const u64* __restrict__ consts,
-                                                             const u64* __restrict__ tw2,
-                                                             const u64* __restrict__ table, int S, int T,
-                                                             int num_moduli, int log_n, int log_chunk, i64 src_bs,
-                                                             i64 out_bs) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= (1 << log_chunk)) return;
-  const int y = blockIdx.y;
-  const int n = 1 << log_n;
-  const u64* tq = table + bc_group_words(S, T);  // one group, then the targets' constants
-  const u64x2* tw = reinterpret_cast<const u64x2*>(tw2) + ((i64)rowmap[y] << log_n);
-  const u64* in = src + blockIdx.z * src_bs;
-  u64* o = out + blockIdx.z * out_bs + (i64)y * n;
-  if (log_n - log_chunk == 4)
-    convert_columns_body<4>(in, o, table, tq, tw, S, T, y, n, log_chunk, j);
-  else if (log_n - log_chunk == 3)
-    convert_columns_body<3>(in, o, table, tq, tw, S, T, y, n, log_chunk, j);
 }
 
 // keyswitch_linear_transform_accumulate: the QP-basis accumulator of a double-hoisted linear

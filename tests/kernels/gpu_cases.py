@@ -33,9 +33,6 @@ def context(name: str) -> ro.RingTestContext:
         return ro.make_context(n, q, ro.ntt_primes(60, 8, n), dnum=2)
     if name == "n16384":
         return ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)
-    if name == "n16384p3":  # 40-bit Q and three 60-bit P primes: divisions convert in the NTT's column kernel
-        n = 1 << 14
-        return ro.make_context(n, ro.ntt_primes(40, 4, n), ro.ntt_primes(60, 3, n), dnum=2)
     if name == "n65536":
         n = 1 << 16
         return ro.make_context(n, ro.ntt_primes(40, 35, n), ro.ntt_primes(60, 4, n), dnum=9)

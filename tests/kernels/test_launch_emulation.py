@@ -20,7 +20,6 @@ and (N=2^14) with launch groups split by a small L2 budget.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 from typing import Any
 
@@ -289,21 +288,6 @@ class _Kernels:
                 results.append((z, t, value))
         return results
 
-    def ntt_forward_column_stages_convert(self, grid, a):
-        """The column kernel of an NTT-output division that computes the division's conversion
-        (one group, weights in pieces, no target a source) as it loads it (only data moves here;
-        the chunk kernel transforms)."""
-        src, out, rowmap, _consts, _tw, table, S, T, _m, log_n, log_chunk, src_bs, out_bs = a
-        assert 3 <= int(log_n) - int(log_chunk) <= 4 and int(log_n) == self.n.bit_length() - 1
-        S, T = int(S), int(T)
-        group = convert_group(_memory(table, np.uint64), 0, S, T)
-        assert group.weight_pieces and group.count <= 8 and all(r == NO_ROW for r in group.self_rows)
-        assert grid[1] == T
-        for z, t, value in self._converted(src, table, S, T, grid[2], grid[2], src_bs):
-            assert self._prime(rowmap, t)[1] == target_words(_memory(table, np.uint64), 1, S, T)[t]
-            self._row(out, z * int(out_bs) + t * self.n)[:] = value
-        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), None)
-
     def keyswitch_base_convert(self, grid, a):
         c, c_self, out, table, S, T, tile, n, batch, in_bs, out_bs = a
         assert int(n) == self.n and grid[1] == -(-int(T) // int(tile)), "grid y: the target tiles"
@@ -535,12 +519,6 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
         assert tg == 3 and [byte_group(host, g, tg).group_tgs for g in range(2)] == [2, 3]
 
 
-def _recording_launch(launch: Any, launched: list[str], name: str, *args: Any, **kwargs: Any) -> Any:
-    """``CupyBackend._launch`` that also notes each kernel name in ``launched``."""
-    launched.append(name)
-    return launch(name, *args, **kwargs)
-
-
 def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
     """N=2^14 (8 digits of one prime, one special prime): ModUp's conversion is the NTT column
     kernel's load (ntt_forward_column_stages_modup_spread), and so is the NTT-output ModDown's
@@ -550,7 +528,8 @@ def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
     gpu, ref = emulated(ctx)
     assert gpu._keyswitch_device(tuple(range(ctx.q_count)))["up_spread"] is not None
     launched: list[str] = []
-    gpu._launch = functools.partial(_recording_launch, gpu._launch, launched)
+    launch = gpu._launch
+    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
     names = MODUP_CASES + ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt",
                            "keyswitch_from_digits_galois_ntt_rescaled_level", "keyswitch_from_digits_many_ntt")
     for name in names:
@@ -594,26 +573,6 @@ def test_ntt_forward_and_modup_falls_back_to_two_calls(emulated):
         assert np.array_equal(digits, ref.modup(c[1], rows))
     with pytest.raises(ValueError, match="components"):
         gpu.ntt_forward_and_modup(c, rows, components=(1, 1))
-
-
-def test_divisions_into_ntt_values_convert_in_the_ntt_column_kernel(emulated):
-    """N=2^14 with 40-bit Q primes and three 60-bit special primes: the NTT-output ModDown and
-    division by P q_0 compute their conversion in the forward NTT's column kernel
-    (ntt_forward_column_stages_convert: weights in pieces, 4 column stages), with no conversion
-    launch of their own, and the key switches and divisions come out as NumPy computes them;
-    FHE_DIVISION_COLUMN_CONVERT=0 keeps the conversion launch."""
-    ctx = gpu_cases.context("n16384p3")
-    names = ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt_rescaled_level",
-             "keyswitch_from_digits_many_ntt", "keyswitch_add_rescale_ntt")
-    for define, kernel in (("1", "ntt_forward_column_stages_convert"), ("0", "keyswitch_base_convert_s3")):
-        gpu, ref = emulated(ctx, kernel_options=kernels.KernelOptions(extra=(f"-DFHE_DIVISION_COLUMN_CONVERT={define}",)))
-        launched: list[str] = []
-        gpu._launch = functools.partial(_recording_launch, gpu._launch, launched)
-        for name in names:
-            assert gpu_cases.run_case(name, gpu, ref, "n16384p3") is None, (define, name)
-        assert kernel in launched, define
-        if define == "1":
-            assert not [k for k in launched if k.startswith("keyswitch_base_convert")]
 
 
 def test_modup_below_the_source_threshold_keeps_the_scalar_conversion(emulated):

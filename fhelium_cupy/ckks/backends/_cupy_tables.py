@@ -32,7 +32,6 @@ __all__ = [
     "modup_tables",
     "ntt_automorphism_permutation",
     "rescale_table",
-    "weights_in_pieces",
     "shoup_companion",
     "twiddle_tables",
 ]
@@ -97,13 +96,6 @@ def weight_pieces(weight: int) -> int:
     return weight & ((1 << PIECE_BITS) - 1) | (weight >> PIECE_BITS) << 32
 
 
-def weights_in_pieces(context: RingContext, group: Sequence[int], out_rows: Sequence[int]) -> bool:
-    """Whether ``base_conversion_table`` (with ``pieces``) holds this group's weights in pieces:
-    a source of 54 bits or more, and every target below 2^54 (a ModDown's)."""
-    return (all(context.moduli[t] < 1 << 2 * PIECE_BITS for t in out_rows)
-            and any(context.moduli[j] >= 1 << 2 * PIECE_BITS for j in group))
-
-
 def base_conversion_table(
     context: RingContext, groups: Sequence[Sequence[int]], in_rows: Sequence[int], out_rows: Sequence[int],
     *, pieces: bool = True,
@@ -118,10 +110,11 @@ def base_conversion_table(
     is the same either way."""
     S, T = max(len(g) for g in groups), len(out_rows)
     position = {r: i for i, r in enumerate(in_rows)}
+    narrow_targets = all(context.moduli[t] < 1 << 2 * PIECE_BITS for t in out_rows)
     words: list[int] = []
     for group in groups:
         weights, negc = _conversion_weights(context, group, out_rows)
-        split = pieces and weights_in_pieces(context, group, out_rows)
+        split = pieces and narrow_targets and any(context.moduli[j] >= 1 << 2 * PIECE_BITS for j in group)
         if split:
             weights = [[weight_pieces(w) for w in row] for row in weights]
         w_tab = [w for row in weights for w in row] + [0] * ((S - len(group)) * T)

@@ -40,7 +40,6 @@ from ._cupy_tables import (
     rescale_table,
     shoup_companion,
     twiddle_tables,
-    weights_in_pieces,
 )
 from .base import (
     Domain,
@@ -71,8 +70,6 @@ _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients p
 _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBackend(ntt_fill_blocks=)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
-# keyswitch.cu ntt_forward_column_stages_convert: at most this many divided-out primes
-_CONVERT_COLUMN_SOURCES = 8
 _MAX_GRID_YZ = 65535
 _CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
 _EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
@@ -178,9 +175,6 @@ class CupyBackend:
         # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
-        # NTT-output divisions compute their conversion in the forward NTT's column kernel
-        # (ntt_forward_column_stages_convert) where it serves; 0 = the separate conversion launch
-        self._column_convert = options.define("FHE_DIVISION_COLUMN_CONVERT", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -758,31 +752,6 @@ class CupyBackend:
             )
         return smem
 
-    def _division_column_input(self, src: Any, table: tuple[Any, int], dropped: Sequence[int],
-                               targets: Sequence[int], rowmap: Any, entries: int,
-                               src_bs: int) -> Callable[..., None] | None:
-        """The ``column_input`` of an NTT-output division's forward NTT (by the primes
-        ``dropped``, into the prime ids ``targets``, whose forward rowmap is ``rowmap``) that
-        computes the division's base conversion of ``src``'s divided-out rows as it loads
-        (``ntt_forward_column_stages_convert``), or None where that kernel does not serve: weights
-        not in pieces, more than 8 divided-out primes, other than 3 or 4 column stages, or more
-        than one launch group."""
-        T = len(targets)
-        if (not self._column_convert or not self._weight_pieces or len(dropped) > _CONVERT_COLUMN_SOURCES
-                or not weights_in_pieces(self.context, dropped, targets) or not self._column_input_fits(entries, T)
-                or self.log_n - self._chunk_log(entries * T) not in (3, 4)):
-            return None
-        words, size = table
-        tw, _ = self._tw()
-
-        def convert(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-            chunk = 1 << int(ntt_base[2])  # one thread a column, whatever the _x2 choice
-            self._launch("ntt_forward_column_stages_convert", (-(-chunk // _COLUMN_BLOCK), T, entries),
-                         _COLUMN_BLOCK, (src, dst, rowmap, self._consts, tw, words, np.int32(size), np.int32(T),
-                                         *ntt_base, np.int64(src_bs), dst_bs))
-
-        return convert
-
     def _convert_tile(self, targets: int) -> int:
         """Targets a thread of a base conversion covers (grid y = ceil(targets / tile))."""
         return self.base_convert_tile if self.base_convert_tile > 0 else targets
@@ -926,10 +895,8 @@ class CupyBackend:
             return
         self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
-        # the conversion in the NTT's column kernel: one special prime (the rescale's spread), or
-        # several in weight pieces (ntt_forward_column_stages_convert); else its own launch
-        convert: Callable[..., None] | None = None
-        if K == 1 and self._column_input_fits(entries, L):
+        spread = None
+        if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
             tw, _ = self._tw()
             p_row = acc3[:, L]
 
@@ -937,15 +904,10 @@ class CupyBackend:
                 self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
                              (p_row, dst, t["out_map"], self._consts, tw, t["pinv"], *ntt_base,
                               np.int32(self.p_rows[0]), np.int64(R * n), dst_bs))
-
-            convert = spread
-        elif K > 1:
-            convert = self._division_column_input(acc3, t["down"], self.p_rows, t["out_rows"][:L], t["out_map"],
-                                                  entries, R * n)
-        if convert is None:
+        else:
             self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
-                          column_input=convert)
+                          column_input=spread)
 
     def _convert_combine(self, src: Any, x: Any, out: Any, table: tuple[Any, int], pinv: Any, targets: int,
                          entries: int, batch: int, entry_stride: int, out_es: int, out_cs: int) -> None:
@@ -1193,13 +1155,10 @@ class CupyBackend:
             self._convert_combine(acc3, acc3[:, 1:], out, d["convert"], d["pinv"], L - 1, entries, batch, R * n,
                                   2 * plane, plane)
             return
-        convert = self._division_column_input(acc3, d["convert"], rows[:1] + self.p_rows, rows[1:], d["kept_map"],
-                                              entries, R * n)
-        if convert is None:  # no dropped row is a target
-            self._base_convert(acc3, out, d["convert"], L - 1, 1, entries, R * n, (L - 1) * n)
+        self._base_convert(acc3, out, d["convert"], L - 1, 1, entries, R * n, (L - 1) * n)  # no dropped row is a target
         # x = acc from its row 1: rows[1:], then P (q_0 and P divided out: K + 1 rows), R rows an entry
         self._ntt_combine(acc3[:, 1:], out, out, d["kept_map"], d["pinv"], L - 1, K + 1, entries, batch, 2 * plane,
-                          plane, column_input=convert)
+                          plane)
 
     def _linear_transform_parts(self, rows: int) -> int:
         """Rotation parts of the accumulator grid: 2 when it would run more than one and at most
