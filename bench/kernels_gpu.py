@@ -221,6 +221,8 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         "modup(c1)": (lambda: be.modup(ct[1], rows), L + D * (L + K)),
         "modup with NTT hint (c1; own rows not transformed)": (
             lambda: be.modup(ct[1], rows, c_ntt=ct_ntt[1]), 2 * L + D * (L + K)),
+        "ntt_forward_and_modup(ct) (the NTT of ct and the ModUp of c1)": (
+            lambda: be.ntt_forward_and_modup(ct, rows), 2 * L + 2 * L + D * (L + K)),
         "keyswitch_from_digits": (lambda: be.keyswitch_from_digits(digits, key, rows), 3 * D * (L + K) + 2 * L),
         "rotation (automorphism+modup+keyswitch+add)": (rotation, 4 * L + 2 * D * (L + K)),
         "rotation ntt->ntt (+intt c1, ntt-domain moddown)": (rotation_ntt, 4 * L + 2 * D * (L + K)),
