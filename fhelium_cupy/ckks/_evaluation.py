@@ -263,14 +263,8 @@ class EvaluationMixin:
             self._check_own_secret(ct, op)
             key = own_key()
         check_key(self, ct, key, op, key_type)
-        rows, xp = ct.prime_ids, self.backend.xp
-        if ct.polynomial_domain == "coefficient" and domain == "ntt":  # c0's NTT and c1's ModUp in one pass
-            c0_ntt, digits = self.backend.ntt_forward_and_modup(ct.data, rows, components=(0,))
-            y = self._hoisted_switch(None, rows, [key], c0_ntt[0], domain, None, digits=digits)
-            return ct._with_data(y[0], polynomial_domain=output_domain)
-        c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
-        c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
-        y = self._hoisted_switch(c1, rows, [key], c0, domain, None, c1_ntt)
+        c0, digits = self._hoisted_inputs(ct, domain)
+        y = self._hoisted_switch(digits, ct.prime_ids, [key], c0, domain, None)
         return ct._with_data(y[0], polynomial_domain=output_domain)
 
     def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:
@@ -295,12 +289,8 @@ class EvaluationMixin:
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
-        if domain == "ntt":  # c0's NTT and c1's ModUp in one pass
-            c0_ntt, digits = self.backend.ntt_forward_and_modup(ct.data, ct.prime_ids, components=(0,))
-            y = self._hoisted_switch(None, ct.prime_ids, keys, c0_ntt[0], domain, None, digits=digits)
-            return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
-        c0 = self.backend.xp.ascontiguousarray(ct.data[0])
-        y = self._hoisted_switch(self.backend.xp.ascontiguousarray(ct.data[1]), ct.prime_ids, keys, c0, domain, None)
+        c0, digits = self._hoisted_inputs(ct, domain)
+        y = self._hoisted_switch(digits, ct.prime_ids, keys, c0, domain, None)
         return [ct._with_data(y[i], polynomial_domain=domain) for i in range(len(keys))]
 
     def rotate_hoisted_batch(
@@ -317,17 +307,14 @@ class EvaluationMixin:
         """
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
         rows, xp = ct.prime_ids, self.backend.xp
-        digits = None
-        if keys and domain == "ntt":  # the source's NTT and c1's ModUp in one pass
-            source, digits = self.backend.ntt_forward_and_modup(ct.data, rows)
+        if keys:
+            source, digits = self._hoisted_inputs(ct, domain, whole=True)
         else:
             source = self._in_domain(ct.data, rows, "coefficient", domain)
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
         batch[:, 0] = source
         if keys:
-            c1 = None if digits is not None else xp.ascontiguousarray(ct.data[1])
-            self._hoisted_switch(c1, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1),
-                                 digits=digits)
+            self._hoisted_switch(digits, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(
@@ -392,7 +379,7 @@ class EvaluationMixin:
             data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
             product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
             return _from_ntt_sum(self, product, domain, rescale=rescale)
-        c_ntt, digits = be.ntt_forward_and_modup(ct.data, rows)
+        c_ntt, digits = self._hoisted_inputs(ct, "ntt", whole=True)
         data = be.keyswitch_linear_transform(
             digits, [key.data for key in keys], rows, [key.galois_element for key in keys], weights.data, c_ntt,
             rescale=rescale, domain=domain,
@@ -419,14 +406,23 @@ class EvaluationMixin:
             check_key(self, ct, key, op, RotationKey)
         return domain
 
-    def _hoisted_switch(self, c1, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out,
-                        c1_ntt=None, *, digits=None):
-        """One ModUp of the coefficient-domain ``c1`` (``c1_ntt``: its NTT when at hand, the
-        ModUp's hint; ``digits``: the ModUp itself, already done, and ``c1`` unused), then every
-        key: ``[E, 2, L, N]`` (rotated ``c0`` + y0, y1)."""
+    def _hoisted_inputs(self, ct: Ciphertext, domain: Domain, *, whole: bool = False):
+        """What a hoisted key switch of ``ct`` into ``domain`` needs: ``(c0, digits)`` with c0
+        in ``domain`` (``whole``: both components) and the ModUp of c1. A coefficient-domain
+        ``ct`` going to the NTT domain takes both from one ``ntt_forward_and_modup``; an
+        NTT-domain one hands its c1 to the ModUp as the hint."""
+        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
+        if ct.polynomial_domain == "coefficient" and domain == "ntt":
+            ntt, digits = be.ntt_forward_and_modup(ct.data, rows, components=(0, 1) if whole else (0,))
+            return (ntt if whole else ntt[0]), digits
+        c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
+        data = ct.data if whole else xp.ascontiguousarray(ct.data[0])
+        return self._in_domain(data, rows, ct.polynomial_domain, domain), be.modup(c1, rows, c_ntt=c1_ntt)
+
+    def _hoisted_switch(self, digits, rows, keys: Sequence[RotationKey | ConjugationKey], c0, domain: Domain, out):
+        """Every key on the ModUp ``digits`` of c1 (``_hoisted_inputs``): ``[E, 2, L, N]``
+        (rotated ``c0`` + y0, y1)."""
         be = self.backend
-        if digits is None:
-            digits = be.modup(c1, rows, c_ntt=c1_ntt)
         datas = [key.data for key in keys]
         elements = [key.galois_element for key in keys]
         many = getattr(be, "keyswitch_from_digits_many", None)

@@ -70,6 +70,7 @@ __all__ = [
     "check_keyswitch_add_rescale",
     "check_linear_transform",
     "keyswitch_from_digits_many_by_loop",
+    "ntt_forward_and_modup_by_calls",
 ]
 
 Domain = Literal["coefficient", "ntt"]
@@ -366,6 +367,28 @@ def check_linear_transform(
             raise ValueError(f"{op}: {name} must be uint64 {shape}, got {getattr(array, 'dtype', None)} "
                              f"{tuple(getattr(array, 'shape', ()))}")
     return keys, [int(g) for g in gs], cast(Domain, domain)  # checked above
+
+
+def ntt_forward_and_modup_by_calls(backend: Any, c: Array, rows: Sequence[int],
+                                   components: Sequence[int] = (0, 1)) -> tuple[Array, Array]:
+    """The documented default of ``CkksBackend.ntt_forward_and_modup`` (checked first):
+    ``ntt_forward`` of the components, then ``modup`` of c1 with its NTT as the hint when it
+    is among them."""
+    components = check_ntt_components(c, components, "ntt_forward_and_modup")
+    ntt = backend.ntt_forward(c[list(components)], rows)
+    hint = ntt[components.index(1)] if 1 in components else None
+    return ntt, backend.modup(backend.xp.ascontiguousarray(c[1]), rows, c_ntt=hint)
+
+
+def check_ntt_components(c: Array, components: Sequence[int], op: str) -> tuple[int, ...]:
+    """``components`` as a tuple of ints, checked to be distinct entries of ``(0, 1)`` of a
+    ciphertext ``c [2, ..., L, N]``, before any work."""
+    picked = tuple(int(k) for k in components)
+    if not picked or len(set(picked)) != len(picked) or not set(picked) <= {0, 1}:
+        raise ValueError(f"{op}: components must be distinct entries of (0, 1), got {picked}")
+    if len(c.shape) < 3 or c.shape[0] != 2:
+        raise ValueError(f"{op}: expected a ciphertext [2, ..., L, N], got {tuple(c.shape)}")
+    return picked
 
 
 def keyswitch_from_digits_many_by_loop(

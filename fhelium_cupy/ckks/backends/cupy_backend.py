@@ -47,7 +47,9 @@ from .base import (
     check_domain,
     check_keyswitch_add_rescale,
     check_linear_transform,
+    check_ntt_components,
     keyswitch_from_digits_many_by_loop,
+    ntt_forward_and_modup_by_calls,
 )
 
 __all__ = [
@@ -665,12 +667,7 @@ class CupyBackend:
         self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
         spread = None
         if self._column_input_fits(batch, L - 1):  # the correction computed by the NTT's column kernel
-            tw, _ = self._tw()
-
-            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-                self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
-                             (c0, dst, rest_map, self._consts, tw, tab, *ntt_base, np.int32(rows[0]), np.int64(n),
-                              dst_bs))
+            spread = self._division_spread(c0, rest_map, tab, rows[0], n)
         else:
             self._launch("rescale_spread_dropped", grid, _BLOCK,
                          (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
@@ -779,17 +776,9 @@ class CupyBackend:
         R, D = len(t["out_rows"]), t["num_digits"]
         batch_shape = tuple(c.shape[:-2])
         batch = _prod(batch_shape)
-        if t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(D * batch, R):
+        if self._spread_fits(t, D * batch):
             out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
-            out3 = out.reshape(D * batch, R, n)
-            tw, _ = self._tw()
-
-            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-                self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
-                             (c, dst, t["out_map"], self._consts, tw, t["up_spread"], *ntt_base, np.int32(batch),
-                              np.int32(R), np.int64(0), np.int64(L * n), dst_bs))
-
-            self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, column_input=spread)
+            self._modup_spread(c, out.reshape(D * batch, R, n), t, t["up_spread"], batch, 0, L * n)
             return out
         skip = None
         if c_ntt is not None and t["own_rows"] is not None and len(self._groups(D * batch, R)) == 1:
@@ -810,38 +799,64 @@ class CupyBackend:
         both: its column kernel (``ntt_forward_column_stages_modup_spread``) reads the digits'
         conversions and the components' own rows, its chunk kernel skips the rows past them,
         and the returned NTT is a view of that storage (rows contiguous, components ``L + K``
-        rows apart): 2 launches instead of 4. Otherwise ``ntt_forward`` then ``modup`` with the
-        NTT as its hint."""
+        rows apart): 2 launches instead of 4. Otherwise the two calls
+        (``ntt_forward_and_modup_by_calls``)."""
         op = "ntt_forward_and_modup"
         rows, _ = self._rows(rows)
-        components = tuple(int(k) for k in components)
-        if not components or len(set(components)) != len(components) or not set(components) <= {0, 1}:
-            raise ValueError(f"{op}: components must be distinct entries of (0, 1), got {components}")
-        c = self._check(c, rows, op)
-        if c.ndim < 3 or c.shape[0] != 2:
-            raise ValueError(f"{op}: expected a ciphertext [2, ..., {len(rows)}, {self.n}], got {tuple(c.shape)}")
+        components = check_ntt_components(c, components, op)
         if any(r >= self.context.q_count for r in rows):
             raise ValueError(f"{op}: rows {rows} must be Q prime ids")
+        c = self._check(c, rows, op)
         t = self._keyswitch_device(rows)
         L, n = len(rows), self.n
         R, D, G = len(t["out_rows"]), t["num_digits"], t["num_digits"] + len(components)
-        if c.ndim == 3 and t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(G, R):
-            table = self._cached(("modup_spread_ntt", rows, components), lambda: self._upload(modup_spread_table(
-                self.context, t["groups"], rows, t["out_rows"], source=1, components=components)))
-            skip = self._skip_table([(R, 0)] * D + [(L, R - L)] * len(components), 1, R)
-            out = self.xp.empty((G, R, n), dtype=np.uint64)
-            tw, _ = self._tw()
+        if c.ndim != 3 or not self._spread_fits(t, G):
+            return ntt_forward_and_modup_by_calls(self, c, rows, components)
+        table, skip = self._cached(("modup_spread_ntt", rows, components), lambda: (
+            self._upload(modup_spread_table(self.context, t["groups"], rows, t["out_rows"], source=1,
+                                            components=components)),
+            self._upload(ntt_row_skip_table([(R, 0)] * D + [(L, R - L)] * len(components), 1, R))))
+        out = self.xp.empty((G, R, n), dtype=np.uint64)
+        self._modup_spread(c, out, t, table, 1, L * n, L * n, skip=(skip, 0))
+        return out[D:, :L], out[:D]
 
-            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-                self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
-                             (c, dst, t["out_map"], self._consts, tw, table, *ntt_base, np.int32(1), np.int32(R),
-                              np.int64(L * n), np.int64(L * n), dst_bs))
+    def _spread_fits(self, t: dict[str, Any], entries: int) -> bool:
+        """Whether a ModUp of ``entries`` groups x batch entries (``t``: ``_keyswitch_device``'s)
+        takes ``_modup_spread``: one-prime digits, no tensor-core conversion asked for, one
+        launch group with column stages."""
+        return t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(entries, len(t["out_rows"]))
 
-            self._ntt_launch(out, out, t["out_map"], False, R * n, R * n, G, R, skip=(skip, 0), column_input=spread)
-            return out[D:, :L], out[:D]
-        ntt = self.ntt_forward(c[list(components)], rows)
-        hint = ntt[components.index(1)] if 1 in components else None
-        return ntt, self.modup(self.xp.ascontiguousarray(c[1]), rows, c_ntt=hint)
+    def _modup_spread(self, c: Any, out3: Any, t: dict[str, Any], table: Any, batch: int, c_cs: int, c_bs: int,
+                      skip: tuple[Any, int] | None = None) -> None:
+        """The forward NTT of ``out3 [G * batch, R, N]`` whose column kernel computes its input
+        from ``c`` (``ntt_forward_column_stages_modup_spread`` with ``table``: the one-prime
+        digits' conversions, and any component groups; ``c_cs``, ``c_bs``: ``c``'s component and
+        entry strides): ``modup``'s and ``ntt_forward_and_modup``'s one pass."""
+        R, n = len(t["out_rows"]), self.n
+        tw, _ = self._tw()
+
+        def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+            self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
+                         (c, dst, t["out_map"], self._consts, tw, table, *ntt_base, np.int32(batch), np.int32(R),
+                          np.int64(c_cs), np.int64(c_bs), dst_bs))
+
+        self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, out3.shape[0], R, skip=skip,
+                         column_input=spread)
+
+    def _division_spread(self, c0: Any, rowmap: Any, table: Any, dropped_id: int,
+                         c0_bs: int) -> Callable[..., None]:
+        """The ``column_input`` of a forward NTT that computes a rounding division's correction
+        by the one prime ``dropped_id`` as it loads (``ntt_forward_column_stages_rescale_spread``:
+        centered(c0, q0) mod q; ``table``: the division's, ``q0 mod q`` first): the NTT-domain
+        rescale's and a ModDown's by one special prime."""
+        tw, _ = self._tw()
+
+        def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
+            self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
+                         (c0, dst, rowmap, self._consts, tw, table, *ntt_base, np.int32(dropped_id),
+                          np.int64(c0_bs), dst_bs))
+
+        return spread
 
     def _skip_table(self, skipped: Sequence[tuple[int, int]], batch: int, rows: int) -> Any:
         """The ``ntt.cu`` row-skip table (``skipped_row``) of ``[len(skipped), batch, rows, N]``
@@ -897,13 +912,7 @@ class CupyBackend:
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         spread = None
         if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
-            tw, _ = self._tw()
-            p_row = acc3[:, L]
-
-            def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-                self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
-                             (p_row, dst, t["out_map"], self._consts, tw, t["pinv"], *ntt_base,
-                              np.int32(self.p_rows[0]), np.int64(R * n), dst_bs))
+            spread = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n)
         else:
             self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,

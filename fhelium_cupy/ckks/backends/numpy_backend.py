@@ -49,6 +49,7 @@ from .base import (
     check_keyswitch_add_rescale,
     check_linear_transform,
     keyswitch_from_digits_many_by_loop,
+    ntt_forward_and_modup_by_calls,
 )
 
 __all__ = ["NumpyBackend"]
@@ -374,16 +375,9 @@ class NumpyBackend:
         return out
 
     def ntt_forward_and_modup(self, c, rows, *, components=(0, 1)):
-        """See ``CkksBackend.ntt_forward_and_modup``: ``ntt_forward`` of the components, then
-        ``modup`` of c1 with its NTT as the hint."""
-        components = tuple(int(k) for k in components)
-        if not components or len(set(components)) != len(components) or not set(components) <= {0, 1}:
-            raise ValueError(f"ntt_forward_and_modup: components must be distinct entries of (0, 1), got {components}")
-        if np.ndim(c) < 3 or np.shape(c)[0] != 2:
-            raise ValueError(f"ntt_forward_and_modup: expected a ciphertext [2, ..., L, N], got {np.shape(c)}")
-        ntt = self.ntt_forward(c[list(components)], rows)
-        hint = ntt[components.index(1)] if 1 in components else None
-        return ntt, self.modup(c[1], rows, c_ntt=hint)
+        """See ``CkksBackend.ntt_forward_and_modup``: the two calls
+        (``ntt_forward_and_modup_by_calls``)."""
+        return ntt_forward_and_modup_by_calls(self, np.asarray(c), rows, components)
 
     @_unbuffered
     def _inner_product(self, digits_ntt, key, rows: tuple[int, ...], galois_element) -> np.ndarray:
