@@ -9,6 +9,9 @@ not the end-to-end time):
 
 Workloads (the profiled range is exactly one call, after warmup):
 * ``matvec14``: hoisted 8-diagonal ``matrix_vector`` at ``slots8192-scale40-depth7``.
+* ``matvec14_independent``: the same with ``hoisted=False`` (FHElium example 18's schedule:
+  seven ``rotate_with_key`` calls on the coefficient-domain source).
+* ``rotation14``: one of those rotations (coefficient-domain input, NTT output).
 * ``rotation16``: ``rotate_with_key`` of an NTT-domain ciphertext, NTT output, at
   ``slots32768-scale40-depth33-dnum4`` (N=2^16, 34 Q + 6 P).
 * ``ntt16``: forward then inverse NTT of one ciphertext at the same preset (68 limb transforms
@@ -43,7 +46,7 @@ def _profiler(cp, start: bool) -> None:
         (cp.cuda.profiler.start if start else cp.cuda.profiler.stop)()
 
 
-def _matvec14():
+def _matvec14(hoisted: bool = True):
     from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
 
     engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
@@ -52,7 +55,18 @@ def _matvec14():
     a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
     keys = engine.rotation_keys(required_rotation_steps(8))
     ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    return partial(matrix_vector, ct, engine=engine, diagonals=encode_diagonals(engine, a), rotation_keys=keys)
+    return partial(matrix_vector, ct, engine=engine, diagonals=encode_diagonals(engine, a), rotation_keys=keys,
+                   hoisted=hoisted)
+
+
+def _rotation14():
+    from fhelium_cupy.ckks import CkksEngine
+
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    key = engine.rotation_key(1)
+    ct = engine.encrypt_message(np.random.default_rng(1).uniform(-1, 1, engine.num_slots))
+    return partial(engine.rotate_with_key, ct, key, output_domain="ntt")
 
 
 def _rotation16():
@@ -80,7 +94,8 @@ def _ntt16():
     return forward_and_inverse
 
 
-WORKLOADS = {"matvec14": _matvec14, "rotation16": _rotation16, "ntt16": _ntt16}
+WORKLOADS = {"matvec14": _matvec14, "matvec14_independent": partial(_matvec14, hoisted=False),
+             "rotation14": _rotation14, "rotation16": _rotation16, "ntt16": _ntt16}
 
 
 def run(name: str) -> None:
