@@ -224,6 +224,63 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_resca
                                              dropped_id, c0_bs, out_bs);
 }
 
+// ntt_inverse_column_stages_rescale_spread_x2: ntt_forward_column_stages_rescale_spread_x2 for a
+// c0 that the inverse NTT's chunk stages left half done (ntt_inverse_chunk_stages on the dropped
+// prime, same chunk): lanes 2j + h of row y first finish column j of c0 (its last K inverse stages
+// and N^-1, mod q0), then reduce it (centered(., q0) mod q_y) and run the first K forward stages
+// mod q_y. After inverse_column_stages_x2 lane h holds x[2k + h] and x[2k + h + H] (k < H / 2),
+// which is the parity layout (x[2i + h], i < H) forward_column_stages_x2 starts from: no exchange.
+// Every row y redoes column j's inverse stages from the same 2^K words of c0 (L1 and L2 hits), so
+// the host takes this form only for launches too small to fill the GPU (its _x2 choice), where it
+// saves the inverse column launch and a store and reload of c0. c0 is read only. Ranges: c0 lazy
+// [0, 2q0) as the chunk stages leave it; out harvey [0, 4q_y). Args: those of
+// ntt_forward_column_stages_rescale_spread_x2 with itw2 after tw2; launch as it.
+template <int K>
+__device__ __forceinline__ void inverse_spread_columns_x2(const u64* c0, u64* out, u64 q0, const u64x2* itw0,
+                                                          u64 ninv, u64 ninv_sh, u64 q0_mod_q, const Modulus& md,
+                                                          const u64x2* tw, int log_n, int log_chunk, int j, int h) {
+  constexpr int H = 1 << (K - 1);
+  u64 v[H], a[H / 2], b[H / 2];
+#pragma unroll
+  for (int i = 0; i < H; ++i) v[i] = c0[((i + h * H) << log_chunk) + j];
+  inverse_column_stages_x2<K>(v, a, b, itw0, q0, log_n, h);
+#pragma unroll
+  for (int k = 0; k < H / 2; ++k) {
+    v[k] = centered_mod(shoup_mul(a[k], ninv, ninv_sh, q0), q0, q0_mod_q, md);
+    v[k + H / 2] = centered_mod(shoup_mul(b[k], ninv, ninv_sh, q0), q0, q0_mod_q, md);
+  }
+  forward_column_stages_x2<K>(v, a, b, tw, md.q, h);
+#pragma unroll
+  for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
+    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
+    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
+  }
+}
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_rescale_spread_x2(const u64* c0,
+    u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO itw2,
+    const u64* FHE_RO tab, int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = t >> 1;
+  const int h = t & 1;
+  const int y = blockIdx.y;
+  if (j >= (1 << log_chunk)) return;  // uniform per warp (launch contract)
+  const int id = rowmap[y];
+  const Modulus md = load_modulus(consts, num_moduli, id);
+  const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
+  const u64 ninv = consts[FHE_C_NINV * num_moduli + dropped_id];
+  const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + dropped_id];
+  const u64* src = c0 + blockIdx.z * c0_bs;
+  u64* dst = out + blockIdx.z * out_bs + (i64)y * (1 << log_n);
+  const u64x2* itw0 = reinterpret_cast<const u64x2*>(itw2) + ((i64)dropped_id << log_n);
+  const u64x2* tw = reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n);
+  switch (log_n - log_chunk) {
+    case 2: inverse_spread_columns_x2<2>(src, dst, q0, itw0, ninv, ninv_sh, tab[y], md, tw, log_n, log_chunk, j, h); break;
+    case 3: inverse_spread_columns_x2<3>(src, dst, q0, itw0, ninv, ninv_sh, tab[y], md, tw, log_n, log_chunk, j, h); break;
+    case 4: inverse_spread_columns_x2<4>(src, dst, q0, itw0, ninv, ninv_sh, tab[y], md, tw, log_n, log_chunk, j, h); break;
+    default: break;
+  }
+}
+
 // ntt_forward_column_stages_modup_spread(_x2): the column kernels of a ModUp's forward NTT when
 // every digit is one prime, which compute the digit's base conversion as they load it: row y
 // (prime rowmap[y]) of entry z = g * batch + b of a digit group g reads centered(c[k, b, src_g],

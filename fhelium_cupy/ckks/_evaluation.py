@@ -317,6 +317,20 @@ class EvaluationMixin:
             self._hoisted_switch(digits, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
         return ct._with_data(batch, polynomial_domain=domain)
 
+    def _rotations_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], op: str) -> Ciphertext:
+        """``Ciphertext.stack_batch([ct] + [rotate_with_key(ct, k) for k in keys])`` in the NTT
+        domain, bit for bit and with the same launches, less the stacking copies: each rotation
+        (its own ModUp, FHElium's independent schedule) is written by its key switch straight
+        into the batch storage. ``ct``: an unbatched coefficient-domain CT2."""
+        self._check_hoisted(ct, keys, "ntt", op)
+        rows, xp = ct.prime_ids, self.backend.xp
+        batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
+        batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", "ntt")
+        for i, key in enumerate(keys):
+            c0, digits = self._hoisted_inputs(ct, "ntt")
+            self._hoisted_switch(digits, rows, [key], c0, "ntt", xp.swapaxes(batch[:, 1 + i:2 + i], 0, 1))
+        return ct._with_data(batch, polynomial_domain="ntt")
+
     def linear_transform(
         self,
         ct: Ciphertext,

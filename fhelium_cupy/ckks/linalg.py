@@ -215,13 +215,13 @@ def matrix_vector(
             return engine.linear_transform(source, keys, diagonals, rescale=True, output_domain=output_domain)
         diagonals = engine.drop_special_primes(diagonals)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
-    # back and forth); only the source itself needs a forward NTT. The hoisted schedule writes
-    # every rotation straight into the batch that multiply_plaintext_and_sum consumes.
+    # back and forth); only the source itself needs a forward NTT. Both schedules write every
+    # rotation straight into the batch that multiply_plaintext_and_sum consumes; the
+    # independent one's rotations are rotate_with_key's, each with its own ModUp.
     if hoisted:
         stacked = engine.rotate_hoisted_batch(source, keys, output_domain="ntt")
     else:
-        rotated = [engine.rotate_with_key(source, key, output_domain="ntt") for key in keys]
-        stacked = Ciphertext.stack_batch([engine.coefficient_domain_to_ntt_domain(source)] + rotated)
+        stacked = engine._rotations_batch(source, keys, "matrix_vector")
     return _from_ntt_sum(engine, engine.multiply_plaintext_and_sum(stacked, diagonals), output_domain, rescale=True)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import (
+    Ciphertext,
     bsgs_split,
     encode_bsgs_diagonals,
     encode_diagonals,
@@ -142,6 +143,19 @@ def test_hoisted_and_independent_rotation_schedules_are_bit_identical():
     assert np.array_equal(
         matrix_vector(ct, engine=e, diagonals=qp, rotation_keys=keys, hoisted=False).data, independent.data
     )
+
+
+def test_independent_rotations_are_written_into_the_batch_bit_for_bit():
+    """The independent schedule's batch is the stack of rotate_with_key's results (each with
+    its own ModUp), without the stacking copies."""
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(np.random.default_rng(8).uniform(-1, 1, e.num_slots))
+    keys = list(e.rotation_keys([1, 3]).values())
+    want = Ciphertext.stack_batch([e.coefficient_domain_to_ntt_domain(ct)]
+                                  + [e.rotate_with_key(ct, k, output_domain="ntt") for k in keys])
+    got = e._rotations_batch(ct, keys, "matrix_vector")
+    assert got.batch_shape == (3,) and got.polynomial_domain == "ntt"
+    assert np.array_equal(got.data, want.data)
 
 
 def test_double_hoisting_decrypts_at_least_as_well_and_is_the_plain_product_without_rotations():

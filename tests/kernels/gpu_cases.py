@@ -33,6 +33,9 @@ def context(name: str) -> ro.RingTestContext:
         return ro.make_context(n, q, ro.ntt_primes(60, 8, n), dnum=2)
     if name == "n16384":
         return ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)
+    if name == "n8192":  # one-prime digits and one special prime with 3 NTT column stages
+        n = 1 << 13
+        return ro.make_context(n, ro.ntt_primes(40, 4, n), ro.ntt_primes(60, 1, n), dnum=4)
     if name == "n65536":
         n = 1 << 16
         return ro.make_context(n, ro.ntt_primes(40, 35, n), ro.ntt_primes(60, 4, n), dnum=9)

@@ -71,3 +71,39 @@ def test_captured_rotation_with_tensor_core_modup_replay_equals_eager():
     gpu, _ = _bytes_backends("n4096w")
     error = gpu_cases.run_capture_rotation(gpu, "n4096w")
     assert error is None, error
+
+
+# The one-prime divisions (the NTT-domain rescale; at N=2^13 and 2^14 the NTT-output ModDown by
+# the one special prime) whose column input finishes the divided-out row's inverse NTT
+# (ntt_inverse_column_stages_rescale_spread_x2) at each column-stage count: 4 at n16384 (the
+# defaults, above), 3 at n8192, 2 at n16384 with 4096-word chunks (ntt_fill_blocks=1)
+_DIVISION_CASES = sorted(name for name in gpu_cases.CASES
+                         if name.startswith(("rescale_ntt", "keyswitch_from_digits_ntt",
+                                             "keyswitch_from_digits_galois_ntt", "keyswitch_from_digits_many_ntt")))
+_COLUMN_STAGES = {"n8192": ("n8192", {}, 3), "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2)}
+
+
+@functools.cache
+def _inverse_spread_backends(setup: str):
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
+
+    ctx_name, options, column_stages = _COLUMN_STAGES[setup]
+    ctx = gpu_cases.context(ctx_name)
+    gpu = CupyBackend(ctx, **options)
+    L = ctx.q_count
+    assert gpu._inverse_spread_fits(2, L) and gpu.log_n - gpu._chunk_log(2 * L) == column_stages
+    launched: list[str] = []
+    launch = gpu._launch
+    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
+    return gpu, gpu_cases.reference(ctx), ctx_name, launched
+
+
+@pytest.mark.parametrize("case", _DIVISION_CASES)
+@pytest.mark.parametrize("setup", list(_COLUMN_STAGES))
+def test_divisions_finishing_the_inverse_ntt_in_their_column_input_match_numpy(setup, case):
+    gpu, ref, ctx_name, launched = _inverse_spread_backends(setup)
+    launched.clear()
+    error = gpu_cases.run_case(case, gpu, ref, ctx_name)
+    assert error is None, f"{case} @ {setup}: {error}"
+    if "many" not in case:  # (several keys: the _x2 choice depends on the GPU's size)
+        assert "ntt_inverse_column_stages_rescale_spread_x2" in launched, case

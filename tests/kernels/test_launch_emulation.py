@@ -418,6 +418,17 @@ class _Kernels:
         self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
         self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
 
+    def ntt_inverse_column_stages_rescale_spread(self, grid, a):
+        """The column kernel that finishes the inverse NTT of the divided-out row c0 (its chunk
+        stages ran just before, on that row alone) and computes the correction from it; the
+        emulated chunk stages transformed c0 whole, so only the spread remains."""
+        c0, out, rowmap, _consts, _tw, _itw, tab, _m, log_n, log_chunk, dropped_id, c0_bs, out_bs = a
+        assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
+        assert self.first_pass == (self._pass_key(c0, c0_bs, grid[2], 1, rowmap)[:4] + ((int(dropped_id),),),
+                                   NO_SKIP), "the divided-out row's chunk stages, just before"
+        self._spread(grid, c0, out, rowmap, tab, dropped_id, c0_bs, out_bs)
+        self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), NO_SKIP)
+
     def ntt_forward_column_stages_modup_spread(self, grid, a):
         """The column kernel that computes a ModUp's conversion for digits of one prime as it
         loads it: entry z = g * batch + b of digit group g, row y = centered(c[k, b, src_g], q_g)
@@ -519,13 +530,17 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
         assert tg == 3 and [byte_group(host, g, tg).group_tgs for g in range(2)] == [2, 3]
 
 
-def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
+@pytest.mark.parametrize("inverse_spread", [True, False])
+def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated, inverse_spread):
     """N=2^14 (8 digits of one prime, one special prime): ModUp's conversion is the NTT column
     kernel's load (ntt_forward_column_stages_modup_spread), and so is the NTT-output ModDown's
-    (ntt_forward_column_stages_rescale_spread with the special prime): no base-conversion
-    launch in either, and every ModUp and NTT-output key-switch case as NumPy computes it."""
+    (with the special prime: ntt_inverse_column_stages_rescale_spread_x2, which also finishes
+    the special-prime rows' inverse NTT, or with FHE_INVERSE_SPREAD=0 the inverse column launch
+    and ntt_forward_column_stages_rescale_spread): no base-conversion launch in either, and
+    every ModUp and NTT-output key-switch case as NumPy computes it."""
     ctx = gpu_cases.context("n16384")
-    gpu, ref = emulated(ctx)
+    options = {} if inverse_spread else {"kernel_options": kernels.KernelOptions(extra=("-DFHE_INVERSE_SPREAD=0",))}
+    gpu, ref = emulated(ctx, **options)
     assert gpu._keyswitch_device(tuple(range(ctx.q_count)))["up_spread"] is not None
     launched: list[str] = []
     launch = gpu._launch
@@ -536,7 +551,9 @@ def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated):
         assert name in gpu_cases.CASES, name
         assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
     assert not [k for k in launched if k.startswith("keyswitch_base_convert")]
-    assert {"ntt_forward_column_stages_modup_spread_x2", "ntt_forward_column_stages_rescale_spread_x2"} <= set(launched)
+    spread = "ntt_inverse" if inverse_spread else "ntt_forward"
+    assert {"ntt_forward_column_stages_modup_spread_x2", spread + "_column_stages_rescale_spread_x2"} <= set(launched)
+    assert ("ntt_inverse_column_stages_x2" in launched) is not inverse_spread
 
 
 def test_one_prime_digits_and_the_ciphertext_transform_in_one_ntt(emulated):

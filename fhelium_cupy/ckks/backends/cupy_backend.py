@@ -177,6 +177,9 @@ class CupyBackend:
         # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
+        # a one-prime division's _x2 column input finishes the inverse NTT of the divided-out row
+        # itself (ntt_inverse_column_stages_rescale_spread_x2; 0 = its own inverse column launch)
+        self._inverse_spread = options.define("FHE_INVERSE_SPREAD", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -518,7 +521,7 @@ class CupyBackend:
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int, skip: tuple[Any, int] | None = None,
                     chunk_output: Callable[..., None] | None = None,
-                    column_input: Callable[..., None] | None = None) -> None:
+                    column_input: Callable[..., None] | None = None, column_stages: bool = True) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
 
         In one launch group:
@@ -535,6 +538,8 @@ class CupyBackend:
             one-prime ModUp's conversion), with the column launch geometry (every row: a
             row-skip table must skip no row of some entry, and only the chunk kernel reads it)
             and name suffix (``""`` or ``"_x2"``).
+          ``column_stages=False`` (inverse, with column stages): only the chunk stages run; the
+            caller's next launch finishes the transform (``_inverse_spread_fits``).
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
@@ -550,6 +555,8 @@ class CupyBackend:
             raise ValueError("chunk output and column input need a forward transform")
         if column_input is not None and skip is not None and skip[1] != 0:
             raise ValueError("column input needs column stages and a row-skip table that skips no row of some entry")
+        if not column_stages and (not inverse or len(groups) != 1 or self._chunk_log(batch * limbs) == self.log_n):
+            raise ValueError("leaving out the column stages needs an inverse transform in one launch group with them")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
         for b0, b1, l0, l1 in groups:
             g = (b1 - b0, launched if skip is not None else l1 - l0)  # grid: entries, rows
@@ -578,7 +585,7 @@ class CupyBackend:
             if inverse:
                 self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
-                if not single:
+                if not single and column_stages:
                     self._launch("ntt_inverse_column_stages" + col_suffix, col_grid, col_block,
                                  (d, d, rm, self._consts, w, skip_table, *base, *same))
                 continue
@@ -599,6 +606,17 @@ class CupyBackend:
         """Whether a forward transform of ``batch x limbs`` polynomials is one launch group with
         column stages (the condition of ``_ntt_launch``'s ``column_input``)."""
         return len(self._groups(batch, limbs)) == 1 and self._chunk_log(batch * limbs) < self.log_n
+
+    def _inverse_spread_fits(self, entries: int, targets: int) -> bool:
+        """Whether a one-prime division of ``entries`` polynomials into ``targets`` rows can leave
+        the inverse NTT of its divided-out row (``entries x 1``) to the column input of the
+        correction's forward NTT (``ntt_inverse_column_stages_rescale_spread_x2``): that input
+        fits, takes the ``_x2`` column form (a launch too small to fill the GPU: every target row
+        redoes the row's inverse column stages) and has the inverse transform's chunk."""
+        if not self._inverse_spread or not self._column_input_fits(entries, targets):
+            return False
+        log_chunk = self._chunk_log(entries * targets)
+        return self._chunk_log(entries) == log_chunk and self._use_column_x2(log_chunk, entries * targets)
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
@@ -664,10 +682,11 @@ class CupyBackend:
             return out
         a3 = a.reshape(batch, L, n)
         c0 = self.xp.empty((batch, 1, n), dtype=np.uint64)
-        self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1)
+        fused = self._inverse_spread_fits(batch, L - 1)
+        self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1, column_stages=not fused)
         spread = None
         if self._column_input_fits(batch, L - 1):  # the correction computed by the NTT's column kernel
-            spread = self._division_spread(c0, rest_map, tab, rows[0], n)
+            spread = self._division_spread(c0, rest_map, tab, rows[0], n, inverse_columns=fused)
         else:
             self._launch("rescale_spread_dropped", grid, _BLOCK,
                          (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
@@ -843,18 +862,26 @@ class CupyBackend:
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, out3.shape[0], R, skip=skip,
                          column_input=spread)
 
-    def _division_spread(self, c0: Any, rowmap: Any, table: Any, dropped_id: int,
-                         c0_bs: int) -> Callable[..., None]:
+    def _division_spread(self, c0: Any, rowmap: Any, table: Any, dropped_id: int, c0_bs: int, *,
+                         inverse_columns: bool = False) -> Callable[..., None]:
         """The ``column_input`` of a forward NTT that computes a rounding division's correction
         by the one prime ``dropped_id`` as it loads (``ntt_forward_column_stages_rescale_spread``:
         centered(c0, q0) mod q; ``table``: the division's, ``q0 mod q`` first): the NTT-domain
-        rescale's and a ModDown's by one special prime."""
-        tw, _ = self._tw()
+        rescale's and a ModDown's by one special prime. ``inverse_columns``: c0 holds only the
+        chunk stages of its inverse NTT, which the column input finishes
+        (``ntt_inverse_column_stages_rescale_spread_x2``, ``_inverse_spread_fits``)."""
+        tw, itw = self._tw()
 
         def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
-            self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
-                         (c0, dst, rowmap, self._consts, tw, table, *ntt_base, np.int32(dropped_id),
-                          np.int64(c0_bs), dst_bs))
+            tail = (table, *ntt_base, np.int32(dropped_id), np.int64(c0_bs), dst_bs)
+            if not inverse_columns:
+                self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
+                             (c0, dst, rowmap, self._consts, tw, *tail))
+            elif suffix == "_x2":
+                self._launch("ntt_inverse_column_stages_rescale_spread_x2", col_grid, block,
+                             (c0, dst, rowmap, self._consts, tw, itw, *tail))
+            else:
+                raise ValueError("the inverse NTT's column stages fold into the _x2 column input only")
 
         return spread
 
@@ -908,11 +935,14 @@ class CupyBackend:
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
             self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
             return
-        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        fused = K == 1 and self._inverse_spread_fits(entries, L)
+        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K,
+                         column_stages=not fused)
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         spread = None
         if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
-            spread = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n)
+            spread = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n,
+                                           inverse_columns=fused)
         else:
             self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
