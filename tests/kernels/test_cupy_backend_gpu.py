@@ -81,15 +81,18 @@ _DIVISION_CASES = sorted(name for name in gpu_cases.CASES
                          if name.startswith(("rescale_ntt", "keyswitch_from_digits_ntt",
                                              "keyswitch_from_digits_galois_ntt", "keyswitch_from_digits_many_ntt")))
 _COLUMN_STAGES = {"n8192": ("n8192", {}, 3), "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2)}
+_EVERY_X2 = ("-DFHE_INVERSE_SPREAD=1",)  # (4096-word chunks: twice the threads the default allows)
 
 
 @functools.cache
 def _inverse_spread_backends(setup: str):
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
 
+    from fhelium_cupy.runtime.kernels import KernelOptions
+
     ctx_name, options, column_stages = _COLUMN_STAGES[setup]
     ctx = gpu_cases.context(ctx_name)
-    gpu = CupyBackend(ctx, **options)
+    gpu = CupyBackend(ctx, kernel_options=KernelOptions(extra=_EVERY_X2), **options)
     L = ctx.q_count
     assert gpu._inverse_spread_fits(2, L) and gpu.log_n - gpu._chunk_log(2 * L) == column_stages
     launched: list[str] = []

@@ -178,8 +178,9 @@ class CupyBackend:
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
         # a one-prime division's _x2 column input finishes the inverse NTT of the divided-out row
-        # itself (ntt_inverse_column_stages_rescale_spread_x2; 0 = its own inverse column launch)
-        self._inverse_spread = options.define("FHE_INVERSE_SPREAD", "1") != "0"
+        # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
+        # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
+        self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -612,11 +613,18 @@ class CupyBackend:
         the inverse NTT of its divided-out row (``entries x 1``) to the column input of the
         correction's forward NTT (``ntt_inverse_column_stages_rescale_spread_x2``): that input
         fits, takes the ``_x2`` column form (a launch too small to fill the GPU: every target row
-        redoes the row's inverse column stages) and has the inverse transform's chunk."""
+        redoes the row's inverse column stages) and has the inverse transform's chunk. By default
+        (FHE_INVERSE_SPREAD=2) also at most a quarter of the GPU's threads, where that extra work
+        hides in the launch's latency. Measured on the H200 at N=2^14 (2026-11-30, s15): one
+        key's NTT-output ModDown (16 rows, 33 K threads) 1.5-2 us faster, seven keys' (112 rows,
+        229 K threads) 5 us slower."""
         if not self._inverse_spread or not self._column_input_fits(entries, targets):
             return False
-        log_chunk = self._chunk_log(entries * targets)
-        return self._chunk_log(entries) == log_chunk and self._use_column_x2(log_chunk, entries * targets)
+        count = entries * targets
+        log_chunk = self._chunk_log(count)
+        if self._chunk_log(entries) != log_chunk or not self._use_column_x2(log_chunk, count):
+            return False
+        return self._inverse_spread == 1 or 4 * count * (2 << log_chunk) <= self._gpu_threads
 
     def _ntt(self, a: Any, rows: Sequence[int], out: Any, inverse: bool) -> Any:
         what = "ntt_inverse" if inverse else "ntt_forward"
