@@ -34,43 +34,13 @@ class _Device:
         pass
 
 
-class _Stream:
-    """A stream: the emulated kernels run at launch, in host order (a valid order of any
-    fork and join)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.waited: list[_Event] = []
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def wait_event(self, event: _Event) -> None:
-        assert event.recorded, "a stream waits on an event recorded before"
-        self.waited.append(event)
-
-
-class _Event:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.recorded = False
-
-    def record(self, stream: _Stream | None = None) -> None:
-        self.recorded = True
-
-
-_MAIN = _Stream()
-
-
 def install_numpy_cupy(monkeypatch: Any, kernels_for: Callable[[kernels.KernelOptions], Callable[[str], Any]]) -> type:
     """Patch ``fhelium_cupy.runtime.kernels`` (undone by ``monkeypatch``) so that a
     ``CupyBackend`` runs on NumPy arrays and launches ``kernels_for(options)(name)``;
     returns the ``CupyBackend`` class."""
     fake_cupy = types.SimpleNamespace(
         asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
-        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(
-            Device=_Device, Stream=_Stream, Event=_Event, get_current_stream=lambda: _MAIN),
+        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
         zeros=np.zeros, swapaxes=np.swapaxes,
     )
 

@@ -195,7 +195,7 @@ class _Kernels:
     def _inner_products(self, grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows,
                         add=None) -> None:
         n, R, batch, D, key_rows = int(n), int(R), int(batch), int(D), int(key_rows)
-        assert grid[1] <= R  # (a part: rows r0 <= r < r1, the pointers and rowmap advanced by r0 rows)
+        assert grid[1] == R
         key_digit = _memory(keydig, np.int32)[:D]
         plane = batch * R * n
         for ent in range(grid[2] // batch):
@@ -203,7 +203,7 @@ class _Kernels:
                           (int(key_digit.max()) + 1) * 2 * key_rows * n)
             perm = _memory(perms, np.int32)[ent * n:(ent + 1) * n].astype(np.int64)
             for b in range(batch):
-                for r in range(grid[1]):
+                for r in range(R):
                     prime_id, q = self._prime(rowmap, r)
                     for comp in range(2):
                         total = np.zeros(n, dtype=object)

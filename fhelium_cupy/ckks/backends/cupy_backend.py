@@ -13,7 +13,6 @@ is imported when a ``CupyBackend`` is constructed.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -89,9 +88,6 @@ def _base_convert_kernel(size: int, family: str = "keyswitch_base_convert",
     """The ``{family}_s*`` instantiation for groups of at most ``size`` sources (the smallest
     of ``sizes`` that holds them, else ``s0``, the any-size loop)."""
     return f"{family}_s{next((s for s in sizes if s >= size), 0)}"
-
-
-_NO_STREAM = contextlib.nullcontext()
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -185,9 +181,6 @@ class CupyBackend:
         # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
-        # an NTT-output key switch runs the special-prime rows' ModDown on a side stream while the
-        # Q rows' inner product runs (_moddown_launch; 0 = one stream)
-        self._ks_branches = options.define("FHE_KS_BRANCHES", "1") != "0"
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -229,7 +222,6 @@ class CupyBackend:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._cache: dict[Any, Any] = {}
         self._cache_lock = threading.RLock()  # misses, inserts, evictions (builds nest); hits read without it
-        self._branches = threading.local()  # per thread: (side stream, fork event, join event)
 
     @staticmethod
     def _parse_device(cp: Any, device: Any) -> Any:
@@ -254,28 +246,6 @@ class CupyBackend:
             return
         self.launch_count += 1
         self._library.function(name)(grid, (block, 1, 1), args, shared_mem=shared_mem)
-
-    def _branch(self) -> tuple[Any, Any, Any] | None:
-        """The calling thread's side stream and its fork and join events (made once per thread,
-        on this backend's device: threads sharing the backend never wait on each other's events),
-        or None with FHE_KS_BRANCHES=0.
-
-        A branch: ``fork.record(main)``, ``side.wait_event(fork)``, launches under ``with side``,
-        then ``join.record(side)``, ``main.wait_event(join)`` before main reads what they wrote.
-        Everything a branch touches is allocated before the fork and referenced until the join
-        (CuPy's pool and the capture arena reuse a freed block in stream order). In a capture the
-        side stream joins the capture through the fork event: its launches become graph nodes
-        that run beside main's."""
-        if not self._ks_branches:
-            return None
-        objects = getattr(self._branches, "objects", None)
-        if objects is None:
-            cuda = self.xp.cuda
-            with self._device:
-                objects = (cuda.Stream(non_blocking=True), cuda.Event(disable_timing=True),
-                           cuda.Event(disable_timing=True))
-            self._branches.objects = objects
-        return objects
 
     def _cached(self, key: Any, build: Any) -> Any:
         """A device table from the cache (built once). Kernels read these by address, so a
@@ -949,8 +919,7 @@ class CupyBackend:
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None,
-                        out_strides: tuple[int, int] | None = None,
-                        q_rows: Callable[[], None] | None = None) -> None:
+                        out_strides: tuple[int, int] | None = None) -> None:
         """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
         ``out`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
@@ -963,17 +932,9 @@ class CupyBackend:
         kernel (``ntt_forward_chunk_stages_moddown_combine``: one launch and a store and reload
         of NTT(e) fewer). Entries are ordered ``[E, 2, batch]``; ``out`` is ``[entries, L, N]``
         contiguous, or with ``out_strides = (entry, component)`` element strides any layout
-        whose ``[batch, L, N]`` blocks are contiguous.
-
-        ``q_rows`` (NTT output): ``acc`` holds only the P rows so far and ``q_rows()`` launches
-        the Q rows' inner product. The P rows' inverse NTT and conversion then run on the side
-        stream (``_branch``) while ``q_rows()`` runs on the caller's, which waits for them
-        before the forward NTT's chunk stages (or, after a conversion launch, before its
-        column stages): in a graph, two branches of nodes."""
+        whose ``[batch, L, N]`` blocks are contiguous."""
         if c0 is not None and domain != "ntt":
             raise ValueError("ModDown: the rotated c0 is added on NTT output only")
-        if q_rows is not None and domain != "ntt":
-            raise ValueError("ModDown: the Q rows' inner product runs beside an NTT-output ModDown only")
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
         acc3 = acc.reshape(entries, R, n)
         plane = batch * L * n
@@ -983,43 +944,17 @@ class CupyBackend:
             self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
             return
         fused = K == 1 and self._inverse_spread_fits(entries, L)
+        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K,
+                         column_stages=not fused)
         e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
-        branch = None if q_rows is None else self._branch()
-        main = None
-        if branch is not None:  # fork (e and acc exist already: nothing is allocated inside the branch)
-            main = self.xp.cuda.get_current_stream()
-            branch[1].record(main)
-            branch[0].wait_event(branch[1])
-        with branch[0] if branch is not None else _NO_STREAM:
-            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K,
-                             column_stages=not fused)
-        if q_rows is not None:
-            q_rows()
-        joined: list[bool] = []
-
-        def join() -> None:
-            if branch is not None:
-                branch[2].record(branch[0])
-                main.wait_event(branch[2])
-            joined.append(True)
-
         spread = None
         if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
-            division = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n,
-                                             inverse_columns=fused)
-
-            def spread(*args: Any) -> None:
-                with branch[0] if branch is not None else _NO_STREAM:
-                    division(*args)
-                join()
+            spread = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n,
+                                           inverse_columns=fused)
         else:
-            with branch[0] if branch is not None else _NO_STREAM:
-                self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-            join()
+            self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
                           column_input=spread)
-        if not joined:  # (_ntt_launch calls a column input exactly once: never reached)
-            raise RuntimeError("ModDown: the P rows' branch was never joined")
 
     def _convert_combine(self, src: Any, x: Any, out: Any, table: tuple[Any, int], pinv: Any, targets: int,
                          entries: int, batch: int, entry_stride: int, out_es: int, out_cs: int) -> None:
@@ -1136,18 +1071,9 @@ class CupyBackend:
             return keyswitch_from_digits_many_by_loop(
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
+        acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
         if out is None:
             out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
-        if domain == "ntt" and self._branch() is not None:  # the P rows first; the Q rows beside their ModDown
-            R = len(t["out_rows"])
-            acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows, part=(L, R))
-
-            def q_rows() -> None:
-                self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows, part=(0, L), acc=acc)
-
-            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides, q_rows=q_rows)
-            return out
-        acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
             self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides)
             return out
@@ -1166,30 +1092,21 @@ class CupyBackend:
 
     def _inner_product_launch(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
                               t: dict[str, Any], batch: int, key_rows: int,
-                              add: tuple[Any, Any] | None = None, *, part: tuple[int, int] | None = None,
-                              acc: Any = None) -> tuple[Any, Any]:
+                              add: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """``keyswitch_inner_product_many``: the NTT-domain inner products ``[E, 2, batch, R, N]``
         of checked digits with every (key, Galois element); returns them and the permutations.
         ``add = (c, scalars)`` (one key; ``keyswitch_inner_product_add_scaled``): the Q rows
         also get ``c * w_r`` (``c`` checked ``[2, batch, L, N]``, ``scalars`` a
-        ``_shoup_scalars`` table of its L rows). ``part = (r0, r1)`` (no ``add``): only rows
-        ``r0 <= r < r1``, into ``acc`` when given (the kernel's grid y over those rows, its
-        digit, output and row-map pointers advanced by ``r0`` rows)."""
+        ``_shoup_scalars`` table of its L rows)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
-        if add is not None and (E != 1 or part is not None):
-            raise ValueError(f"the scaled add of an inner product takes one key and every row, got {E} keys")
+        if add is not None and E != 1:
+            raise ValueError(f"the scaled add of an inner product takes one key, got {E}")
         key_table, perms = self._many_tables(keys, galois_elements)
-        if acc is None:
-            acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
-        r0, r1 = (0, R) if part is None else part
-        if r0 == 0:
-            head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
-        else:
-            head = (digits[..., r0:, :], key_table, acc[..., r0:, :], t["out_map"][r0:], self._consts,
-                    t["key_digits"], perms)
+        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
         sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                  np.int32(key_rows))
-        grid = (-(-n // _BLOCK), r1 - r0, E * batch)
+        grid = (-(-n // _BLOCK), R, E * batch)
         if add is None:
             self._launch("keyswitch_inner_product_many", grid, _BLOCK, head + sizes)
         else:
