@@ -87,7 +87,6 @@ _EVERY_X2 = ("-DFHE_INVERSE_SPREAD=1",)  # (4096-word chunks: twice the threads 
 @functools.cache
 def _inverse_spread_backends(setup: str):
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
-
     from fhelium_cupy.runtime.kernels import KernelOptions
 
     ctx_name, options, column_stages = _COLUMN_STAGES[setup]
