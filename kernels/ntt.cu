@@ -46,16 +46,6 @@ using namespace fhe;
 #ifndef FHE_NTT_COLUMN_MIN_BLOCKS
 #define FHE_NTT_COLUMN_MIN_BLOCKS 0
 #endif
-// Occupancy floor of the _x2 column kernels (blocks of 128 per SM; 0 = ptxas's own choice, 54 to 62
-// registers: 9 blocks of 128 per SM, so an N=2^14 ModUp of 80 rows, 1280 blocks, is 1.08 waves).
-#ifndef FHE_NTT_COLUMN_X2_MIN_BLOCKS
-#define FHE_NTT_COLUMN_X2_MIN_BLOCKS 0
-#endif
-#if FHE_NTT_COLUMN_X2_MIN_BLOCKS > 0
-#define FHE_NTT_COLUMN_X2_BOUNDS __launch_bounds__(128, FHE_NTT_COLUMN_X2_MIN_BLOCKS)
-#else
-#define FHE_NTT_COLUMN_X2_BOUNDS
-#endif
 // The _v4 chunk kernels (4 coefficients per thread): blocks of up to 1024 threads, two per SM
 // (32 registers).
 #define FHE_NTT_V4_BOUNDS __launch_bounds__(1024, 2)
@@ -186,7 +176,7 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages(const
 // chain per thread for a grid that leaves the GPU underfilled. Same layout, ranges and row-skip
 // table. Launch: grid (ceil(2C / block), limbs, batch), block a multiple of 32 that divides 2C
 // (both lanes of a column in one warp, every lane of a warp live for the shuffles).
-extern "C" __global__ void FHE_NTT_COLUMN_X2_BOUNDS ntt_forward_column_stages_x2(const u64* in, u64* out,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_x2(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
     int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -227,7 +217,7 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_resca
   forward_column_stages_rescale_spread<false>(c0, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk,
                                               dropped_id, c0_bs, out_bs);
 }
-extern "C" __global__ void FHE_NTT_COLUMN_X2_BOUNDS ntt_forward_column_stages_rescale_spread_x2(const u64* c0,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_rescale_spread_x2(const u64* c0,
     u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
     int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
   forward_column_stages_rescale_spread<true>(c0, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk,
@@ -266,7 +256,7 @@ __device__ __forceinline__ void inverse_spread_columns_x2(const u64* c0, u64* ou
     out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
   }
 }
-extern "C" __global__ void FHE_NTT_COLUMN_X2_BOUNDS ntt_inverse_column_stages_rescale_spread_x2(const u64* c0,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_rescale_spread_x2(const u64* c0,
     u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO itw2,
     const u64* FHE_RO tab, int num_moduli, int log_n, int log_chunk, int dropped_id, i64 c0_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -329,7 +319,7 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup
   forward_column_stages_modup_spread<false>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
                                             rows, c_cs, c_bs, out_bs);
 }
-extern "C" __global__ void FHE_NTT_COLUMN_X2_BOUNDS ntt_forward_column_stages_modup_spread_x2(const u64* c, u64* out,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread_x2(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
     int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs) {
   forward_column_stages_modup_spread<true>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
@@ -886,7 +876,7 @@ __device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out,
 // ntt_inverse_column_stages_x2: ntt_inverse_column_stages with two threads per column (lanes
 // 2j and 2j + 1; inverse_column_stages_x2), for 2 <= K <= 4. Same layout and ranges. Launch as
 // ntt_forward_column_stages_x2.
-extern "C" __global__ void FHE_NTT_COLUMN_X2_BOUNDS ntt_inverse_column_stages_x2(const u64* in, u64* out,
+extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
     int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
