@@ -120,18 +120,40 @@ __device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, u
   for (int c = 0; c < (1 << K); ++c) out[c * C + j] = v[c];
 }
 
-template <int K, class Load>
-__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, u64 q, const u64x2* tw,
-                                                        int log_chunk, int j, int h) {
-  u64 v[1 << (K - 1)], a[1 << (K - 2)], b[1 << (K - 2)];
-#pragma unroll
-  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in(((2 * i + h) << log_chunk) + j);
+// Lane h's forward column stages of column j from its values in the parity layout (v[i] =
+// x[2i + h]), and their stores.
+template <int K>
+__device__ __forceinline__ void forward_columns_store_x2(u64 (&v)[1 << (K - 1)], u64* out, u64 q, const u64x2* tw,
+                                                         int log_chunk, int j, int h) {
+  u64 a[1 << (K - 2)], b[1 << (K - 2)];
   forward_column_stages_x2<K>(v, a, b, tw, q, h);
 #pragma unroll
   for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
     out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
     out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
   }
+}
+
+template <int K, class Load>
+__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, u64 q, const u64x2* tw,
+                                                        int log_chunk, int j, int h) {
+  u64 v[1 << (K - 1)];
+#pragma unroll
+  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in(((2 * i + h) << log_chunk) + j);
+  forward_columns_store_x2<K>(v, out, q, tw, log_chunk, j, h);
+}
+
+// Lane h's inverse column stages of column j (its half loaded in the block layout, v[i] = x[i +
+// h H]); out: its pairs i = 2k + h as (a[k], b[k]) = x[i], x[i + H], [0, 2q), before N^-1.
+template <int K>
+__device__ __forceinline__ void inverse_columns_load_x2(const u64* in, u64 (&a)[1 << (K - 2)],
+                                                        u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q, int log_n,
+                                                        int log_chunk, int j, int h) {
+  constexpr int H = 1 << (K - 1);
+  u64 v[H];
+#pragma unroll
+  for (int i = 0; i < H; ++i) v[i] = in[((i + h * H) << log_chunk) + j];
+  inverse_column_stages_x2<K>(v, a, b, itw, q, log_n, h);
 }
 
 // The K = log_n - log_chunk column stages of column j (X2: lane h of two a column), by K.
@@ -241,20 +263,13 @@ __device__ __forceinline__ void inverse_spread_columns_x2(const u64* c0, u64* ou
                                                           const u64x2* tw, int log_n, int log_chunk, int j, int h) {
   constexpr int H = 1 << (K - 1);
   u64 v[H], a[H / 2], b[H / 2];
-#pragma unroll
-  for (int i = 0; i < H; ++i) v[i] = c0[((i + h * H) << log_chunk) + j];
-  inverse_column_stages_x2<K>(v, a, b, itw0, q0, log_n, h);
+  inverse_columns_load_x2<K>(c0, a, b, itw0, q0, log_n, log_chunk, j, h);
 #pragma unroll
   for (int k = 0; k < H / 2; ++k) {
     v[k] = centered_mod(shoup_mul(a[k], ninv, ninv_sh, q0), q0, q0_mod_q, md);
     v[k + H / 2] = centered_mod(shoup_mul(b[k], ninv, ninv_sh, q0), q0, q0_mod_q, md);
   }
-  forward_column_stages_x2<K>(v, a, b, tw, md.q, h);
-#pragma unroll
-  for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
-    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
-    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
-  }
+  forward_columns_store_x2<K>(v, out, md.q, tw, log_chunk, j, h);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_rescale_spread_x2(const u64* c0,
     u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO itw2,
@@ -862,10 +877,8 @@ template <int K>
 __device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
                                                         u64 ninv_sh, int log_n, int log_chunk, int j, int h) {
   constexpr int H = 1 << (K - 1);
-  u64 v[H], a[H / 2], b[H / 2];
-#pragma unroll
-  for (int i = 0; i < H; ++i) v[i] = in[((i + h * H) << log_chunk) + j];
-  inverse_column_stages_x2<K>(v, a, b, itw, q, log_n, h);
+  u64 a[H / 2], b[H / 2];
+  inverse_columns_load_x2<K>(in, a, b, itw, q, log_n, log_chunk, j, h);
 #pragma unroll
   for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[i], x[i + H]
     out[((2 * k + h) << log_chunk) + j] = shoup_mul(a[k], ninv, ninv_sh, q);

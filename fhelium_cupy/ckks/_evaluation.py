@@ -306,30 +306,37 @@ class EvaluationMixin:
         what a diagonal matrix-vector product consumes.
         """
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
-        rows, xp = ct.prime_ids, self.backend.xp
-        if keys:
-            source, digits = self._hoisted_inputs(ct, domain, whole=True)
-        else:
-            source = self._in_domain(ct.data, rows, "coefficient", domain)
-        batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
-        batch[:, 0] = source
-        if keys:
-            self._hoisted_switch(digits, rows, keys, source[0], domain, xp.swapaxes(batch[:, 1:], 0, 1))
-        return ct._with_data(batch, polynomial_domain=domain)
+        return self._rotation_batch(ct, keys, domain, hoisted=True)
 
     def _rotations_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], op: str) -> Ciphertext:
         """``Ciphertext.stack_batch([ct] + [rotate_with_key(ct, k) for k in keys])`` in the NTT
-        domain, bit for bit and with the same launches, less the stacking copies: each rotation
-        (its own ModUp, FHElium's independent schedule) is written by its key switch straight
-        into the batch storage. ``ct``: an unbatched coefficient-domain CT2."""
+        domain, bit for bit, without the stacking copies: each rotation (its own ModUp,
+        FHElium's independent schedule) is written by its key switch straight into the batch
+        storage. ``ct``: an unbatched coefficient-domain CT2."""
         self._check_hoisted(ct, keys, "ntt", op)
+        return self._rotation_batch(ct, keys, "ntt", hoisted=False)
+
+    def _rotation_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], domain: Domain, *, hoisted: bool):
+        """``ct`` in ``domain`` and its rotations as one batch (checked operands): one ModUp shared
+        by every key (``hoisted``), or a ModUp per key. The first key's inputs include ``ct``'s
+        whole transform (``_hoisted_inputs(..., whole=True)``), which is entry 0."""
         rows, xp = ct.prime_ids, self.backend.xp
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
-        batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", "ntt")
+        if not keys:
+            batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", domain)
+            return ct._with_data(batch, polynomial_domain=domain)
+        source, digits = self._hoisted_inputs(ct, domain, whole=True)
+        batch[:, 0] = source
+        slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [E, 2, L, N]
+        if hoisted:
+            self._hoisted_switch(digits, rows, keys, source[0], domain, slots)
+            return ct._with_data(batch, polynomial_domain=domain)
+        c0 = source[0]
         for i, key in enumerate(keys):
-            c0, digits = self._hoisted_inputs(ct, "ntt")
-            self._hoisted_switch(digits, rows, [key], c0, "ntt", xp.swapaxes(batch[:, 1 + i:2 + i], 0, 1))
-        return ct._with_data(batch, polynomial_domain="ntt")
+            if i:
+                c0, digits = self._hoisted_inputs(ct, domain)
+            self._hoisted_switch(digits, rows, [key], c0, domain, slots[i:i + 1])
+        return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(
         self,

@@ -690,12 +690,8 @@ class CupyBackend:
             return out
         a3 = a.reshape(batch, L, n)
         c0 = self.xp.empty((batch, 1, n), dtype=np.uint64)
-        fused = self._inverse_spread_fits(batch, L - 1)
-        self._ntt_launch(a3[:, 0:1], c0, head_map, True, L * n, n, batch, 1, column_stages=not fused)
-        spread = None
-        if self._column_input_fits(batch, L - 1):  # the correction computed by the NTT's column kernel
-            spread = self._division_spread(c0, rest_map, tab, rows[0], n, inverse_columns=fused)
-        else:
+        spread = self._one_prime_division(a3[:, 0:1], c0, head_map, L * n, n, batch, L - 1, rest_map, tab, rows[0])
+        if spread is None:
             self._launch("rescale_spread_dropped", grid, _BLOCK,
                          (c0, out, rest_map, *base, np.int32(rows[0]), np.int64(n), np.int64((L - 1) * n)))
         # (a - NTT(r)) * q0^-1: the division's combine with one divided-out row, K = 1, so x's
@@ -870,19 +866,26 @@ class CupyBackend:
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, out3.shape[0], R, skip=skip,
                          column_input=spread)
 
-    def _division_spread(self, c0: Any, rowmap: Any, table: Any, dropped_id: int, c0_bs: int, *,
-                         inverse_columns: bool = False) -> Callable[..., None]:
-        """The ``column_input`` of a forward NTT that computes a rounding division's correction
-        by the one prime ``dropped_id`` as it loads (``ntt_forward_column_stages_rescale_spread``:
-        centered(c0, q0) mod q; ``table``: the division's, ``q0 mod q`` first): the NTT-domain
-        rescale's and a ModDown's by one special prime. ``inverse_columns``: c0 holds only the
-        chunk stages of its inverse NTT, which the column input finishes
-        (``ntt_inverse_column_stages_rescale_spread_x2``, ``_inverse_spread_fits``)."""
+    def _one_prime_division(self, row: Any, c0: Any, row_map: Any, row_bs: int, c0_bs: int, entries: int,
+                            targets: int, rowmap: Any, table: Any, dropped_id: int) -> Callable[..., None] | None:
+        """The divided-out row's part of a rounding division by the one prime ``dropped_id``
+        (the NTT-domain rescale, a ModDown by one special prime): its inverse NTT, ``row
+        [entries, 1, N]`` (``row_map``, ``row_bs``) into ``c0`` (``c0_bs``; may be ``row``), and
+        the ``column_input`` of the correction's forward NTT into ``targets`` rows (``rowmap``;
+        ``table``: the division's, ``q0 mod q`` first), which computes centered(c0, q0) mod q as
+        it loads (``ntt_forward_column_stages_rescale_spread``). Where ``_inverse_spread_fits``
+        only the inverse chunk stages run here and that input finishes the transform
+        (``ntt_inverse_column_stages_rescale_spread_x2``). None where the input does not fit
+        (``c0`` then holds the whole inverse NTT, for a conversion launch)."""
+        fused = self._inverse_spread_fits(entries, targets)
+        self._ntt_launch(row, c0, row_map, True, row_bs, c0_bs, entries, 1, column_stages=not fused)
+        if not fused and not self._column_input_fits(entries, targets):
+            return None
         tw, itw = self._tw()
 
         def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
             tail = (table, *ntt_base, np.int32(dropped_id), np.int64(c0_bs), dst_bs)
-            if not inverse_columns:
+            if not fused:
                 self._launch("ntt_forward_column_stages_rescale_spread" + suffix, col_grid, block,
                              (c0, dst, rowmap, self._consts, tw, *tail))
             elif suffix == "_x2":
@@ -943,15 +946,15 @@ class CupyBackend:
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
             self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
             return
-        fused = K == 1 and self._inverse_spread_fits(entries, L)
-        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K,
-                         column_stages=not fused)
-        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         spread = None
-        if K == 1 and self._column_input_fits(entries, L):  # the conversion in the NTT's column kernel
-            spread = self._division_spread(acc3[:, L], t["out_map"], t["pinv"], self.p_rows[0], R * n,
-                                           inverse_columns=fused)
+        if K == 1:  # a division by one prime: the conversion in the NTT's column kernel where it fits
+            p_row = acc3[:, L:]
+            spread = self._one_prime_division(p_row, p_row, t["out_map"][L:], R * n, R * n, entries, L,
+                                              t["out_map"], t["pinv"], self.p_rows[0])
         else:
+            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
+        if spread is None:
             self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
                           column_input=spread)
