@@ -1,12 +1,15 @@
 """Quick GPU timing of the 8-diagonal encrypted matvec (N=2^14) and one N=2^16 rotation check.
 
 Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [--n16 PRESET|none]
+       [--fill F,..] [--branches B,..]
 
 * matvec: ``matrix_vector`` as FHElium's independent rotations (``hoisted=False``),
   single-hoisted (Q-basis diagonals) and double-hoisted (QP-basis diagonals, the default),
   eager (CUDA events around the Python call) and captured with ``CudaGraphProgram.capture``
   (events around ``program.replay``), median over reps; checks graph == eager bit for bit
-  and reports each schedule's max decryption error against A x.
+  and reports each schedule's max decryption error against A x. ``--branches 1,4,7`` also
+  times the independent schedule with its rotations over that many streams (the backend's
+  FHE_BRANCH_STREAMS, side by side in one run) and checks every count's result bit for bit.
 * n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
   ``numpy.roll`` (precision check of the preset), and its eager/graph time.
 Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or ./bench_out).
@@ -30,7 +33,7 @@ from bench._report import emit_json, exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
-def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
+def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int, ...] = ()) -> dict:
     from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
     from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
@@ -81,6 +84,26 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = ()) -> dict:
         print(f"matvec n=8 N=2^14 hoisted ntt_fill_blocks={fill:<5} graph {graph:8.1f} us graph==eager {same}",
               flush=True)
     engine.backend.ntt_fill_blocks = default_fill
+    default_branches = engine.backend._branch_streams
+    reference = None
+    for branches in branch_counts:  # the independent schedule over other stream counts (side by side)
+        engine.backend._branch_streams = branches  # the FHE_BRANCH_STREAMS host define, set on this engine
+        fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=False)
+        eager_ct = fn(ct).data.get()
+        reference = eager_ct if reference is None else reference
+        eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
+        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        try:
+            same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(), eager_ct)
+                        and np.array_equal(eager_ct, reference))
+            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
+        finally:
+            program.close()
+        out[f"independent_streams_{branches}"] = {"eager_us": round(eager, 1), "graph_us": round(graph, 1),
+                                                  "bit_identical": same}
+        print(f"matvec n=8 N=2^14 independent streams={branches:<3} eager {eager:8.1f} us graph {graph:8.1f} us "
+              f"graph==eager==first {same}", flush=True)
+    engine.backend._branch_streams = default_branches
     return out
 
 
@@ -121,12 +144,15 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
     parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
+    parser.add_argument("--branches", default="",
+                        help="comma list of stream counts (FHE_BRANCH_STREAMS) for the independent schedule")
     args = parser.parse_args()
     exit_without_gpu("bench/matvec_gpu_quick.py")
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()
-    result = {"matvec": matvec(cp, args.reps, tuple(int(v) for v in args.fill.split(",") if v))}
+    result = {"matvec": matvec(cp, args.reps, tuple(int(v) for v in args.fill.split(",") if v),
+                               tuple(int(v) for v in args.branches.split(",") if v))}
     if args.n16 != "none":
         result["rotation_n16"] = rotation16(cp, args.n16, args.reps)
     emit_json(result, Path(args.out_dir) / "matvec_gpu_quick.json", echo=False)

@@ -8,7 +8,7 @@ values; inputs are never modified or aliased.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import StateMismatchError
@@ -319,23 +319,36 @@ class EvaluationMixin:
     def _rotation_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], domain: Domain, *, hoisted: bool):
         """``ct`` in ``domain`` and its rotations as one batch (checked operands): one ModUp shared
         by every key (``hoisted``), or a ModUp per key. The first key's inputs include ``ct``'s
-        whole transform (``_hoisted_inputs(..., whole=True)``), which is entry 0."""
+        whole transform (``_hoisted_inputs(..., whole=True)``), which is entry 0.
+
+        A ModUp per key: each rotation reads only ``ct`` and writes only its own entry, so
+        they run as independent tasks (``backend.run_independent``: on the GPU, side by
+        side on several streams, parallel branches of a captured graph)."""
         rows, xp = ct.prime_ids, self.backend.xp
         batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
         if not keys:
             batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", domain)
             return ct._with_data(batch, polynomial_domain=domain)
-        source, digits = self._hoisted_inputs(ct, domain, whole=True)
-        batch[:, 0] = source
         slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [E, 2, L, N]
         if hoisted:
+            source, digits = self._hoisted_inputs(ct, domain, whole=True)
+            batch[:, 0] = source
             self._hoisted_switch(digits, rows, keys, source[0], domain, slots)
             return ct._with_data(batch, polynomial_domain=domain)
-        c0 = source[0]
-        for i, key in enumerate(keys):
-            if i:
-                c0, digits = self._hoisted_inputs(ct, domain)
-            self._hoisted_switch(digits, rows, [key], c0, domain, slots[i:i + 1])
+
+        def rotation(i: int, key: RotationKey) -> Callable[[], None]:
+            def run() -> None:
+                if i == 0:
+                    source, digits = self._hoisted_inputs(ct, domain, whole=True)
+                    batch[:, 0] = source
+                    c0 = source[0]
+                else:
+                    c0, digits = self._hoisted_inputs(ct, domain)
+                self._hoisted_switch(digits, rows, [key], c0, domain, slots[i:i + 1])
+
+            return run
+
+        self.backend.run_independent([rotation(i, key) for i, key in enumerate(keys)])
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(

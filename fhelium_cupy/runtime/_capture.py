@@ -215,6 +215,7 @@ def run_capture(
     runtime = cupy.cuda.runtime
     start = time.perf_counter()
     stream = cupy.cuda.Stream(non_blocking=True)  # private and non-default: never capture the legacy stream
+    arena.merge_streams()  # blocks freed since the last capture: free for any of this capture's streams
     try:
         with stream, torch_stream(stream, device), cupy.cuda.using_allocator(arena.malloc):
             # Relaxed mode: the arena may need a new chunk (cudaMalloc) in the middle of a
@@ -234,6 +235,8 @@ def run_capture(
     except BaseException:
         end_capture_quietly(stream)
         raise
+    finally:
+        arena.merge_streams()  # every branch has joined (or the capture is gone)
     return graph, plan, time.perf_counter() - start
 
 

@@ -19,10 +19,16 @@ Design (chosen over a private ``cupy.cuda.MemoryPool``):
   array on a block dies, the block goes back to the arena's free list (with
   coalescing), so a temporary freed inside one capture is reused later in the same
   capture, and a pool's later captures reuse an earlier capture's scratch. That reuse
-  is safe only because each capture is recorded on a single stream (graph nodes keep
-  stream order) and because a pool serializes replays with its event chain.
-  A captured function that forks work onto a second stream must not free a temporary
-  on one branch that the other branch still uses (the same rule as CuPy's own pool).
+  is safe because graph nodes keep stream order and because a pool serializes replays
+  with its event chain.
+* Streams: a captured function may fork work onto other streams (event record and wait:
+  the graph gets parallel branches). As in CuPy's own pool, a block freed during a
+  capture is reused only by an allocation on the stream it was allocated on, whose
+  later work is ordered after its earlier work; another branch, running beside it in
+  the graph, never receives it. At the start and the end of every capture
+  (:meth:`GraphArena.merge_streams`; every branch has joined the origin stream by then)
+  every free range is free for any stream again. The rule for callers is CuPy's: a
+  block read on a branch stays referenced until that branch has joined.
 * The arena is used only on the capturing thread, under ``using_allocator``; releases
   may come from any thread (garbage collection), so the free list takes a lock.
 """
@@ -37,13 +43,14 @@ from typing import Any
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 
-__all__ = ["ALLOCATION_UNIT", "GraphArena", "live_arena_bytes"]
+__all__ = ["ALLOCATION_UNIT", "ANY_STREAM", "GraphArena", "live_arena_bytes"]
 
 # Every arena not yet collected (live_arena_bytes: the process-wide allocator snapshot).
 _LIVE: weakref.WeakSet[GraphArena] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 ALLOCATION_UNIT = 512  # bytes; CuPy's allocation unit, keeps every block 512-byte aligned
+ANY_STREAM = -1  # stream tag of a free range any stream may take (a stream's tag: its handle)
 _MIN_CHUNK = 2 << 20  # 2 MiB
 
 
@@ -57,6 +64,11 @@ class _FreeList:
     Kept separate from :class:`GraphArena` so blocks can point at it without keeping the
     arena (and its chunk list) alive, and so the bookkeeping can be tested without a GPU.
 
+    Each free interval carries a stream tag: ``ANY_STREAM``, or the stream (an int) whose
+    allocation it was part of, which alone may take it again until :meth:`merge_streams`
+    retags every interval ``ANY_STREAM``. Intervals coalesce only with neighbours of
+    the same tag.
+
     ``release`` only appends to a pending list (atomic under the GIL, no lock): it runs
     from ``_Block.__del__``, possibly inside a garbage-collection pass triggered while
     this thread already holds the lock in :meth:`take`. Pending releases are merged
@@ -68,8 +80,8 @@ class _FreeList:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sizes: list[int] = []  # chunk sizes, by chunk id
-        self.free: list[list[tuple[int, int]]] = []  # per chunk: sorted (offset, size)
-        self.pending: list[tuple[int, int, int]] = []
+        self.free: list[list[tuple[int, int, int]]] = []  # per chunk: sorted (offset, size, stream tag)
+        self.pending: list[tuple[int, int, int, int]] = []
         self._used = 0
         self.peak_bytes = 0
         self.closed = False
@@ -77,37 +89,53 @@ class _FreeList:
     def add_chunk(self, size: int) -> int:
         """Register a new chunk (caller holds the lock)."""
         self.sizes.append(size)
-        self.free.append([(0, size)])
+        self.free.append([(0, size, ANY_STREAM)])
         return len(self.sizes) - 1
 
-    def take(self, size: int) -> tuple[int, int] | None:
-        """Best fit: ``(chunk id, offset)`` of a free range of ``size`` bytes, or ``None``.
+    def take(self, size: int, stream: int = ANY_STREAM) -> tuple[int, int] | None:
+        """Best fit: ``(chunk id, offset)`` of a free range of ``size`` bytes that ``stream``
+        may take (tagged ``ANY_STREAM`` or ``stream``), or ``None``.
 
         The caller holds the lock.
         """
         self._drain()
         best: tuple[int, int, int] | None = None  # (size, chunk, index)
         for cid, intervals in enumerate(self.free):
-            for i, (_, isize) in enumerate(intervals):
-                if isize >= size and (best is None or isize < best[0]):
+            for i, (_, isize, tag) in enumerate(intervals):
+                if isize >= size and (tag == ANY_STREAM or tag == stream) and (best is None or isize < best[0]):
                     best = (isize, cid, i)
                     if isize == size:
                         break
         if best is None:
             return None
         isize, cid, i = best
-        offset = self.free[cid][i][0]
+        offset, _, tag = self.free[cid][i]
         if isize == size:
             del self.free[cid][i]
         else:
-            self.free[cid][i] = (offset + size, isize - size)
+            self.free[cid][i] = (offset + size, isize - size, tag)
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
         return cid, offset
 
-    def release(self, cid: int, offset: int, size: int) -> None:
-        """Return a range (any thread, any time, never blocks)."""
-        self.pending.append((cid, offset, size))
+    def release(self, cid: int, offset: int, size: int, stream: int = ANY_STREAM) -> None:
+        """Return a range allocated on ``stream`` (any thread, any time, never blocks)."""
+        self.pending.append((cid, offset, size, stream))
+
+    def merge_streams(self) -> None:
+        """Every free range becomes free for any stream (and coalesces with its neighbours).
+
+        Only when no stream's work may still use a range freed on it concurrently with
+        another stream's later work: between captures. The caller holds the lock."""
+        self._drain()
+        for cid, intervals in enumerate(self.free):
+            merged: list[tuple[int, int, int]] = []
+            for offset, size, _ in intervals:
+                if merged and merged[-1][0] + merged[-1][1] == offset:
+                    merged[-1] = (merged[-1][0], merged[-1][1] + size, ANY_STREAM)
+                else:
+                    merged.append((offset, size, ANY_STREAM))
+            self.free[cid] = merged
 
     def used_bytes(self) -> int:
         with self.lock:
@@ -115,48 +143,49 @@ class _FreeList:
             return self._used
 
     def intervals(self, cid: int) -> list[tuple[int, int]]:
-        """Free ranges of one chunk (for tests and diagnostics)."""
+        """Free ranges ``(offset, size)`` of one chunk (for tests and diagnostics)."""
         with self.lock:
             self._drain()
-            return list(self.free[cid])
+            return [(offset, size) for offset, size, _ in self.free[cid]]
 
     def _drain(self) -> None:
         pending = self.pending
         while pending:
-            cid, offset, size = pending.pop()
+            cid, offset, size, stream = pending.pop()
             self._used -= size
             if not self.closed:
-                self._insert(cid, offset, size)
+                self._insert(cid, offset, size, stream)
 
-    def _insert(self, cid: int, offset: int, size: int) -> None:
+    def _insert(self, cid: int, offset: int, size: int, stream: int) -> None:
         intervals = self.free[cid]
-        i = bisect.bisect_left(intervals, (offset, 0))
+        i = bisect.bisect_left(intervals, (offset,))
         start, end = offset, offset + size
-        if i < len(intervals) and intervals[i][0] == end:  # merge with the next range
+        if i < len(intervals) and intervals[i][0] == end and intervals[i][2] == stream:  # merge with the next
             end += intervals[i][1]
             del intervals[i]
-        if i > 0 and intervals[i - 1][0] + intervals[i - 1][1] == start:  # and the previous
-            start = intervals[i - 1][0]
+        if i > 0 and intervals[i - 1][0] + intervals[i - 1][1] == start and intervals[i - 1][2] == stream:
+            start = intervals[i - 1][0]  # and with the previous
             del intervals[i - 1]
             i -= 1
-        intervals.insert(i, (start, end - start))
+        intervals.insert(i, (start, end - start, stream))
 
 
 class _Block:
     """Owner object of one handed-out range; returns it to the free list when the last view dies."""
 
-    __slots__ = ("chunk", "cid", "free_list", "offset", "size")
+    __slots__ = ("chunk", "cid", "free_list", "offset", "size", "stream")
 
-    def __init__(self, chunk: Any, cid: int, offset: int, size: int, free_list: _FreeList) -> None:
+    def __init__(self, chunk: Any, cid: int, offset: int, size: int, free_list: _FreeList, stream: int) -> None:
         self.chunk = chunk  # keeps the chunk's device memory alive while any array views it
         self.cid = cid
         self.offset = offset
         self.size = size
         self.free_list = free_list
+        self.stream = stream  # the stream current at allocation
 
     def __del__(self) -> None:
         try:
-            self.free_list.release(self.cid, self.offset, self.size)
+            self.free_list.release(self.cid, self.offset, self.size, self.stream)
         except Exception:  # pragma: no cover - never raise from a finalizer
             pass
 
@@ -180,8 +209,8 @@ class GraphArena:
     Ownership: blocks handed out by :meth:`malloc` are never given to anyone outside this
     arena's captures; device memory is returned to the driver only after :meth:`close`
     and after the last array viewing it has died.
-    Stream: allocation is host-only (no stream work); reuse relies on single-stream
-    capture order (module docstring).
+    Stream: allocation is host-only (no stream work); a freed block is reused only on
+    the stream that allocated it until :meth:`merge_streams` (module docstring, Streams).
 
     Args:
         device: the CUDA device of every chunk.
@@ -234,9 +263,10 @@ class GraphArena:
             raise RuntimeError("GraphArena is closed")
         cupy = require_cupy("graph-private memory")
         size = _round_up(max(int(size), 1), ALLOCATION_UNIT)
+        stream = int(cupy.cuda.get_current_stream().ptr)
         free = self._free
         with free.lock:
-            found = free.take(size)
+            found = free.take(size, stream)
         if found is None:
             chunk_size = max(self._chunk_bytes, _round_up(size, _MIN_CHUNK))
             with cupy.cuda.Device(self._device.index):
@@ -244,13 +274,22 @@ class GraphArena:
             with free.lock:
                 self._chunks.append(chunk)
                 free.add_chunk(chunk_size)
-                found = free.take(size)
+                found = free.take(size, stream)
             assert found is not None
         cid, offset = found
         chunk = self._chunks[cid]
-        block = _Block(chunk, cid, offset, size, free)
+        block = _Block(chunk, cid, offset, size, free, stream)
         mem = cupy.cuda.UnownedMemory(chunk.ptr + offset, size, block, self._device.index)
         return cupy.cuda.MemoryPointer(mem, 0)
+
+    def merge_streams(self) -> None:
+        """Make every free block free for any stream again (module docstring, Streams).
+
+        Called by the capture at its start and its end: no branch of the capture is open
+        then, and earlier graphs' replays are ordered before this arena's next graph (one
+        program's own arena, or a pool's event chain)."""
+        with self._free.lock:
+            self._free.merge_streams()
 
     def close(self) -> None:
         """Stop handing out memory and drop the arena's chunk references. Idempotent.

@@ -17,7 +17,7 @@ import numpy as np
 
 from fhelium_cupy.runtime import kernels
 
-__all__ = ["install_numpy_cupy"]
+__all__ = ["MAIN_STREAM", "install_numpy_cupy"]
 
 
 class _Device:
@@ -34,13 +34,59 @@ class _Device:
         pass
 
 
+class _Stream:
+    """A stream of the emulation: kernels run at launch, in host order (a valid order of any
+    fork and join). It records what the backend does with it, for tests of the branches."""
+
+    current: list[_Stream] = []  # the stack of `with stream` blocks (empty: the main stream)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.waited: list[_Event] = []
+        self.entered = 0
+        self.synchronized = 0
+
+    def __enter__(self) -> _Stream:
+        _Stream.current.append(self)
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert _Stream.current.pop() is self
+
+    def wait_event(self, event: _Event) -> None:
+        assert event.recorded_on is not None, "a stream waits only on an event recorded before"
+        self.waited.append(event)
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def synchronize(self) -> None:
+        self.synchronized += 1
+
+
+class _Event:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.recorded_on: _Stream | None = None
+
+    def record(self, stream: _Stream | None = None) -> None:
+        self.recorded_on = stream if stream is not None else _current_stream()
+
+
+MAIN_STREAM = _Stream()
+
+
+def _current_stream() -> _Stream:
+    return _Stream.current[-1] if _Stream.current else MAIN_STREAM
+
+
 def install_numpy_cupy(monkeypatch: Any, kernels_for: Callable[[kernels.KernelOptions], Callable[[str], Any]]) -> type:
     """Patch ``fhelium_cupy.runtime.kernels`` (undone by ``monkeypatch``) so that a
     ``CupyBackend`` runs on NumPy arrays and launches ``kernels_for(options)(name)``;
     returns the ``CupyBackend`` class."""
     fake_cupy = types.SimpleNamespace(
         asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
-        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray, cuda=types.SimpleNamespace(Device=_Device),
+        broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray,
+        cuda=types.SimpleNamespace(Device=_Device, Stream=_Stream, Event=_Event, get_current_stream=_current_stream),
         zeros=np.zeros, swapaxes=np.swapaxes,
     )
 

@@ -28,7 +28,7 @@ import pytest
 
 from fhelium_cupy.runtime import kernels
 from tests.helpers.base_convert_table import BYTE_S, byte_group, convert_group, target_words
-from tests.helpers.numpy_cupy import install_numpy_cupy
+from tests.helpers.numpy_cupy import MAIN_STREAM, _current_stream, _Stream, install_numpy_cupy
 from tests.kernels import gpu_cases
 
 R64 = 1 << 64
@@ -624,3 +624,66 @@ def test_byte_table_takes_only_the_digits_its_kernel_serves():
     assert not tables.byte_table_fits(tiny, [(0, 1, 2, 3)])  # N = 8: no whole m-tile
     with pytest.raises(ValueError, match="at most 9 sources"):
         tables.modup_byte_table(ctx, [tuple(range(10))], rows, rows)
+
+
+@pytest.mark.parametrize("streams", [1, 3, 8])
+def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, streams):
+    """run_independent: task i on stream i % B, B = min(FHE_BRANCH_STREAMS, tasks), stream 0
+    the caller's; every side stream waits on a fork event the caller's stream recorded, and the
+    caller's stream waits on each side stream's join event, also when a task raises. A table
+    uploaded inside the branches is complete before the upload returns."""
+    options = {"kernel_options": kernels.KernelOptions(extra=(f"-DFHE_BRANCH_STREAMS={streams}",))}
+    gpu, _ = emulated(gpu_cases.context("n4096"), **options)
+    ran: list[tuple[int, Any]] = []
+    synced = MAIN_STREAM.synchronized
+
+    def task(i: int):
+        def run() -> None:
+            ran.append((i, _current_stream()))
+            if i == 2:
+                gpu._upload(np.arange(3, dtype=np.int32))
+        return run
+
+    gpu.run_independent([task(i) for i in range(7)])
+    B = min(streams, 7)
+    assert [i for i, _ in ran] == list(range(7))
+    if B == 1:
+        assert all(stream is MAIN_STREAM for _, stream in ran)
+        return
+    side, fork, joins = gpu._side_streams(B - 1)
+    assert [stream for _, stream in ran] == [MAIN_STREAM if i % B == 0 else side[i % B - 1] for i in range(7)]
+    assert fork.recorded_on is MAIN_STREAM
+    assert all(stream.waited[-1] is fork for stream in side)
+    assert [join.recorded_on for join in joins] == side
+    assert MAIN_STREAM.waited[-(B - 1):] == joins
+    assert ran[2][1].synchronized == 1 and MAIN_STREAM.synchronized == synced
+    gpu._upload(np.arange(3, dtype=np.int32))  # outside the branches: ordered on the stream, no wait
+    assert MAIN_STREAM.synchronized == synced
+
+    def fails() -> None:
+        raise RuntimeError("task failed")
+
+    waited = len(MAIN_STREAM.waited)
+    with pytest.raises(RuntimeError, match="task failed"):
+        gpu.run_independent([task(0), fails, task(2)])
+    assert len(MAIN_STREAM.waited) == waited + min(B, 3) - 1  # joined all the same
+    assert not _Stream.current
+
+
+def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated, monkeypatch):
+    """FHElium's independent schedule (a ModUp per rotation) through the CuPy backend's host
+    code with its rotations on three streams: the NumPy engine's batch, bit for bit."""
+    from fhelium_cupy.ckks import CkksEngine
+
+    engine = CkksEngine("test-n4096-scale40", insecure=True)
+    engine.generate_keys()
+    ct = engine.encrypt_message(np.random.default_rng(9).uniform(-1, 1, engine.num_slots))
+    keys = list(engine.rotation_keys([1, 2, 5, 7]).values())
+    want = engine._rotations_batch(ct, keys, "matrix_vector")
+    options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=3",))}
+    gpu, _ = emulated(engine.context, **options)
+    monkeypatch.setattr(engine, "backend", gpu)  # (its checks would reject host values: the unchecked form)
+    got = engine._rotation_batch(ct, keys, "ntt", hoisted=False)
+    assert np.array_equal(got.data, want.data)
+    side, _, _ = gpu._side_streams(2)
+    assert [stream.entered for stream in side] == [1, 1]  # rotations 1 and 2 (0 and 3: the caller's stream)

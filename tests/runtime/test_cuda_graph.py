@@ -167,6 +167,30 @@ def test_arena_free_list_best_fit_and_coalescing():
     assert free.intervals(second) == [(6000, 2192)]  # closed: the range was not given back
 
 
+def test_arena_free_list_reuses_a_block_only_on_the_stream_that_freed_it_until_merged():
+    """Parallel branches of one capture: a range freed on stream A is not handed to stream B
+    (B's work runs beside A's in the graph); A itself reuses it (stream order); after
+    merge_streams (a capture's start and end) any stream takes it, coalesced."""
+    A, B = 0x1000, 0x2000
+    free = _FreeList()
+    cid = free.add_chunk(4096)
+    assert free.take(1024, A) == (cid, 0)  # an untagged range: any stream
+    assert free.take(1024, B) == (cid, 1024)
+    free.release(cid, 0, 1024, A)
+    assert free.take(1024, B) == (cid, 2048)  # not A's freed block
+    assert free.take(1024, A) == (cid, 0)  # A reuses its own
+    free.release(cid, 0, 1024, A)
+    free.release(cid, 1024, 1024, B)  # adjacent, other tag: not coalesced
+    assert free.intervals(cid) == [(0, 1024), (1024, 1024), (3072, 1024)]
+    assert free.take(2048, A) is None and free.take(2048, B) is None
+    free.release(cid, 2048, 1024, B)  # B's two ranges coalesce; the untagged tail stays apart
+    assert free.intervals(cid) == [(0, 1024), (1024, 2048), (3072, 1024)]
+    with free.lock:
+        free.merge_streams()
+    assert free.intervals(cid) == [(0, 4096)]
+    assert free.take(4096, B) == (cid, 0)
+
+
 def test_memory_snapshot_counts_open_graph_arenas_of_its_device():
     from fhelium_cupy.runtime.arena import GraphArena, live_arena_bytes
     from fhelium_cupy.runtime.memory import MemorySnapshot

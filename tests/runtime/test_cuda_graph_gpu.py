@@ -360,3 +360,37 @@ def test_stats_report_graph_private_memory(cp):
     assert stats.memory_reserved_bytes >= stats.memory_allocated_bytes
     program.close()
     assert program.stats is stats
+
+
+def test_a_captured_branch_never_receives_a_block_another_branch_freed(cp):
+    """A capture that forks onto a side stream (fork and join events: two parallel branches of
+    the graph): a temporary freed on the side branch is not handed to the main branch, whose
+    work runs beside it, and the replayed values are exact."""
+    side = cp.cuda.Stream(non_blocking=True)
+    fork, join = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
+    pointers: dict[str, int] = {}
+
+    def two_branches(x):
+        main = cp.cuda.get_current_stream()
+        fork.record(main)
+        side.wait_event(fork)
+        with side:
+            t = x * 2.0  # a side-branch temporary, freed inside the branch
+            pointers["side"] = t.data.ptr
+            y = t + 1.0
+            del t
+        u = x * 3.0  # same size, on the main branch
+        pointers["main"] = u.data.ptr
+        z = u + 1.0
+        join.record(side)
+        main.wait_event(join)
+        return y + z
+
+    rng = np.random.default_rng(7)
+    x0 = cp.asarray(random_tile(rng))
+    with CudaGraphProgram.capture(two_branches, example_inputs=(x0,)) as program:
+        assert pointers["main"] != pointers["side"]  # (the last call was the capture)
+        for _ in range(3):
+            host = random_tile(rng)
+            want = (host * np.float32(2) + np.float32(1)) + (host * np.float32(3) + np.float32(1))
+            np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), want)

@@ -58,7 +58,7 @@ each backend derives its own tables from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 __all__ = [
@@ -123,6 +123,13 @@ class CkksBackend(Protocol):
     def asarray(self, host: Array) -> Array: ...  # host uint64 -> backend array (copy)
 
     def to_numpy(self, array: Array) -> Array: ...  # backend array -> numpy (copy; may sync)
+
+    def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
+        """Run ``tasks``, which write disjoint memory and read nothing another task writes,
+        in any order or side by side (the CuPy backend spreads them over streams: parallel
+        branches in a CUDA graph). Returns when every task's work is ordered before the
+        caller's next work on its current stream."""
+        ...
 
     # --- element-wise mod q ----------------------------------------------------
     def add(self, a: Array, b: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...

@@ -230,6 +230,10 @@ class NumpyBackend:
     def to_numpy(self, array) -> np.ndarray:
         return np.array(array, dtype=np.uint64, copy=True, order="C")
 
+    def run_independent(self, tasks):
+        for task in tasks:  # one host thread: in order
+            task()
+
     @staticmethod
     def _emit(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         if out is None:
