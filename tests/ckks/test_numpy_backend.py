@@ -514,3 +514,33 @@ def test_rows_of_mixed_widths_in_any_order_give_the_exact_products(name):
     np.testing.assert_array_equal(fast.modup(c, q_rows), exact.modup(c, q_rows))
     x = random_residues(rng, _mod(fast, q_rows + p_rows), N, (2,))
     np.testing.assert_array_equal(fast.moddown(x, q_rows), exact.moddown(x, q_rows))
+
+
+@pytest.mark.parametrize("components", [(0, 1), (1, 0), (0,), (1,)])
+def test_ntt_and_modup_by_calls_picks_components_by_slicing(components):
+    """The two-call form of ntt_forward_and_modup hands ntt_forward a view of the ciphertext
+    (basic slicing: an index list would be uploaded from the host, which a CUDA Graph capture
+    refuses) holding the chosen components in order, and c1's NTT as the ModUp's hint."""
+    from fhelium_cupy.ckks.backends.base import ntt_forward_and_modup_by_calls
+
+    c = np.arange(2 * 3 * 3 * 4, dtype=np.uint64).reshape(2, 3, 3, 4)
+    seen: dict[str, object] = {}
+
+    class Recorder:
+        xp = np
+
+        def ntt_forward(self, a, rows):
+            seen["ntt_input"] = a
+            return a + np.uint64(1)
+
+        def modup(self, c1, rows, *, c_ntt=None):
+            seen["hint"] = c_ntt
+            return c1
+
+    ntt, _ = ntt_forward_and_modup_by_calls(Recorder(), c, (0, 1, 2), components)
+    picked = seen["ntt_input"]
+    assert np.shares_memory(picked, c) and np.array_equal(picked, np.stack([c[k] for k in components]))
+    if 1 in components:
+        assert np.array_equal(seen["hint"], c[1] + np.uint64(1))
+    else:
+        assert seen["hint"] is None

@@ -441,6 +441,38 @@ def run_capture_ntt(gpu: Any, ctx_name: str) -> str | None:
     return compare(gpu.to_numpy(out), gpu.to_numpy(eager), rows, ctx)
 
 
+def run_capture_ntt_and_modup(gpu: Any, ref: Any, ctx_name: str) -> str | None:
+    """Capture ntt_forward_and_modup for every choice of components, of an unbatched and a
+    batched ciphertext (the one-NTT form where it applies, the two calls otherwise); the replay
+    must be NumPy's result. Nothing in it may upload from the host (refused in a capture)."""
+    import cupy as cp
+
+    ctx = context(ctx_name)
+    rows = _levels(ctx, ctx_name)["ks"]
+    rng = np.random.default_rng(3)
+    for lead in ((2,), (2, 2)):
+        host = rand(ctx, rows, lead, rng)
+        c = gpu.asarray(host)
+        for components in ((0, 1), (1, 0), (0,), (1,)):
+            stream = cp.cuda.Stream(non_blocking=True)
+            with stream:
+                gpu.ntt_forward_and_modup(c, rows, components=components)  # warmup: builds the tables
+                stream.synchronize()
+                stream.begin_capture()
+                try:
+                    ntt, digits = gpu.ntt_forward_and_modup(c, rows, components=components)
+                finally:
+                    graph = stream.end_capture()
+                graph.launch(stream)
+                stream.synchronize()
+            want = ref.ntt_forward(np.stack([host[k] for k in components]), rows)
+            err = compare(gpu.to_numpy(ntt), want, rows, ctx) or compare(gpu.to_numpy(digits),
+                                                                         ref.modup(host[1], rows), (), ctx)
+            if err:
+                return f"components {components}, batch {lead[1:]}: {err}"
+    return None
+
+
 def run_capture_rotation(gpu: Any, ctx_name: str) -> str | None:
     """Capture automorphism + modup + keyswitch_from_digits + add; replay must equal eager."""
     import cupy as cp

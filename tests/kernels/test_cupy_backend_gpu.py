@@ -34,6 +34,13 @@ def test_captured_ntt_forward_replay_equals_eager(ctx_name):
     assert error is None, error
 
 
+@pytest.mark.parametrize("ctx_name", gpu_cases.CONTEXTS)
+def test_captured_ntt_and_modup_of_every_component_choice_match_numpy(ctx_name):
+    gpu, ref = _backends(ctx_name)
+    error = gpu_cases.run_capture_ntt_and_modup(gpu, ref, ctx_name)
+    assert error is None, error
+
+
 @pytest.mark.parametrize("ctx_name", ["n4096", "n16384"])
 def test_captured_rotation_replay_equals_eager(ctx_name):
     gpu, _ = _backends(ctx_name)

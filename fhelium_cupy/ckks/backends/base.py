@@ -382,7 +382,9 @@ def ntt_forward_and_modup_by_calls(backend: Any, c: Array, rows: Sequence[int],
     ``ntt_forward`` of the components, then ``modup`` of c1 with its NTT as the hint when it
     is among them."""
     components = check_ntt_components(c, components, "ntt_forward_and_modup")
-    ntt = backend.ntt_forward(c[list(components)], rows)
+    # basic slices only: an index list would be uploaded (a host transfer, refused in a capture)
+    picked = c[components[0]:components[0] + 1] if len(components) == 1 else c if components == (0, 1) else c[::-1]
+    ntt = backend.ntt_forward(picked, rows)
     hint = ntt[components.index(1)] if 1 in components else None
     return ntt, backend.modup(backend.xp.ascontiguousarray(c[1]), rows, c_ntt=hint)
 
