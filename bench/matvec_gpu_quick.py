@@ -33,9 +33,20 @@ from bench._report import emit_json, exit_without_gpu  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
+def _graph(fn, ct, eager_data, reps: int) -> tuple[bool, float]:
+    """Capture ``fn(ct)``: (its replay equals ``eager_data`` bit for bit, replay median us)."""
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+    try:
+        same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(), eager_data))
+        return same, device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
+    finally:
+        program.close()
+
+
 def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int, ...] = ()) -> dict:
     from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
-    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
     engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
     engine.generate_keys()
@@ -58,13 +69,7 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
         fn(ct)
         launches = engine.backend.launch_count - before
         eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
-        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        try:
-            replayed = program.replay(ct, copy_output=True, synchronize=True)
-            same = bool(np.array_equal(replayed.data.get(), eager_ct.data.get()))
-            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
-        finally:
-            program.close()
+        same, graph = _graph(fn, ct, eager_ct.data.get(), reps)
         out[key] = {"launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
                     "max_err": err, "graph_equals_eager": same}
         print(f"matvec n=8 N=2^14 {key:<14} launches {launches:>4} eager {eager:8.1f} us graph {graph:8.1f} us "
@@ -73,13 +78,7 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
     for fill in fills:  # the hoisted matvec with other NTT chunk choices (side by side, same run)
         engine.backend.ntt_fill_blocks = fill
         fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys)
-        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        try:
-            same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(),
-                                       fn(ct).data.get()))
-            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
-        finally:
-            program.close()
+        same, graph = _graph(fn, ct, fn(ct).data.get(), reps)
         out[f"hoisted_fill_{fill}"] = {"graph_us": round(graph, 1), "graph_equals_eager": same}
         print(f"matvec n=8 N=2^14 hoisted ntt_fill_blocks={fill:<5} graph {graph:8.1f} us graph==eager {same}",
               flush=True)
@@ -92,13 +91,8 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
         eager_ct = fn(ct).data.get()
         reference = eager_ct if reference is None else reference
         eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
-        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        try:
-            same = bool(np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(), eager_ct)
-                        and np.array_equal(eager_ct, reference))
-            graph = device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
-        finally:
-            program.close()
+        same, graph = _graph(fn, ct, eager_ct, reps)
+        same = same and bool(np.array_equal(eager_ct, reference))
         out[f"independent_streams_{branches}"] = {"eager_us": round(eager, 1), "graph_us": round(graph, 1),
                                                   "bit_identical": same}
         print(f"matvec n=8 N=2^14 independent streams={branches:<3} eager {eager:8.1f} us graph {graph:8.1f} us "

@@ -330,25 +330,21 @@ class EvaluationMixin:
             batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", domain)
             return ct._with_data(batch, polynomial_domain=domain)
         slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [E, 2, L, N]
-        if hoisted:
-            source, digits = self._hoisted_inputs(ct, domain, whole=True)
-            batch[:, 0] = source
-            self._hoisted_switch(digits, rows, keys, source[0], domain, slots)
-            return ct._with_data(batch, polynomial_domain=domain)
 
-        def rotation(i: int, key: RotationKey) -> Callable[[], None]:
-            def run() -> None:
-                if i == 0:
+        def switch(first: int, part: Sequence[RotationKey]) -> Callable[[], None]:
+            def run() -> None:  # one ModUp, then the keys of entries first + 1 ..
+                if first == 0:
                     source, digits = self._hoisted_inputs(ct, domain, whole=True)
                     batch[:, 0] = source
                     c0 = source[0]
                 else:
                     c0, digits = self._hoisted_inputs(ct, domain)
-                self._hoisted_switch(digits, rows, [key], c0, domain, slots[i:i + 1])
+                self._hoisted_switch(digits, rows, part, c0, domain, slots[first:first + len(part)])
 
             return run
 
-        self.backend.run_independent([rotation(i, key) for i, key in enumerate(keys)])
+        tasks = [switch(0, keys)] if hoisted else [switch(i, [key]) for i, key in enumerate(keys)]
+        self.backend.run_independent(tasks)
         return ct._with_data(batch, polynomial_domain=domain)
 
     def linear_transform(

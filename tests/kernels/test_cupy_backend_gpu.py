@@ -100,7 +100,8 @@ def _inverse_spread_backends(setup: str):
     ctx = gpu_cases.context(ctx_name)
     gpu = CupyBackend(ctx, kernel_options=KernelOptions(extra=_EVERY_X2), **options)
     L = ctx.q_count
-    assert gpu._inverse_spread_fits(2, L) and gpu.log_n - gpu._chunk_log(2 * L) == column_stages
+    assert gpu._column_input_fits(2, L) and gpu._inverse_spread_fits(2, L)
+    assert gpu.log_n - gpu._chunk_log(2 * L) == column_stages
     launched: list[str] = []
     launch = gpu._launch
     gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]

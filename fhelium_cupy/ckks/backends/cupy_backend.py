@@ -679,16 +679,16 @@ class CupyBackend:
         return len(self._groups(batch, limbs)) == 1 and self._chunk_log(batch * limbs) < self.log_n
 
     def _inverse_spread_fits(self, entries: int, targets: int) -> bool:
-        """Whether a one-prime division of ``entries`` polynomials into ``targets`` rows can leave
-        the inverse NTT of its divided-out row (``entries x 1``) to the column input of the
-        correction's forward NTT (``ntt_inverse_column_stages_rescale_spread_x2``): that input
-        fits, takes the ``_x2`` column form (a launch too small to fill the GPU: every target row
+        """Whether a one-prime division of ``entries`` polynomials into ``targets`` rows whose
+        correction's column input fits (``_column_input_fits``, the caller's check) can leave
+        the inverse NTT of its divided-out row (``entries x 1``) to that input
+        (``ntt_inverse_column_stages_rescale_spread_x2``): it takes the ``_x2`` column form (a launch too small to fill the GPU: every target row
         redoes the row's inverse column stages) and has the inverse transform's chunk. By default
         (FHE_INVERSE_SPREAD=2) also at most a quarter of the GPU's threads, where that extra work
         hides in the launch's latency. Measured on the H200 at N=2^14 (2026-11-30, s15): one
         key's NTT-output ModDown (16 rows, 33 K threads) 1.5-2 us faster, seven keys' (112 rows,
         229 K threads) 5 us slower."""
-        if not self._inverse_spread or not self._column_input_fits(entries, targets):
+        if not self._inverse_spread:
             return False
         count = entries * targets
         log_chunk = self._chunk_log(count)
@@ -947,9 +947,10 @@ class CupyBackend:
         only the inverse chunk stages run here and that input finishes the transform
         (``ntt_inverse_column_stages_rescale_spread_x2``). None where the input does not fit
         (``c0`` then holds the whole inverse NTT, for a conversion launch)."""
-        fused = self._inverse_spread_fits(entries, targets)
+        fits = self._column_input_fits(entries, targets)
+        fused = fits and self._inverse_spread_fits(entries, targets)
         self._ntt_launch(row, c0, row_map, True, row_bs, c0_bs, entries, 1, column_stages=not fused)
-        if not fused and not self._column_input_fits(entries, targets):
+        if not fits:
             return None
         tw, itw = self._tw()
 
