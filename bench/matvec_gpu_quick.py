@@ -1,7 +1,7 @@
 """Quick GPU timing of the 8-diagonal encrypted matvec (N=2^14) and one N=2^16 rotation check.
 
 Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [--n16 PRESET|none]
-       [--fill F,..] [--branches B,..]
+       [--fill F,..] [--branches B,..] [--bsgs N]
 
 * matvec: ``matrix_vector`` as FHElium's independent rotations (``hoisted=False``),
   single-hoisted (Q-basis diagonals) and double-hoisted (QP-basis diagonals, the default),
@@ -10,6 +10,8 @@ Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [
   and reports each schedule's max decryption error against A x. ``--branches 1,4,7`` also
   times the independent schedule with its rotations over that many streams (the backend's
   FHE_BRANCH_STREAMS, side by side in one run) and checks every count's result bit for bit.
+* bsgs (``--bsgs N``): ``matrix_vector_bsgs`` of an N x N matrix, its giant steps over the
+  ``--branches`` counts (default: the backend's), eager and graph, bit-identical across counts.
 * n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
   ``numpy.roll`` (precision check of the preset), and its eager/graph time.
 Writes matvec_gpu_quick.json into OUT_DIR (default $OUT or ./bench_out).
@@ -101,6 +103,48 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
     return out
 
 
+def bsgs(cp, reps: int, n: int, branch_counts: tuple[int, ...]) -> dict:
+    """``matrix_vector_bsgs`` of an n x n matrix at N=2^14 with its giant steps over each stream
+    count (side by side, one engine): eager and graph time, bit-identical across counts."""
+    from fhelium_cupy.ckks import (
+        CkksEngine,
+        bsgs_split,
+        encode_bsgs_diagonals,
+        matrix_vector_bsgs,
+        periodic_message,
+        required_rotation_steps_bsgs,
+    )
+
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    rng = np.random.default_rng(1)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    fn = partial(matrix_vector_bsgs, engine=engine, diagonals=encode_bsgs_diagonals(engine, a),
+                 rotation_keys=engine.rotation_keys(required_rotation_steps_bsgs(n)))
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    want = periodic_message(a @ x, engine.num_slots)
+    out: dict = {"preset": "slots8192-scale40-depth7", "n": n, "baby_giant": list(bsgs_split(n))}
+    default_branches, reference = engine.backend._branch_streams, None
+    for branches in branch_counts or (default_branches,):
+        engine.backend._branch_streams = branches
+        eager_ct = fn(ct)
+        data = eager_ct.data.get()
+        reference = data if reference is None else reference
+        err = float(np.max(np.abs(engine.decrypt_message(eager_ct, real=True) - want)))
+        before = engine.backend.launch_count
+        fn(ct)
+        launches = engine.backend.launch_count - before
+        eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
+        same, graph = _graph(fn, ct, data, reps)
+        same = same and bool(np.array_equal(data, reference))
+        out[f"streams_{branches}"] = {"launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
+                                      "max_err": err, "bit_identical": same}
+        print(f"matvec_bsgs n={n} N=2^14 streams={branches:<3} launches {launches:>4} eager {eager:8.1f} us "
+              f"graph {graph:8.1f} us err {err:.2e} graph==eager==first {same}", flush=True)
+    engine.backend._branch_streams = default_branches
+    return out
+
+
 def rotation16(cp, preset: str, reps: int) -> dict:
     from fhelium_cupy.ckks import CkksEngine
 
@@ -140,6 +184,8 @@ def main() -> int:
     parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
     parser.add_argument("--branches", default="",
                         help="comma list of stream counts (FHE_BRANCH_STREAMS) for the independent schedule")
+    parser.add_argument("--bsgs", type=int, default=0,
+                        help="also time matrix_vector_bsgs of this size n (0: no), over the --branches counts")
     args = parser.parse_args()
     exit_without_gpu("bench/matvec_gpu_quick.py")
     from fhelium_cupy.runtime.kernels import require_cuda
@@ -147,6 +193,8 @@ def main() -> int:
     cp = require_cuda()
     result = {"matvec": matvec(cp, args.reps, tuple(int(v) for v in args.fill.split(",") if v),
                                tuple(int(v) for v in args.branches.split(",") if v))}
+    if args.bsgs:
+        result["bsgs"] = bsgs(cp, args.reps, args.bsgs, tuple(int(v) for v in args.branches.split(",") if v))
     if args.n16 != "none":
         result["rotation_n16"] = rotation16(cp, args.n16, args.reps)
     emit_json(result, Path(args.out_dir) / "matvec_gpu_quick.json", echo=False)

@@ -146,6 +146,11 @@ class EvaluationMixin:
         plaintext of batch shape ``(n,)`` (one plaintext per entry, e.g. the diagonals of a
         matrix). Returns an unbatched ciphertext; scale ``ct.scale * pt.scale``, level unchanged.
         """
+        scale = self._check_weighted_sum(ct, pt)
+        return ct._with_data(self.backend.mul_montgomery_sum(ct.data, pt.data, ct.prime_ids), scale=scale)
+
+    def _check_weighted_sum(self, ct: Ciphertext, pt: Plaintext) -> float:
+        """``multiply_plaintext_and_sum``'s operand checks; returns the result's scale."""
         op = "multiply_plaintext_and_sum"
         check_ciphertext(self, ct, op, domain="ntt")
         check_plaintext(self, pt, op, domain="ntt", residue="montgomery")
@@ -155,8 +160,7 @@ class EvaluationMixin:
                 f"{op}: needs a ciphertext of batch shape (n,) and a plaintext of the same batch shape, got "
                 f"{ct.batch_shape} and {pt.batch_shape}"
             )
-        data = self.backend.mul_montgomery_sum(ct.data, pt.data, ct.prime_ids)
-        return ct._with_data(data, scale=ct.scale * pt.scale)
+        return ct.scale * pt.scale
 
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Tensor product of two NTT-domain CT2 -> CT3 ``(a0 b0, a0 b1 + a1 b0, a1 b1)``; scales multiply."""
@@ -346,6 +350,37 @@ class EvaluationMixin:
         tasks = [switch(0, keys)] if hoisted else [switch(i, [key]) for i, key in enumerate(keys)]
         self.backend.run_independent(tasks)
         return ct._with_data(batch, polynomial_domain=domain)
+
+    def _giant_step_sum(self, stacked: Ciphertext, weights: Plaintext, keys: Sequence[RotationKey]) -> Ciphertext:
+        """``sum_i rot_i(multiply_plaintext_and_sum(stacked, weights[i]))`` in the NTT domain, with
+        ``rot_0`` the identity and ``rot_i`` the rotation by ``keys[i - 1]`` (a BSGS matvec's
+        giant steps; ``stacked`` NTT-domain of batch shape ``(b,)``, ``weights`` ``[g, b, L, N]``
+        with ``g = 1 + len(keys)``; the keys and the first product's operands are checked before
+        any work). Bit for bit
+        ``sum_ciphertext_batch(Ciphertext.stack_batch(...))`` of those terms, with no stacking
+        copies: each term is an independent task (its own product, ModUp and key switch, written
+        straight into its entry of one batch; ``backend.run_independent``: on the GPU, parallel
+        branches of a captured graph), then one sum."""
+        for key in keys:
+            check_key(self, stacked, key, "rotate_with_key", RotationKey)
+        scale = self._check_weighted_sum(stacked, weights._with_data(weights.data[0]))
+        rows, xp = stacked.prime_ids, self.backend.xp
+        batch = xp.empty((2, 1 + len(keys)) + tuple(stacked.data.shape[2:]), dtype=stacked.data.dtype)
+        slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [g - 1, 2, L, N]
+
+        def term(i: int) -> Callable[[], None]:
+            def run() -> None:
+                inner = self.multiply_plaintext_and_sum(stacked, weights._with_data(weights.data[i]))
+                if i == 0:
+                    batch[:, 0] = inner.data
+                    return
+                c0, digits = self._hoisted_inputs(inner, "ntt")
+                self._hoisted_switch(digits, rows, [keys[i - 1]], c0, "ntt", slots[i - 1:i])
+
+            return run
+
+        self.backend.run_independent([term(i) for i in range(1 + len(keys))])
+        return self.sum_ciphertext_batch(stacked._with_data(batch, scale=scale))
 
     def linear_transform(
         self,

@@ -259,10 +259,10 @@ def matrix_vector_bsgs(
     baby = _keys(rotation_keys, range(1, b), engine.num_slots)
     giant = _keys(rotation_keys, [i * b for i in range(1, g)], engine.num_slots)
     stacked = engine.rotate_hoisted_batch(source, baby, output_domain="ntt")
-    partial = []
-    for i in range(g):  # everything stays in the NTT domain until the one inverse NTT below
-        row = diagonals._with_data(diagonals.data[i])
-        inner = engine.multiply_plaintext_and_sum(stacked, row)
-        partial.append(inner if i == 0 else engine.rotate_with_key(inner, giant[i - 1], output_domain="ntt"))
-    total = partial[0] if g == 1 else engine.sum_ciphertext_batch(Ciphertext.stack_batch(partial))
+    # everything stays in the NTT domain until the one inverse NTT below; the giant steps are
+    # independent (each its own product, ModUp and key switch): parallel branches on the GPU
+    if g == 1:
+        total = engine.multiply_plaintext_and_sum(stacked, diagonals._with_data(diagonals.data[0]))
+    else:
+        total = engine._giant_step_sum(stacked, diagonals, giant)
     return _from_ntt_sum(engine, total, output_domain, rescale=True)

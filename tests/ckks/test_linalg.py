@@ -7,6 +7,7 @@ import pytest
 
 from fhelium_cupy.ckks import (
     Ciphertext,
+    CkksEngine,
     bsgs_split,
     encode_bsgs_diagonals,
     encode_diagonals,
@@ -17,7 +18,7 @@ from fhelium_cupy.ckks import (
     required_rotation_steps,
     required_rotation_steps_bsgs,
 )
-from fhelium_cupy.errors import StateMismatchError
+from fhelium_cupy.errors import CkksError, StateMismatchError
 from tests.helpers.ckks_engines import TOLERANCE, make_engine, matvec_8x8
 
 
@@ -55,6 +56,33 @@ def test_matrix_vector_matches_numpy(preset, n, method):
     assert y.level == 1 and y.scale == ct.scale and y.polynomial_domain == "coefficient"
     got = e.decrypt_message(y, real=True)
     assert np.max(np.abs(got - periodic_message(a @ x, e.num_slots))) < TOLERANCE[preset]
+
+
+def test_bsgs_giant_steps_equal_the_stacked_rotations_bit_for_bit():
+    """The giant steps as independent terms written into one batch (``_giant_step_sum``) are
+    the sum of the stacked products and rotations, bit for bit; a giant key of another
+    context is refused before any work."""
+    e = make_engine("test-n4096-scale40")
+    n = 16
+    rng = np.random.default_rng(3)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    ct = e.encrypt_message(periodic_message(x, e.num_slots))
+    b = bsgs_split(n)[1]
+    keys = e.rotation_keys(required_rotation_steps_bsgs(n))
+    giant = [keys[i * b] for i in range(1, n // b)]
+    stacked = e.rotate_hoisted_batch(ct, [keys[k] for k in range(1, b)], output_domain="ntt")
+    diagonals = encode_bsgs_diagonals(e, a)
+    terms = [e.multiply_plaintext_and_sum(stacked, diagonals._with_data(diagonals.data[i])) for i in range(n // b)]
+    terms[1:] = [e.rotate_with_key(t, k, output_domain="ntt") for t, k in zip(terms[1:], giant)]
+    want = e.sum_ciphertext_batch(Ciphertext.stack_batch(terms))
+    got = e._giant_step_sum(stacked, diagonals, giant)
+    assert (got.scale, got.level, got.polynomial_domain, got.batch_shape) == (want.scale, want.level, "ntt", ())
+    np.testing.assert_array_equal(got.data, want.data)
+    other = CkksEngine("test-n4096-scale40", insecure=True)
+    other.generate_keys()
+    foreign = other.rotation_keys([b])[b]
+    with pytest.raises(CkksError, match="context|secret"):
+        e._giant_step_sum(stacked, diagonals, [foreign] + giant[1:])
 
 
 def test_matrix_vector_rejects_missing_keys_and_wrong_diagonals():

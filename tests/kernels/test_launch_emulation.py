@@ -390,6 +390,31 @@ class _Kernels:
                 row[:] = ((row.astype(object) + np.where(negate, -v, v)) % q).astype(np.uint64)
 
     # --- element-wise -------------------------------------------------------------------
+    def rns_mul_montgomery_sum(self, grid, a):
+        """out[o, y] = sum_c src[o, c, y] * weights[c, y] * 2^-64 mod q_y (contiguous planes)."""
+        src, weights, out, rowmap, _consts, _m, n, limbs, count = a
+        plane, count = int(limbs) * self.n, int(count)
+        assert int(n) == self.n and grid[1] == int(limbs)
+        for o in range(grid[2]):
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                total = sum(self._row(src, (o * count + c) * plane + y * self.n).astype(object)
+                            * self._row(weights, c * plane + y * self.n).astype(object) for c in range(count))
+                self._row(out, o * plane + y * self.n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
+
+    def rns_sum_batch(self, grid, a):
+        """out[o, i, y] = sum_c src[o, c, i, y] mod q_y."""
+        src, out, rowmap, _consts, _m, n, limbs, count, inner = a
+        plane, count, inner = int(limbs) * self.n, int(count), int(inner)
+        assert int(n) == self.n and grid[1] == int(limbs)
+        for z in range(grid[2]):
+            o, i = divmod(z, inner)
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                total = sum(self._row(src, ((o * count + c) * inner + i) * plane + y * self.n).astype(object)
+                            for c in range(count))
+                self._row(out, z * plane + y * self.n)[:] = (total % q).astype(np.uint64)
+
     def _rescale_correction(self, c0: np.ndarray, q0: int, q: int, q0_mod_q: int) -> np.ndarray:
         """centered(c0, q0) mod q."""
         c = c0.astype(object)
@@ -687,3 +712,28 @@ def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated,
     assert np.array_equal(got.data, want.data)
     side, _, _ = gpu._side_streams(2)
     assert [stream.entered for stream in side] == [1, 1]  # rotations 1 and 2 (0 and 3: the caller's stream)
+
+
+def test_bsgs_giant_steps_on_side_streams_compute_the_numpy_sum(emulated, monkeypatch):
+    """A BSGS matvec's giant steps (each its own product, ModUp and key switch) through the CuPy
+    backend's host code on three streams: the NumPy engine's sum, bit for bit."""
+    from fhelium_cupy.ckks import CkksEngine, encode_bsgs_diagonals, required_rotation_steps_bsgs
+
+    engine = CkksEngine("test-n4096-scale40", insecure=True)
+    engine.generate_keys()
+    rng = np.random.default_rng(10)
+    n, b = 16, 4
+    ct = engine.encrypt_message(np.resize(rng.uniform(-1, 1, n), engine.num_slots))
+    keys = engine.rotation_keys(required_rotation_steps_bsgs(n))
+    stacked = engine.rotate_hoisted_batch(ct, [keys[k] for k in range(1, b)], output_domain="ntt")
+    diagonals = encode_bsgs_diagonals(engine, rng.uniform(-1, 1, (n, n)))
+    giant = [keys[i * b] for i in range(1, n // b)]
+    want = engine._giant_step_sum(stacked, diagonals, giant)
+    options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=3",))}
+    gpu, _ = emulated(engine.context, **options)
+    monkeypatch.setattr(engine, "backend", gpu)
+    monkeypatch.setattr(gpu, "device_id", None)  # (the emulation's arrays are host arrays)
+    got = engine._giant_step_sum(stacked, diagonals, giant)
+    assert np.array_equal(got.data, want.data)
+    side, _, _ = gpu._side_streams(2)
+    assert [stream.entered for stream in side] == [1, 1]  # terms 1 and 2 (0 and 3: the caller's stream)
