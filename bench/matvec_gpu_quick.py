@@ -85,10 +85,10 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
         print(f"matvec n=8 N=2^14 hoisted ntt_fill_blocks={fill:<5} graph {graph:8.1f} us graph==eager {same}",
               flush=True)
     engine.backend.ntt_fill_blocks = default_fill
-    default_branches = engine.backend._branch_streams
+    default_branches = engine.backend.branch_streams
     reference = None
     for branches in branch_counts:  # the independent schedule over other stream counts (side by side)
-        engine.backend._branch_streams = branches  # the FHE_BRANCH_STREAMS host define, set on this engine
+        engine.backend.branch_streams = branches
         fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=False)
         eager_ct = fn(ct).data.get()
         reference = eager_ct if reference is None else reference
@@ -99,7 +99,7 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
                                                   "bit_identical": same}
         print(f"matvec n=8 N=2^14 independent streams={branches:<3} eager {eager:8.1f} us graph {graph:8.1f} us "
               f"graph==eager==first {same}", flush=True)
-    engine.backend._branch_streams = default_branches
+    engine.backend.branch_streams = default_branches
     return out
 
 
@@ -124,9 +124,9 @@ def bsgs(cp, reps: int, n: int, branch_counts: tuple[int, ...]) -> dict:
     ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
     want = periodic_message(a @ x, engine.num_slots)
     out: dict = {"preset": "slots8192-scale40-depth7", "n": n, "baby_giant": list(bsgs_split(n))}
-    default_branches, reference = engine.backend._branch_streams, None
+    default_branches, reference = engine.backend.branch_streams, None
     for branches in branch_counts or (default_branches,):
-        engine.backend._branch_streams = branches
+        engine.backend.branch_streams = branches
         eager_ct = fn(ct)
         data = eager_ct.data.get()
         reference = data if reference is None else reference
@@ -141,7 +141,7 @@ def bsgs(cp, reps: int, n: int, branch_counts: tuple[int, ...]) -> dict:
                                       "max_err": err, "bit_identical": same}
         print(f"matvec_bsgs n={n} N=2^14 streams={branches:<3} launches {launches:>4} eager {eager:8.1f} us "
               f"graph {graph:8.1f} us err {err:.2e} graph==eager==first {same}", flush=True)
-    engine.backend._branch_streams = default_branches
+    engine.backend.branch_streams = default_branches
     return out
 
 

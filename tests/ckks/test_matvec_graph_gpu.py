@@ -151,7 +151,7 @@ def test_independent_rotations_in_parallel_branches_match_one_stream_bit_for_bit
     engine, a, schedule = setup(8)
     independent = partial(schedule, hoisted=False)
     backend = engine.backend
-    assert backend._branch_streams > 1
+    assert backend.branch_streams > 1
     rng = np.random.default_rng(11)
     program = CudaGraphProgram.capture(independent, example_inputs=(_encrypt(engine, rng.uniform(-1, 1, 8)),))
     try:
@@ -160,12 +160,12 @@ def test_independent_rotations_in_parallel_branches_match_one_stream_bit_for_bit
             source = _encrypt(engine, x)
             replayed = program.replay(source, copy_output=True)
             eager = independent(source)
-            streams = backend._branch_streams
-            backend._branch_streams = 1
+            streams = backend.branch_streams
+            backend.branch_streams = 1
             try:
                 one_stream = independent(source)
             finally:
-                backend._branch_streams = streams
+                backend.branch_streams = streams
             np.testing.assert_array_equal(replayed.data.get(), eager.data.get())
             np.testing.assert_array_equal(eager.data.get(), one_stream.data.get())
             assert _err(engine, replayed, a @ x) < 1e-6
@@ -185,7 +185,7 @@ def test_bsgs_giant_steps_in_parallel_branches_match_one_stream_bit_for_bit():
     schedule = partial(matrix_vector_bsgs, engine=engine, diagonals=encode_bsgs_diagonals(engine, a),
                        rotation_keys=engine.rotation_keys(required_rotation_steps_bsgs(n)))
     backend = engine.backend
-    assert backend._branch_streams > 1
+    assert backend.branch_streams > 1
     program = CudaGraphProgram.capture(schedule, example_inputs=(_encrypt(engine, rng.uniform(-1, 1, n)),))
     try:
         for _ in range(3):
@@ -193,12 +193,12 @@ def test_bsgs_giant_steps_in_parallel_branches_match_one_stream_bit_for_bit():
             source = _encrypt(engine, x)
             replayed = program.replay(source, copy_output=True)
             eager = schedule(source)
-            streams = backend._branch_streams
-            backend._branch_streams = 1
+            streams = backend.branch_streams
+            backend.branch_streams = 1
             try:
                 one_stream = schedule(source)
             finally:
-                backend._branch_streams = streams
+                backend.branch_streams = streams
             np.testing.assert_array_equal(replayed.data.get(), eager.data.get())
             np.testing.assert_array_equal(eager.data.get(), one_stream.data.get())
             assert _err(engine, replayed, a @ x) < 1e-6

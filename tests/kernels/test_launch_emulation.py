@@ -653,12 +653,11 @@ def test_byte_table_takes_only_the_digits_its_kernel_serves():
 
 @pytest.mark.parametrize("streams", [1, 3, 8])
 def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, streams):
-    """run_independent: task i on stream i % B, B = min(FHE_BRANCH_STREAMS, tasks), stream 0
+    """run_independent: task i on stream i % B, B = min(branch_streams, tasks), stream 0
     the caller's; every side stream waits on a fork event the caller's stream recorded, and the
     caller's stream waits on each side stream's join event, also when a task raises. A table
     uploaded inside the branches is complete before the upload returns."""
-    options = {"kernel_options": kernels.KernelOptions(extra=(f"-DFHE_BRANCH_STREAMS={streams}",))}
-    gpu, _ = emulated(gpu_cases.context("n4096"), **options)
+    gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=streams)
     ran: list[tuple[int, Any]] = []
     synced = MAIN_STREAM.synchronized
 
@@ -729,11 +728,29 @@ def test_bsgs_giant_steps_on_side_streams_compute_the_numpy_sum(emulated, monkey
     diagonals = encode_bsgs_diagonals(engine, rng.uniform(-1, 1, (n, n)))
     giant = [keys[i * b] for i in range(1, n // b)]
     want = engine._giant_step_sum(stacked, diagonals, giant)
-    options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=3",))}
-    gpu, _ = emulated(engine.context, **options)
+    gpu, _ = emulated(engine.context, branch_streams=3)
     monkeypatch.setattr(engine, "backend", gpu)
     monkeypatch.setattr(gpu, "device_id", None)  # (the emulation's arrays are host arrays)
     got = engine._giant_step_sum(stacked, diagonals, giant)
     assert np.array_equal(got.data, want.data)
     side, _, _ = gpu._side_streams(2)
     assert [stream.entered for stream in side] == [1, 1]  # terms 1 and 2 (0 and 3: the caller's stream)
+
+
+def test_branch_streams_default_to_the_define_and_are_checked_before_any_task(emulated):
+    """branch_streams: the FHE_BRANCH_STREAMS define when not given (else 8); an int >= 1 at
+    construction and at every run_independent call, checked before any task runs."""
+    ctx = gpu_cases.context("n4096")
+    assert emulated(ctx)[0].branch_streams == 8
+    options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=5",))}
+    assert emulated(ctx, **options)[0].branch_streams == 5
+    assert emulated(ctx, branch_streams=2, **options)[0].branch_streams == 2
+    for bad in (0, -1, 2.0, True, "4"):
+        with pytest.raises(ValueError, match="branch_streams"):
+            emulated(ctx, branch_streams=bad)
+    gpu, _ = emulated(ctx)
+    gpu.branch_streams = 0
+    ran: list[int] = []
+    with pytest.raises(ValueError, match="branch_streams"):
+        gpu.run_independent([lambda: ran.append(0), lambda: ran.append(1)])
+    assert ran == [] and not _Stream.current

@@ -94,6 +94,13 @@ def _prod(shape: Sequence[int]) -> int:
     return int(math.prod(shape))
 
 
+def _check_branch_streams(value: Any) -> int:
+    """``branch_streams`` as an int >= 1 (``CupyBackend``'s argument and attribute)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"branch_streams must be an int >= 1, got {value!r}")
+    return int(value)
+
+
 class CupyBackend:
     """Exact RNS primitives on the GPU (``CkksBackend``), bit-identical to ``NumpyBackend``.
 
@@ -119,6 +126,13 @@ class CupyBackend:
             adds the parts, so a grid that would leave a nearly empty last wave runs as more,
             shorter blocks (with blocks of 256, 4 per SM: N=2^14, 8 diagonals was 576 blocks
             for 528 slots, 4% faster in two parts; the default build's 128 x 9 fits one wave).
+        branch_streams: streams ``run_independent`` spreads independent tasks over (the
+            caller's and up to ``branch_streams - 1`` side streams; 1 = everything on the
+            caller's stream). Default: the ``FHE_BRANCH_STREAMS`` define of ``kernel_options``,
+            else 8. Measured on the H200 (2026-11-30 s16), FHElium's independent N=2^14 matvec
+            (7 rotations), graph: 424 us on 1 stream, 342 on 2, 323 on 3, 296 on 4, 292 on 7
+            or 8. Each side stream keeps its own scratch (CuPy's pool and the graph arena reuse
+            per stream), so memory grows with it. A public attribute, read at every call.
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
@@ -150,6 +164,7 @@ class CupyBackend:
         base_convert_tile: int = 0,
         ntt_fill_blocks: int = _FILL_BLOCKS,
         linear_transform_parts: int = 0,
+        branch_streams: int | None = None,
         kernel_options: Any = None,
     ) -> None:
         from fhelium_cupy.runtime.kernels import KernelLibrary, require_cuda
@@ -181,14 +196,9 @@ class CupyBackend:
         # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
-        # streams that run_independent spreads independent work over (the caller's and up to
-        # this many - 1 side streams; 1 = everything on the caller's stream). Measured on the
-        # H200 (2026-11-30 s16), FHElium's independent N=2^14 matvec (7 rotations), graph:
-        # 424 us on 1 stream, 342 on 2, 323 on 3, 296 on 4, 292 on 7 or 8. Each side stream
-        # keeps its own scratch (CuPy's pool and the graph arena reuse per stream).
-        self._branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8"))
-        if self._branch_streams < 1:
-            raise ValueError(f"FHE_BRANCH_STREAMS must be >= 1, got {self._branch_streams}")
+        if branch_streams is None:
+            branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8"))
+        self.branch_streams = _check_branch_streams(branch_streams)
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -271,7 +281,7 @@ class CupyBackend:
 
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run ``tasks`` (their launches) side by side: task ``i`` on stream ``i % B`` with
-        ``B = min(FHE_BRANCH_STREAMS, len(tasks))``, stream 0 the caller's and the others
+        ``B = min(branch_streams, len(tasks))``, stream 0 the caller's and the others
         this thread's side streams, which start after everything the caller's stream had
         enqueued (a fork event) and which the caller's stream waits for before its next
         work (join events). In a CUDA graph capture the side streams join the capture
@@ -284,7 +294,7 @@ class CupyBackend:
         (``_upload``), so a table built in one branch is complete before another reads it.
         The joins happen even when a task raises (a capture must end with every stream
         joined). Not reentrant: a task does not call this again."""
-        B = min(self._branch_streams, len(tasks))
+        B = min(_check_branch_streams(self.branch_streams), len(tasks))
         if B <= 1:
             for task in tasks:
                 task()
