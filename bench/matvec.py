@@ -78,21 +78,30 @@ def _launches_per_call(workload: MatvecWorkload, fn) -> int | None:
     return None if after is None else after - before
 
 
-def _eager_peak_bytes(workload: MatvecWorkload, source: Any) -> int | None:
-    """Bytes a fresh CuPy MemoryPool reserved for one eager call (temporaries + output)."""
+def _eager_memory(workload: MatvecWorkload, source: Any) -> dict[str, int | None]:
+    """One eager call (temporaries + output) through a fresh CuPy MemoryPool:
+    ``eager_peak_bytes``, the bytes the pool reserved (the sizes it asked ``cudaMalloc`` for),
+    and ``eager_device_bytes``, the device memory those allocations took (``cudaMemGetInfo``
+    before and after: the driver rounds every allocation up to 2 MiB, measured on the H200,
+    ``2026-11-30-s17/arena/arena.log``). The graph arena's chunks are 2 MiB multiples, so its
+    reserved bytes are its device memory: ``eager_device_bytes`` is the like-for-like
+    comparison."""
     if workload.device != "cuda":
-        return None
+        return {"eager_peak_bytes": None, "eager_device_bytes": None}
     import cupy
 
     pool = cupy.cuda.MemoryPool()
+    cupy.cuda.Device().synchronize()
+    free_before = cupy.cuda.runtime.memGetInfo()[0]
     with cupy.cuda.using_allocator(pool.malloc):
         out = workload.schedule(source)
         cupy.cuda.get_current_stream().synchronize()
         peak = int(pool.total_bytes())
+    device = free_before - cupy.cuda.runtime.memGetInfo()[0]
     del out
     gc.collect()
     pool.free_all_blocks()
-    return peak
+    return {"eager_peak_bytes": peak, "eager_device_bytes": int(device)}
 
 
 def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: int) -> dict[str, Any]:
@@ -255,12 +264,12 @@ def bench_matvec_size(
         entry["eager"]["device"] = None
         entry["graph"] = {"skipped": reason}
         entry["torch_graph"] = {"skipped": reason}
-        entry["memory"] = {"eager_peak_bytes": None}
+        entry["memory"] = {"eager_peak_bytes": None, "eager_device_bytes": None}
         return entry
     entry["eager"]["device"] = time_device_cupy(lambda: workload.schedule(source), runs=runs, warmup=warmup)
     entry["eager"]["host_issue"] = time_host(lambda: workload.schedule(source), runs=max(3, runs // 2), warmup=0,
                                              synchronize=sync, sync_inside=False)
-    entry["memory"] = {"eager_peak_bytes": _eager_peak_bytes(workload, source)}
+    entry["memory"] = _eager_memory(workload, source)
     try:
         entry["graph"] = _graph_variant(workload, source, runs=runs, warmup=warmup)
     except Exception as error:

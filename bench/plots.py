@@ -172,6 +172,10 @@ def _plot_host_overhead(results: dict[str, Any], env: dict[str, Any], out: Path)
     return _save(plt, fig, out / "replay_host_overhead.png")
 
 
+_MEMORY_BARS = ("eager peak working set", "graph-private scratch", "8 standalone (device delta)",
+                "8 in one CudaGraphPool (device delta)", "eager device footprint")
+
+
 def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str | None:
     mib = 1 / (1 << 20)
     groups = []
@@ -179,9 +183,12 @@ def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
     for name, preset in results["presets"].items():
         for r in preset.get("matvec", []):
             eager = (r.get("memory") or {}).get("eager_peak_bytes")
+            device = (r.get("memory") or {}).get("eager_device_bytes")
             scratch = ((r.get("graph") or {}).get("memory") or {}).get("arena_reserved_bytes")
             if eager is not None or scratch is not None:
-                groups.append((f"{tags[name]}\nn={r['size']}", {"eager peak working set": eager, "graph-private scratch": scratch}))
+                groups.append((f"{tags[name]}\nn={r['size']}", {"eager peak working set": eager,
+                                                                "eager device footprint": device,
+                                                                "graph-private scratch": scratch}))
         pool = preset.get("pool") or {}
         if "standalone" in pool and "pool" in pool:
             groups.append((f"{tags[name]}\n{pool['programs']} programs\nn={pool['size']}", {
@@ -197,7 +204,7 @@ def _plot_memory(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
         width = 0.8 / len(items)
         for i, (key, value) in enumerate(items):
             ax.bar(j + (i - (len(items) - 1) / 2) * width, (value or 0) * mib, width=width, label=key,
-                   color=f"C{['eager peak working set', 'graph-private scratch', '8 standalone (device delta)', '8 in one CudaGraphPool (device delta)'].index(key)}")
+                   color=f"C{_MEMORY_BARS.index(key)}")
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=7)

@@ -261,16 +261,23 @@ def markdown(results: dict[str, Any]) -> str:
         "\n## Single operations vs bandwidth floor\n",
         _md_table(op_rows(results)),
         "\n## Memory\n",
+        "eager peak: the bytes a fresh CuPy pool asked `cudaMalloc` for in one eager call; eager device: "
+        "the device memory those allocations took (the driver rounds each up to 2 MiB); graph scratch: "
+        "the graph arena's chunks, 2 MiB multiples, so its device memory.\n",
     ]
     mem_rows = []
     for name, preset in results["presets"].items():
         for r in preset.get("matvec", []):
             g = r.get("graph", {}) or {}
             gm = g.get("memory") or {}
+            memory = r.get("memory") or {}
+            device, scratch = memory.get("eager_device_bytes"), gm.get("arena_reserved_bytes")
             mem_rows.append({
                 "preset": name, "n": str(r["size"]),
-                "eager peak MiB": _mib((r.get("memory") or {}).get("eager_peak_bytes")),
-                "graph scratch MiB": _mib(gm.get("arena_reserved_bytes")),
+                "eager peak MiB": _mib(memory.get("eager_peak_bytes")),
+                "eager device MiB": _mib(device),
+                "graph scratch MiB": _mib(scratch),
+                "scratch / eager device": f"{scratch / device:.2f}x" if scratch and device else "-",
                 "graph reserved MiB (stats)": _mib((g.get("stats") or {}).get("memory_reserved_bytes")),
                 "capture s": _fmt(g.get("capture_total_s")),
             })
@@ -280,7 +287,8 @@ def markdown(results: dict[str, Any]) -> str:
                           f"{_mib(pool['standalone']['device_used_delta_bytes'])} MiB device delta, one CudaGraphPool "
                           f"{_mib(pool['pool']['device_used_delta_bytes'])} MiB (scratch "
                           f"{_mib(pool['standalone']['scratch_reserved_bytes'])} -> {_mib(pool['pool']['scratch_reserved_bytes'])} MiB)")
-            mem_rows.append({"preset": parts_pool, "n": "", "eager peak MiB": "", "graph scratch MiB": "",
+            mem_rows.append({"preset": parts_pool, "n": "", "eager peak MiB": "", "eager device MiB": "",
+                             "graph scratch MiB": "", "scratch / eager device": "",
                              "graph reserved MiB (stats)": "", "capture s": ""})
     parts.append(_md_table(mem_rows))
     skipped = skipped_lines(results)
