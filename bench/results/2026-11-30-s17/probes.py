@@ -1,0 +1,325 @@
+"""The ad-hoc probes of this session's records, merged after the runs into one script with one
+setup (FHElium's example 18: the 8x8 matvec at N=2^14, ``hoisted=False``). The measurements
+are the ones that ran (each as its own script then; the records README names the logs).
+
+  priority: stream priorities on the parallel branches (descending, ascending, ...), with and
+            without cudaGraphInstantiateFlagUseNodePriority (ctypes: cuGraphInstantiateWithFlags)
+            (`priority/`).
+  parts:    the graph of the full matvec, the rotation batch alone, the seven ModUps alone, ModUp
+            plus inner product, one rotation; on 8 streams and on 1 (`parts/`).
+  tail:     the serial tail piece by piece (product-sum, inverse NTT, rescale); ``tail_fused``
+            ran only with `fused_tail.patch` applied (`fused_tail/`).
+  fill:     the NTT fill threshold crossed with the `_v4` / `_x2` knobs; a 64 x 64 BSGS matvec's
+            memory on 1 and 8 streams (`fill/`).
+  view:     the diagonals' Q limbs read in place (change 45) against copied per call (`view/`).
+  kip:      build variants of the key inner product (FHE_KIP_GROUP, FHE_KEY_LOAD_CS) (`kip/`).
+  arena:    the graph arena's chunks against the eager pool, and cudaMalloc's granularity (`arena/`).
+
+Usage, from the repository root: python3 bench/results/2026-11-30-s17/probes.py NAME
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import cupy  # noqa: E402
+
+from fhelium_cupy.ckks import (  # noqa: E402
+    CkksEngine,
+    encode_bsgs_diagonals,
+    encode_diagonals,
+    matrix_vector,
+    matrix_vector_bsgs,
+    periodic_message,
+    required_rotation_steps,
+    required_rotation_steps_bsgs,
+)
+from fhelium_cupy.ckks._evaluation import _from_ntt_sum  # noqa: E402
+from fhelium_cupy.ckks.linalg import _keys  # noqa: E402
+from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
+
+MiB = 2**20
+STREAM = None
+
+
+def example18():
+    """(engine, A, encrypted x, the schedule, its eager result on the host)."""
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    rng = np.random.default_rng(0)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
+                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
+    return engine, a, ct, fn, fn(ct).data.get()
+
+
+def launch_us(launch: Callable[[], None], runs: int = 40) -> float:
+    """Median device time of ``launch()`` on the probe stream (events), after 3 warmups."""
+    global STREAM
+    STREAM = STREAM or cupy.cuda.Stream(non_blocking=True)
+    for _ in range(3):
+        launch()
+    STREAM.synchronize()
+    times = []
+    for _ in range(runs):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(STREAM)
+        launch()
+        stop.record(STREAM)
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
+    return statistics.median(times)
+
+
+def graph_us(graph) -> float:
+    return launch_us(lambda: graph.launch(STREAM or cupy.cuda.Stream(non_blocking=True)))
+
+
+def alternate(names: list, rounds: int, measure: Callable) -> dict:
+    """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order."""
+    results: dict = {}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            results.setdefault(str(name), []).append(round(measure(name), 1))
+    for name, values in results.items():
+        print(f"{name:<28} {values} median {statistics.median(values):.1f}", flush=True)
+    return results
+
+
+def priority() -> None:
+    engine, _, ct, fn, ref = example18()
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong]
+
+    def instantiate(graph, flags: int) -> int:
+        handle = ctypes.c_void_p()
+        assert lib.cuGraphInstantiateWithFlags(ctypes.byref(handle), ctypes.c_void_p(graph.graph), flags) == 0
+        return handle.value
+
+    def runner(priorities: list[int]):
+        streams = [cupy.cuda.Stream(non_blocking=True, priority=p) for p in priorities]
+        fork, joins = cupy.cuda.Event(disable_timing=True), [cupy.cuda.Event(disable_timing=True) for _ in streams]
+
+        def run(self, tasks) -> None:  # every task on a side stream of its own priority
+            main = cupy.cuda.get_current_stream()
+            fork.record(main)
+            for stream in streams[:len(tasks)]:
+                stream.wait_event(fork)
+            self._branches.open = True
+            try:
+                for stream, task in zip(streams, tasks):
+                    with stream:
+                        task()
+            finally:
+                self._branches.open = False
+                for stream, join in zip(streams[:len(tasks)], joins):
+                    join.record(stream)
+                    main.wait_event(join)
+        return run
+
+    variants = {"base": None, "flat0": [0] * 7, "desc": [-5, -4, -3, -2, -1, 0, 0], "asc": [0, 0, -1, -2, -3, -4, -5],
+                "first_hi": [-5] + [0] * 6, "pairs": [-5, -5, -4, -3, -2, -1, 0]}
+    backend_type, original = type(engine.backend), type(engine.backend).run_independent
+    execs = {}
+    for name, priorities in variants.items():
+        backend_type.run_independent = original if priorities is None else runner(priorities)
+        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+        execs[name] = (program, instantiate(program.cuda_graph, 0), instantiate(program.cuda_graph, 8))
+    backend_type.run_independent = original
+    names = [(name, flags) for name in variants for flags in (0, 8)]
+    alternate(names, 3, lambda key: launch_us(
+        lambda: cupy.cuda.runtime.graphLaunch(execs[key[0]][1 if key[1] == 0 else 2], STREAM.ptr)))
+
+
+def parts() -> None:
+    engine, _, ct, fn, _ = example18()
+    keys = _keys(engine.rotation_keys(required_rotation_steps(8)), range(1, 8), engine.num_slots)
+    backend = engine.backend
+
+    def modups(c, inner_product: bool = False):
+        outs: list = [None] * 7
+
+        def task(i: int):
+            def run() -> None:
+                digits = engine._hoisted_inputs(c, "ntt", whole=i == 0)[1]
+                if inner_product:
+                    _, t, d, ks, key_rows = backend._ks_inputs(digits, [keys[i].data], c.prime_ids, "probe")
+                    digits, _ = backend._inner_product_launch(d, ks, [keys[i].galois_element], t, 1, key_rows)
+                outs[i] = digits
+            return run
+        backend.run_independent([task(i) for i in range(7)])
+        return outs
+
+    fns = {"full": fn, "batch": lambda c: engine._rotation_batch(c, keys, "ntt", hoisted=False).data,
+           "modups": modups, "modup_ip": partial(modups, inner_product=True),
+           "rot1": lambda c: engine.rotate_with_key(c, keys[0], output_domain="ntt").data}
+    programs = {}
+    for streams in (8, 1):
+        backend.branch_streams = streams
+        for name, f in fns.items():
+            programs[(name, streams)] = CudaGraphProgram.capture(f, example_inputs=(ct,))
+    backend.branch_streams = 8
+    alternate(list(programs), 3, lambda key: graph_us(programs[key].cuda_graph))
+
+
+def tail() -> None:
+    engine, a, ct, _, _ = example18()
+    keys = _keys(engine.rotation_keys(required_rotation_steps(8)), range(1, 8), engine.num_slots)
+    diagonals = engine.drop_special_primes(encode_diagonals(engine, a))
+    batch = engine._rotation_batch(ct, keys, "ntt", hoisted=False)
+    total = engine.multiply_plaintext_and_sum(batch, diagonals)
+    fns = {
+        "tail": (lambda b: _from_ntt_sum(engine, engine.multiply_plaintext_and_sum(b, diagonals), "coefficient",
+                                         rescale=True), batch),
+        "tail_ntt_out": (lambda b: _from_ntt_sum(engine, engine.multiply_plaintext_and_sum(b, diagonals), "ntt",
+                                                 rescale=True), batch),
+        "mulsum": (lambda b: engine.multiply_plaintext_and_sum(b, diagonals), batch),
+        "intt16": (engine.ntt_domain_to_coefficient_domain, total),
+        "rescale_coef": (engine.rescale_to_next_level, engine.ntt_domain_to_coefficient_domain(total)),
+        "rescale_ntt": (engine.rescale_to_next_level, total),
+        "tiny": (lambda t: engine.backend.add(t.data[0, :1], t.data[0, :1], t.prime_ids[:1]), total),
+    }
+    programs = {name: CudaGraphProgram.capture(f, example_inputs=(v,)) for name, (f, v) in fns.items()}
+    alternate(list(programs), 3, lambda name: graph_us(programs[name].cuda_graph))
+
+
+def fill() -> None:
+    engine, _, ct, fn, ref = example18()
+    backend = engine.backend
+    variants = [(f, v4, x2) for f in (1056, 528, 2112, 264) for v4, x2 in ((11, 2), (0, 2), (11, 0))]
+    programs = {}
+    for f, v4, x2 in variants:
+        backend.ntt_fill_blocks, backend._ntt_v4_max_log_chunk, backend._ntt_column_x2 = f, v4, x2
+        fn(ct)
+        programs[(f, v4, x2)] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(programs[(f, v4, x2)].replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+    backend.ntt_fill_blocks, backend._ntt_v4_max_log_chunk, backend._ntt_column_x2 = 1056, 11, 2
+    alternate(variants, 2, lambda key: graph_us(programs[key].cuda_graph))
+    for program in programs.values():
+        program.close()
+    rng = np.random.default_rng(0)
+    n = 64
+    bsgs = partial(matrix_vector_bsgs, engine=engine, diagonals=encode_bsgs_diagonals(engine, rng.uniform(-1, 1, (n, n))),
+                   rotation_keys=engine.rotation_keys(required_rotation_steps_bsgs(n)))
+    source = engine.encrypt_message(periodic_message(rng.uniform(-1, 1, n), engine.num_slots))
+    pool = cupy.get_default_memory_pool()
+    for streams in (1, 8):
+        backend.branch_streams = streams
+        bsgs(source)
+        cupy.cuda.Device().synchronize()
+        pool.free_all_blocks()
+        base = pool.used_bytes()
+        out = bsgs(source)
+        cupy.cuda.Device().synchronize()
+        grown = pool.total_bytes() - base
+        del out
+        program = CudaGraphProgram.capture(bsgs, example_inputs=(source,))
+        arena = program._arena.reserved_bytes
+        program.close()
+        print(f"bsgs n=64 streams={streams} eager pool growth {grown / MiB:.1f} MiB graph arena {arena / MiB:.1f} MiB")
+    backend.branch_streams = 8
+
+
+def view() -> None:
+    engine, _, ct, fn, ref = example18()
+    in_place = engine._q_limbs
+
+    def copied(pt):  # drop_special_primes, as matrix_vector called it before change 45
+        q = in_place(pt)
+        return q._with_data(cupy.ascontiguousarray(q.data))
+
+    programs = {}
+    for name, limbs in (("view", in_place), ("copy", copied)):
+        engine._q_limbs = limbs
+        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+
+    def eager_us(runs: int = 30) -> float:
+        for _ in range(3):
+            fn(ct)
+        cupy.cuda.Device().synchronize()
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            fn(ct)
+            cupy.cuda.Device().synchronize()
+            times.append((time.perf_counter() - start) * 1e6)
+        return statistics.median(times)
+
+    def measure(key: str) -> float:
+        name, what = key.split("/")
+        engine._q_limbs = in_place if name == "view" else copied
+        return graph_us(programs[name].cuda_graph) if what == "graph" else eager_us()
+
+    alternate(["view/graph", "view/eager", "copy/graph", "copy/eager"], 6, measure)
+
+
+def kip() -> None:
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
+    from fhelium_cupy.runtime.kernels import KernelOptions
+
+    engine, _, ct, fn, ref = example18()
+    variants = {"default": (), "kip8": ("-DFHE_KIP_GROUP=8",), "kip2": ("-DFHE_KIP_GROUP=2",),
+                "ldg": ("-DFHE_KEY_LOAD_CS=0",)}
+    default, programs = engine.backend, {}
+    for name, extra in variants.items():
+        engine.backend = default if not extra else CupyBackend(engine.context, "cuda",
+                                                               kernel_options=KernelOptions(extra=extra))
+        assert np.array_equal(fn(ct).data.get(), ref)
+        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+    engine.backend = default
+    alternate(list(variants), 4, lambda name: graph_us(programs[name].cuda_graph))
+
+
+def arena() -> None:
+    _, _, ct, fn, _ = example18()
+    sizes: list[int] = []
+    pool = cupy.cuda.MemoryPool()
+
+    def spy(n: int):
+        sizes.append(n)
+        return pool.malloc(n)
+
+    with cupy.cuda.using_allocator(spy):
+        out = fn(ct)
+        cupy.cuda.get_current_stream().synchronize()
+    print(f"eager fresh pool total {pool.total_bytes() / MiB:.1f} MiB, {len(sizes)} allocations, "
+          f"sum {sum(sizes) / MiB:.1f} MiB, largest {sorted(sizes)[-5:]}")
+    del out
+    pool.free_all_blocks()
+    program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+    free_list = program._arena._free
+    print(f"arena reserved {program._arena.reserved_bytes / MiB:.1f} MiB in {len(free_list.sizes)} chunks "
+          f"{[s // MiB for s in free_list.sizes]}")
+    print(f"arena peak in use {free_list.peak_bytes / MiB:.1f} MiB, in use now {free_list.used_bytes() / MiB:.1f} MiB")
+    program.close()
+    for n in (9_437_184 + 512, 10 * MiB, 1 * MiB + 512, 3 * MiB + 512):
+        gc.collect()
+        cupy.get_default_memory_pool().free_all_blocks()
+        before = cupy.cuda.runtime.memGetInfo()[0]
+        memory = cupy.cuda.Memory(n)
+        print(f"cudaMalloc {n} B ({n / MiB:.3f} MiB): device free fell by "
+              f"{(before - cupy.cuda.runtime.memGetInfo()[0]) / MiB:.3f} MiB")
+        del memory
+
+
+PROBES = {f.__name__: f for f in (priority, parts, tail, fill, view, kip, arena)}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in PROBES:
+        sys.exit(f"usage: probes.py {'|'.join(PROBES)}")
+    PROBES[sys.argv[1]]()
