@@ -405,7 +405,7 @@ class CupyBackend:
         when an entry itself is not contiguous."""
         if b.ndim == 3 and b.dtype == np.uint64 and b.shape[1:] == (len(rows), self.n):
             if b.strides[1:] == (8 * self.n, 8) and b.strides[0] % 8 == 0 and b.strides[0] >= 0:
-                return b, (b.strides[0] // 8 if b.shape[0] > 1 else len(rows) * self.n)
+                return b, b.strides[0] // 8 if b.shape[0] > 1 else len(rows) * self.n
         b = self._check(b, rows, what)
         return b, len(rows) * self.n
 
