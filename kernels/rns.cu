@@ -95,19 +95,17 @@ extern "C" __global__ void rns_sum_batch(const u64* a, u64* out, const int* rowm
 
 // rns_mul_montgomery_sum: out[o] = sum_c a[o, c] * b[c] * 2^-64 mod q over `count` planes (a
 // plaintext-weighted batch sum: rns_mul_montgomery and rns_sum_batch in one pass).
-// Axis order: a [outer, count, limb, coeff], b [count, limb, coeff] with its entries b_plane words
-// apart (limbs * n when contiguous; more for the Q limbs of a QP-basis plaintext, read in place),
-// out [outer, limb, coeff]; grid z = outer. In canonical, out canonical. out must not alias a or b.
+// Axis order: a [outer, count, limb, coeff], b [count, limb, coeff], out [outer, limb, coeff];
+// grid z = outer. In canonical, out canonical. out must not alias a or b.
 extern "C" __global__ void rns_mul_montgomery_sum(const u64* a, const u64* b, u64* out, const int* rowmap,
-                                                  const u64* consts, int num_moduli, int n, int limbs, int count,
-                                                  i64 b_plane) {
+                                                  const u64* consts, int num_moduli, int n, int limbs, int count) {
   FHE_ELEMENTWISE_PROLOGUE
   const i64 plane = (i64)limbs * n;
   const u64* pa = a + z * count * plane + row;
   const u64* pb = b + row;
   u64 acc = 0;
 #pragma unroll 4
-  for (int c = 0; c < count; ++c) acc = add_mod(acc, mont_mul(pa[c * plane], pb[c * b_plane], md.q, md.qinv), md.q);
+  for (int c = 0; c < count; ++c) acc = add_mod(acc, mont_mul(pa[c * plane], pb[c * plane], md.q, md.qinv), md.q);
   out[z * plane + row] = acc;
 }
 
