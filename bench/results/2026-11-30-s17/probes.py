@@ -14,6 +14,12 @@ are the ones that ran (each as its own script then; the records README names the
   view:     the diagonals' Q limbs read in place (change 45) against copied per call (`view/`).
   kip:      build variants of the key inner product (FHE_KIP_GROUP, FHE_KEY_LOAD_CS) (`kip/`).
   arena:    the graph arena's chunks against the eager pool, and cudaMalloc's granularity (`arena/`).
+  root:     host cost of Graph.launch with the branches as the graph's roots against one small
+            kernel before the fork (`root/`).
+  launch:   host cost of Graph.launch and replay_prepared with the Q limbs read in place against
+            copied (`view/launch_ab.log`).
+
+`view` and `launch` need change 45's ``engine._q_limbs`` (0233e78 .. 4221e12; reverted after).
 
 Usage, from the repository root: python3 bench/results/2026-11-30-s17/probes.py NAME
 """
@@ -35,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
+from bench._timing import time_host_pipelined  # noqa: E402
 from fhelium_cupy.ckks import (  # noqa: E402
     CkksEngine,
     encode_bsgs_diagonals,
@@ -317,7 +324,64 @@ def arena() -> None:
         del memory
 
 
-PROBES = {f.__name__: f for f in (priority, parts, tail, fill, view, kip, arena)}
+def root() -> None:
+    engine, _, ct, fn, ref = example18()
+    backend_type, original = type(engine.backend), type(engine.backend).run_independent
+    scratch = cupy.zeros(64, dtype=cupy.uint64)
+
+    def with_root(self, tasks) -> None:
+        scratch.fill(0)  # one small kernel on the caller's stream before the fork: the graph's single root
+        original(self, tasks)
+
+    programs = {}
+    for name, run in (("multi_root", original), ("one_root", with_root)):
+        backend_type.run_independent = run
+        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+    backend_type.run_independent = original
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split("/")
+        program = programs[name]
+        if what == "device":
+            return graph_us(program.cuda_graph)
+        call = (lambda: program.cuda_graph.launch(stream)) if what == "launch" else program.replay_prepared
+        drain = stream.synchronize if what == "launch" else cupy.cuda.Device().synchronize
+        return time_host_pipelined(call, runs=400, warmup=20, drain=drain, every=32)["median_us"]
+
+    alternate([f"{n}/{w}" for n in programs for w in ("launch", "prepared", "device")], 4, measure)
+
+
+def launch() -> None:
+    engine, _, ct, fn, _ = example18()
+    in_place = engine._q_limbs
+
+    def copied(pt):
+        q = in_place(pt)
+        return q._with_data(cupy.ascontiguousarray(q.data))
+
+    programs = {}
+    for name, limbs in (("view", in_place), ("copy", copied)):
+        engine._q_limbs = limbs
+        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+    engine._q_limbs = in_place
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def measure(key: str) -> float:
+        name, what, every = key.split("/")
+        program = programs[name]
+        if what == "launch":
+            return time_host_pipelined(lambda: program.cuda_graph.launch(stream), runs=256, warmup=16,
+                                       drain=stream.synchronize, every=int(every))["median_us"]
+        return time_host_pipelined(program.replay_prepared, runs=256, warmup=16,
+                                   drain=cupy.cuda.Device().synchronize, every=int(every))["median_us"]
+
+    alternate([f"{n}/launch/{e}" for n in programs for e in (1, 8, 32)] + [f"{n}/prepared/8" for n in programs], 4,
+              measure)
+
+
+PROBES = {f.__name__: f for f in (priority, parts, tail, fill, view, kip, arena, root, launch)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROBES:
