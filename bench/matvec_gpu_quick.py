@@ -9,7 +9,7 @@ Usage: PYTHONPATH=$PWD python3 bench/matvec_gpu_quick.py [OUT_DIR] [--reps 30] [
   (events around ``program.replay``), median over reps; checks graph == eager bit for bit
   and reports each schedule's max decryption error against A x. ``--branches 1,4,7`` also
   times the independent schedule with its rotations over that many streams (the backend's
-  FHE_BRANCH_STREAMS, side by side in one run) and checks every count's result bit for bit.
+  ``branch_streams``, side by side in one run) and checks every count's result bit for bit.
 * bsgs (``--bsgs N``): ``matrix_vector_bsgs`` of an N x N matrix, its giant steps over the
   ``--branches`` counts (default: the backend's), eager and graph, bit-identical across counts.
 * n16: one ``rotate_with_key`` on the GPU engine of the given preset, decrypted against
@@ -45,6 +45,30 @@ def _graph(fn, ct, eager_data, reps: int) -> tuple[bool, float]:
         return same, device_median_us(partial(program.replay, ct), runs=reps, warmup=3)
     finally:
         program.close()
+
+
+def _over_streams(engine, fn, ct, counts: tuple[int, ...], reps: int, extra=None) -> dict[int, dict]:
+    """``fn(ct)`` with the backend's ``branch_streams`` at each count (side by side, one
+    engine): per count the eager and graph median us and whether the graph and the eager call
+    equal the first count's result bit for bit; ``extra(eager_ct)`` adds entries of its own.
+    The backend's count is restored."""
+    backend = engine.backend
+    default, reference, out = backend.branch_streams, None, {}
+    try:
+        for branches in counts:
+            backend.branch_streams = branches
+            eager_ct = fn(ct)
+            data = eager_ct.data.get()
+            reference = data if reference is None else reference
+            entry = dict(extra(eager_ct)) if extra is not None else {}
+            eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
+            same, graph = _graph(fn, ct, data, reps)
+            entry.update(eager_us=round(eager, 1), graph_us=round(graph, 1),
+                         bit_identical=same and bool(np.array_equal(data, reference)))
+            out[branches] = entry
+    finally:
+        backend.branch_streams = default
+    return out
 
 
 def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int, ...] = ()) -> dict:
@@ -85,21 +109,11 @@ def matvec(cp, reps: int, fills: tuple[int, ...] = (), branch_counts: tuple[int,
         print(f"matvec n=8 N=2^14 hoisted ntt_fill_blocks={fill:<5} graph {graph:8.1f} us graph==eager {same}",
               flush=True)
     engine.backend.ntt_fill_blocks = default_fill
-    default_branches = engine.backend.branch_streams
-    reference = None
-    for branches in branch_counts:  # the independent schedule over other stream counts (side by side)
-        engine.backend.branch_streams = branches
-        fn = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=False)
-        eager_ct = fn(ct).data.get()
-        reference = eager_ct if reference is None else reference
-        eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
-        same, graph = _graph(fn, ct, eager_ct, reps)
-        same = same and bool(np.array_equal(eager_ct, reference))
-        out[f"independent_streams_{branches}"] = {"eager_us": round(eager, 1), "graph_us": round(graph, 1),
-                                                  "bit_identical": same}
-        print(f"matvec n=8 N=2^14 independent streams={branches:<3} eager {eager:8.1f} us graph {graph:8.1f} us "
-              f"graph==eager==first {same}", flush=True)
-    engine.backend.branch_streams = default_branches
+    independent = partial(matrix_vector, engine=engine, diagonals=diags, rotation_keys=keys, hoisted=False)
+    for branches, r in _over_streams(engine, independent, ct, branch_counts, reps).items():
+        out[f"independent_streams_{branches}"] = r
+        print(f"matvec n=8 N=2^14 independent streams={branches:<3} eager {r['eager_us']:8.1f} us graph "
+              f"{r['graph_us']:8.1f} us graph==eager==first {r['bit_identical']}", flush=True)
     return out
 
 
@@ -124,24 +138,18 @@ def bsgs(cp, reps: int, n: int, branch_counts: tuple[int, ...]) -> dict:
     ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
     want = periodic_message(a @ x, engine.num_slots)
     out: dict = {"preset": "slots8192-scale40-depth7", "n": n, "baby_giant": list(bsgs_split(n))}
-    default_branches, reference = engine.backend.branch_streams, None
-    for branches in branch_counts or (default_branches,):
-        engine.backend.branch_streams = branches
-        eager_ct = fn(ct)
-        data = eager_ct.data.get()
-        reference = data if reference is None else reference
-        err = float(np.max(np.abs(engine.decrypt_message(eager_ct, real=True) - want)))
+    def stats(eager_ct) -> dict:
         before = engine.backend.launch_count
         fn(ct)
-        launches = engine.backend.launch_count - before
-        eager = device_median_us(partial(fn, ct), runs=reps, warmup=3)
-        same, graph = _graph(fn, ct, data, reps)
-        same = same and bool(np.array_equal(data, reference))
-        out[f"streams_{branches}"] = {"launches": launches, "eager_us": round(eager, 1), "graph_us": round(graph, 1),
-                                      "max_err": err, "bit_identical": same}
-        print(f"matvec_bsgs n={n} N=2^14 streams={branches:<3} launches {launches:>4} eager {eager:8.1f} us "
-              f"graph {graph:8.1f} us err {err:.2e} graph==eager==first {same}", flush=True)
-    engine.backend.branch_streams = default_branches
+        return {"launches": engine.backend.launch_count - before,
+                "max_err": float(np.max(np.abs(engine.decrypt_message(eager_ct, real=True) - want)))}
+
+    counts = branch_counts or (engine.backend.branch_streams,)
+    for branches, r in _over_streams(engine, fn, ct, counts, reps, stats).items():
+        out[f"streams_{branches}"] = r
+        print(f"matvec_bsgs n={n} N=2^14 streams={branches:<3} launches {r['launches']:>4} eager "
+              f"{r['eager_us']:8.1f} us graph {r['graph_us']:8.1f} us err {r['max_err']:.2e} "
+              f"graph==eager==first {r['bit_identical']}", flush=True)
     return out
 
 
@@ -183,7 +191,7 @@ def main() -> int:
     parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
     parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
     parser.add_argument("--branches", default="",
-                        help="comma list of stream counts (FHE_BRANCH_STREAMS) for the independent schedule")
+                        help="comma list of stream counts (the backend's branch_streams) for the independent schedule")
     parser.add_argument("--bsgs", type=int, default=0,
                         help="also time matrix_vector_bsgs of this size n (0: no), over the --branches counts")
     args = parser.parse_args()

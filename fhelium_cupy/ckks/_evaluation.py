@@ -328,12 +328,11 @@ class EvaluationMixin:
         A ModUp per key: each rotation reads only ``ct`` and writes only its own entry, so
         they run as independent tasks (``backend.run_independent``: on the GPU, side by
         side on several streams, parallel branches of a captured graph)."""
-        rows, xp = ct.prime_ids, self.backend.xp
-        batch = xp.empty((2, 1 + len(keys)) + tuple(ct.data.shape[1:]), dtype=ct.data.dtype)
+        rows = ct.prime_ids
+        batch, slots = self._entry_batch(ct.data, len(keys))
         if not keys:
             batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", domain)
             return ct._with_data(batch, polynomial_domain=domain)
-        slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [E, 2, L, N]
 
         def switch(first: int, part: Sequence[RotationKey]) -> Callable[[], None]:
             def run() -> None:  # one ModUp, then the keys of entries first + 1 ..
@@ -351,6 +350,13 @@ class EvaluationMixin:
         self.backend.run_independent(tasks)
         return ct._with_data(batch, polynomial_domain=domain)
 
+    def _entry_batch(self, like, entries: int):
+        """Storage of a batched CT2 of ``1 + entries`` entries like the unbatched CT2 data
+        ``like [2, L, N]``: ``(batch [2, 1 + entries, L, N], slots)``, ``slots`` its entries
+        1.. as ``[entries, 2, L, N]`` views (a key switch's ``out``)."""
+        batch = self.backend.xp.empty((2, 1 + entries) + tuple(like.shape[-2:]), dtype=like.dtype)
+        return batch, self.backend.xp.swapaxes(batch[:, 1:], 0, 1)
+
     def _giant_step_sum(self, stacked: Ciphertext, weights: Plaintext, keys: Sequence[RotationKey]) -> Ciphertext:
         """``sum_i rot_i(multiply_plaintext_and_sum(stacked, weights[i]))`` in the NTT domain, with
         ``rot_0`` the identity and ``rot_i`` the rotation by ``keys[i - 1]`` (a BSGS matvec's
@@ -363,18 +369,17 @@ class EvaluationMixin:
         branches of a captured graph), then one sum."""
         for key in keys:
             check_key(self, stacked, key, "rotate_with_key", RotationKey)
-        scale = self._check_weighted_sum(stacked, weights._with_data(weights.data[0]))
-        rows, xp = stacked.prime_ids, self.backend.xp
-        batch = xp.empty((2, 1 + len(keys)) + tuple(stacked.data.shape[2:]), dtype=stacked.data.dtype)
-        slots = xp.swapaxes(batch[:, 1:], 0, 1)  # [g - 1, 2, L, N]
+        scale = self._check_weighted_sum(stacked, weights._with_data(weights.data[0]))  # (every row: one state)
+        rows = stacked.prime_ids
+        batch, slots = self._entry_batch(stacked.data, len(keys))
 
         def term(i: int) -> Callable[[], None]:
             def run() -> None:
-                inner = self.multiply_plaintext_and_sum(stacked, weights._with_data(weights.data[i]))
+                inner = self.backend.mul_montgomery_sum(stacked.data, weights.data[i], rows)
                 if i == 0:
-                    batch[:, 0] = inner.data
+                    batch[:, 0] = inner
                     return
-                c0, digits = self._hoisted_inputs(inner, "ntt")
+                c0, digits = self._hoisted_inputs(stacked._with_data(inner), "ntt")
                 self._hoisted_switch(digits, rows, [keys[i - 1]], c0, "ntt", slots[i - 1:i])
 
             return run

@@ -143,48 +143,11 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
         program.close()
 
 
-def test_independent_rotations_in_parallel_branches_match_one_stream_bit_for_bit():
-    """FHElium's independent schedule (a ModUp per rotation): its rotations run on several
-    streams (CupyBackend.run_independent), in a graph as parallel branches. Replayed with
-    new inputs, the graph equals the eager call and the eager call on one stream, bit for bit,
-    and decrypts to A x."""
-    engine, a, schedule = setup(8)
-    independent = partial(schedule, hoisted=False)
-    backend = engine.backend
-    assert backend.branch_streams > 1
-    rng = np.random.default_rng(11)
-    program = CudaGraphProgram.capture(independent, example_inputs=(_encrypt(engine, rng.uniform(-1, 1, 8)),))
-    try:
-        for _ in range(3):
-            x = rng.uniform(-1, 1, 8)
-            source = _encrypt(engine, x)
-            replayed = program.replay(source, copy_output=True)
-            eager = independent(source)
-            streams = backend.branch_streams
-            backend.branch_streams = 1
-            try:
-                one_stream = independent(source)
-            finally:
-                backend.branch_streams = streams
-            np.testing.assert_array_equal(replayed.data.get(), eager.data.get())
-            np.testing.assert_array_equal(eager.data.get(), one_stream.data.get())
-            assert _err(engine, replayed, a @ x) < 1e-6
-    finally:
-        program.close()
-
-
-def test_bsgs_giant_steps_in_parallel_branches_match_one_stream_bit_for_bit():
-    """A BSGS matvec (n = 16: 3 hoisted baby rotations, 3 giant rotations): its giant steps run
-    as independent tasks on several streams, parallel branches of the graph. Replayed with new
-    inputs, the graph equals the eager call and the eager call on one stream, bit for bit, and
-    decrypts to A x."""
-    engine, _, _ = setup(8)
-    n = 16
-    rng = np.random.default_rng(12)
-    a = rng.uniform(-1, 1, (n, n))
-    schedule = partial(matrix_vector_bsgs, engine=engine, diagonals=encode_bsgs_diagonals(engine, a),
-                       rotation_keys=engine.rotation_keys(required_rotation_steps_bsgs(n)))
-    backend = engine.backend
+def _branches_match_one_stream(engine, schedule, a, rng) -> None:
+    """Capture ``schedule`` (its independent work on several streams: parallel graph branches)
+    and replay it with three new inputs: the graph equals the eager call and the eager call on
+    one stream (``branch_streams = 1``), bit for bit, and decrypts to A x."""
+    backend, n = engine.backend, a.shape[0]
     assert backend.branch_streams > 1
     program = CudaGraphProgram.capture(schedule, example_inputs=(_encrypt(engine, rng.uniform(-1, 1, n)),))
     try:
@@ -204,3 +167,26 @@ def test_bsgs_giant_steps_in_parallel_branches_match_one_stream_bit_for_bit():
             assert _err(engine, replayed, a @ x) < 1e-6
     finally:
         program.close()
+
+
+def test_independent_rotations_in_parallel_branches_match_one_stream_bit_for_bit():
+    """FHElium's independent schedule (a ModUp per rotation): its rotations run on several
+    streams (CupyBackend.run_independent), in a graph as parallel branches. Replayed with
+    new inputs, the graph equals the eager call and the eager call on one stream, bit for bit,
+    and decrypts to A x."""
+    engine, a, schedule = setup(8)
+    _branches_match_one_stream(engine, partial(schedule, hoisted=False), a, np.random.default_rng(11))
+
+
+def test_bsgs_giant_steps_in_parallel_branches_match_one_stream_bit_for_bit():
+    """A BSGS matvec (n = 16: 3 hoisted baby rotations, 3 giant rotations): its giant steps run
+    as independent tasks on several streams, parallel branches of the graph. Replayed with new
+    inputs, the graph equals the eager call and the eager call on one stream, bit for bit, and
+    decrypts to A x."""
+    engine, _, _ = setup(8)
+    n = 16
+    rng = np.random.default_rng(12)
+    a = rng.uniform(-1, 1, (n, n))
+    schedule = partial(matrix_vector_bsgs, engine=engine, diagonals=encode_bsgs_diagonals(engine, a),
+                       rotation_keys=engine.rotation_keys(required_rotation_steps_bsgs(n)))
+    _branches_match_one_stream(engine, schedule, a, rng)

@@ -739,7 +739,8 @@ def test_bsgs_giant_steps_on_side_streams_compute_the_numpy_sum(emulated, monkey
 
 def test_branch_streams_default_to_the_define_and_are_checked_before_any_task(emulated):
     """branch_streams: the FHE_BRANCH_STREAMS define when not given (else 8); an int >= 1 at
-    construction and at every run_independent call, checked before any task runs."""
+    construction and whenever it is set, so no run_independent call and no task runs on a
+    bad count."""
     ctx = gpu_cases.context("n4096")
     assert emulated(ctx)[0].branch_streams == 8
     options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=5",))}
@@ -749,8 +750,10 @@ def test_branch_streams_default_to_the_define_and_are_checked_before_any_task(em
         with pytest.raises(ValueError, match="branch_streams"):
             emulated(ctx, branch_streams=bad)
     gpu, _ = emulated(ctx)
-    gpu.branch_streams = 0
     ran: list[int] = []
     with pytest.raises(ValueError, match="branch_streams"):
-        gpu.run_independent([lambda: ran.append(0), lambda: ran.append(1)])
+        gpu.branch_streams = 0  # refused where it is set: no call ever reads an invalid count
     assert ran == [] and not _Stream.current
+    assert gpu.branch_streams == 8
+    gpu.run_independent([lambda: ran.append(0), lambda: ran.append(1)])  # on the unchanged count
+    assert ran == [0, 1] and not _Stream.current

@@ -30,7 +30,6 @@ import ctypes
 import gc
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -41,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import time_host_pipelined  # noqa: E402
+from bench._timing import device_median_us, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.ckks import (  # noqa: E402
     CkksEngine,
     encode_bsgs_diagonals,
@@ -57,7 +56,7 @@ from fhelium_cupy.ckks.linalg import _keys  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 MiB = 2**20
-STREAM = None
+_STREAMS: list = []
 
 
 def example18():
@@ -72,26 +71,41 @@ def example18():
     return engine, a, ct, fn, fn(ct).data.get()
 
 
+def probe_stream():
+    """The probes' launch stream (made on first use)."""
+    if not _STREAMS:
+        _STREAMS.append(cupy.cuda.Stream(non_blocking=True))
+    return _STREAMS[0]
+
+
 def launch_us(launch: Callable[[], None], runs: int = 40) -> float:
     """Median device time of ``launch()`` on the probe stream (events), after 3 warmups."""
-    global STREAM
-    STREAM = STREAM or cupy.cuda.Stream(non_blocking=True)
-    for _ in range(3):
-        launch()
-    STREAM.synchronize()
-    times = []
-    for _ in range(runs):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(STREAM)
-        launch()
-        stop.record(STREAM)
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
-    return statistics.median(times)
+    return device_median_us(launch, runs=runs, warmup=3, stream=probe_stream())
 
 
 def graph_us(graph) -> float:
-    return launch_us(lambda: graph.launch(STREAM or cupy.cuda.Stream(non_blocking=True)))
+    return launch_us(lambda: graph.launch(probe_stream()))
+
+
+def copy_and_view_programs(engine, ct, fn, ref=None) -> dict:
+    """Example 18 captured with the diagonals' Q limbs read in place (``view``, change 45's
+    ``engine._q_limbs``) and copied per call (``copy``, as ``drop_special_primes`` did before);
+    each replay checked against ``ref`` when given. Returns ``{name: (program, limbs)}``."""
+    in_place = engine._q_limbs
+
+    def copied(pt):
+        q = in_place(pt)
+        return q._with_data(cupy.ascontiguousarray(q.data))
+
+    programs = {}
+    for name, limbs in (("view", in_place), ("copy", copied)):
+        engine._q_limbs = limbs
+        program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        if ref is not None:
+            assert np.array_equal(program.replay(ct, copy_output=True, synchronize=True).data.get(), ref)
+        programs[name] = (program, limbs)
+    engine._q_limbs = in_place
+    return programs
 
 
 def alternate(names: list, rounds: int, measure: Callable) -> dict:
@@ -148,7 +162,7 @@ def priority() -> None:
     backend_type.run_independent = original
     names = [(name, flags) for name in variants for flags in (0, 8)]
     alternate(names, 3, lambda key: launch_us(
-        lambda: cupy.cuda.runtime.graphLaunch(execs[key[0]][1 if key[1] == 0 else 2], STREAM.ptr)))
+        lambda: cupy.cuda.runtime.graphLaunch(execs[key[0]][1 if key[1] == 0 else 2], probe_stream().ptr)))
 
 
 def parts() -> None:
@@ -242,34 +256,15 @@ def fill() -> None:
 
 def view() -> None:
     engine, _, ct, fn, ref = example18()
-    in_place = engine._q_limbs
+    programs = copy_and_view_programs(engine, ct, fn, ref)
 
-    def copied(pt):  # drop_special_primes, as matrix_vector called it before change 45
-        q = in_place(pt)
-        return q._with_data(cupy.ascontiguousarray(q.data))
-
-    programs = {}
-    for name, limbs in (("view", in_place), ("copy", copied)):
-        engine._q_limbs = limbs
-        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref)
-
-    def eager_us(runs: int = 30) -> float:
-        for _ in range(3):
-            fn(ct)
-        cupy.cuda.Device().synchronize()
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            fn(ct)
-            cupy.cuda.Device().synchronize()
-            times.append((time.perf_counter() - start) * 1e6)
-        return statistics.median(times)
+    def eager_us() -> float:
+        return time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cupy.cuda.Device().synchronize)["median_ms"] * 1e3
 
     def measure(key: str) -> float:
         name, what = key.split("/")
-        engine._q_limbs = in_place if name == "view" else copied
-        return graph_us(programs[name].cuda_graph) if what == "graph" else eager_us()
+        program, engine._q_limbs = programs[name]
+        return graph_us(program.cuda_graph) if what == "graph" else eager_us()
 
     alternate(["view/graph", "view/eager", "copy/graph", "copy/eager"], 6, measure)
 
@@ -355,22 +350,12 @@ def root() -> None:
 
 def launch() -> None:
     engine, _, ct, fn, _ = example18()
-    in_place = engine._q_limbs
-
-    def copied(pt):
-        q = in_place(pt)
-        return q._with_data(cupy.ascontiguousarray(q.data))
-
-    programs = {}
-    for name, limbs in (("view", in_place), ("copy", copied)):
-        engine._q_limbs = limbs
-        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-    engine._q_limbs = in_place
+    programs = copy_and_view_programs(engine, ct, fn)
     stream = cupy.cuda.Stream(non_blocking=True)
 
     def measure(key: str) -> float:
         name, what, every = key.split("/")
-        program = programs[name]
+        program = programs[name][0]
         if what == "launch":
             return time_host_pipelined(lambda: program.cuda_graph.launch(stream), runs=256, warmup=16,
                                        drain=stream.synchronize, every=int(every))["median_us"]

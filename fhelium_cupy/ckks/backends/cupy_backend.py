@@ -132,7 +132,7 @@ class CupyBackend:
             else 8. Measured on the H200 (2026-11-30 s16), FHElium's independent N=2^14 matvec
             (7 rotations), graph: 424 us on 1 stream, 342 on 2, 323 on 3, 296 on 4, 292 on 7
             or 8. Each side stream keeps its own scratch (CuPy's pool and the graph arena reuse
-            per stream), so memory grows with it. A public attribute, read at every call.
+            per stream), so memory grows with it. A settable property (checked when set).
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
@@ -196,9 +196,7 @@ class CupyBackend:
         # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
-        if branch_streams is None:
-            branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8"))
-        self.branch_streams = _check_branch_streams(branch_streams)
+        self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
         self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
@@ -266,6 +264,17 @@ class CupyBackend:
         self.launch_count += 1
         self._library.function(name)(grid, (block, 1, 1), args, shared_mem=shared_mem)
 
+    @property
+    def branch_streams(self) -> int:
+        """Streams ``run_independent`` spreads independent tasks over (the constructor's
+        ``branch_streams``); setting it checks the value (an int >= 1), so every call reads a
+        valid count."""
+        return self._branch_streams
+
+    @branch_streams.setter
+    def branch_streams(self, value: int) -> None:
+        self._branch_streams = _check_branch_streams(value)
+
     def _side_streams(self, count: int) -> tuple[list[Any], Any, list[Any]]:
         """The calling thread's first ``count`` side streams on this backend's device, the
         fork event and one join event per side stream (made on first use, kept per thread:
@@ -294,7 +303,7 @@ class CupyBackend:
         (``_upload``), so a table built in one branch is complete before another reads it.
         The joins happen even when a task raises (a capture must end with every stream
         joined). Not reentrant: a task does not call this again."""
-        B = min(_check_branch_streams(self.branch_streams), len(tasks))
+        B = min(self._branch_streams, len(tasks))
         if B <= 1:
             for task in tasks:
                 task()
