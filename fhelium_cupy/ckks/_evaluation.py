@@ -351,10 +351,11 @@ class EvaluationMixin:
         return ct._with_data(batch, polynomial_domain=domain)
 
     def _entry_batch(self, like, entries: int):
-        """Storage of a batched CT2 of ``1 + entries`` entries like the unbatched CT2 data
-        ``like [2, L, N]``: ``(batch [2, 1 + entries, L, N], slots)``, ``slots`` its entries
-        1.. as ``[entries, 2, L, N]`` views (a key switch's ``out``)."""
-        batch = self.backend.xp.empty((2, 1 + entries) + tuple(like.shape[-2:]), dtype=like.dtype)
+        """Storage of ``1 + entries`` entries shaped like the CT2 data ``like [2, *S]`` (``S``:
+        ``[L, N]``, or ``[B, L, N]`` for a batched source): ``(batch [2, 1 + entries, *S],
+        slots)``, ``slots`` its entries 1.. as ``[entries, 2, *S]`` views (a key switch's
+        ``out``)."""
+        batch = self.backend.xp.empty((2, 1 + entries) + tuple(like.shape[1:]), dtype=like.dtype)
         return batch, self.backend.xp.swapaxes(batch[:, 1:], 0, 1)
 
     def _giant_step_sum(self, stacked: Ciphertext, weights: Plaintext, keys: Sequence[RotationKey]) -> Ciphertext:
@@ -371,7 +372,7 @@ class EvaluationMixin:
             check_key(self, stacked, key, "rotate_with_key", RotationKey)
         scale = self._check_weighted_sum(stacked, weights._with_data(weights.data[0]))  # (every row: one state)
         rows = stacked.prime_ids
-        batch, slots = self._entry_batch(stacked.data, len(keys))
+        batch, slots = self._entry_batch(stacked.data[:, 0], len(keys))  # one entry: [2, L, N]
 
         def term(i: int) -> Callable[[], None]:
             def run() -> None:

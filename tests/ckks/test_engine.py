@@ -185,6 +185,21 @@ def test_rotate_hoisted_batch_is_the_stack_of_the_source_and_its_rotations(setup
         e.rotate_hoisted_batch(ct, keys, output_domain="slots")
 
 
+def test_rotate_hoisted_batch_of_a_batched_source_is_per_entry(setup):
+    # a batched source [2, B, L, N]: entry (k, b) of the result is entry k of the unbatched
+    # call on source entry b (the storage keeps the source's batch axis after the key axis)
+    e, _ = setup
+    parts = [e.encrypt_message(random_message(e, s)) for s in (21, 22)]
+    stacked = Ciphertext.stack_batch(parts)
+    keys = [e.rotation_key(s) for s in (1, -2)]
+    for domain in ("coefficient", "ntt"):
+        got = np.asarray(e.rotate_hoisted_batch(stacked, keys, output_domain=domain).data)
+        assert got.shape == (2, 1 + len(keys)) + tuple(np.asarray(stacked.data).shape[1:])
+        for b, part in enumerate(parts):
+            want = np.asarray(e.rotate_hoisted_batch(part, keys, output_domain=domain).data)
+            np.testing.assert_array_equal(got[:, :, b], want)
+
+
 def test_conjugate(setup):
     e, tol = setup
     m = random_message(e, 15)
