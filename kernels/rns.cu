@@ -1,9 +1,9 @@
-// Element-wise RNS arithmetic, batch sum, tensor product and rescale.
+// Element-wise RNS arithmetic, batch sum, tensor product and rescale; and graph_fork_root.
 //
 // Axis order: [batch, limb, coeff]. Element (z, y, k) of an operand lives at
 // z * batch_stride + y * N + k (batch_stride 0 broadcasts one [L, N] operand over the batch).
 // Row y is reduced modulo consts[Q][rowmap[y]] (see modarith.cuh for the table layout).
-// Launch geometry (all kernels here): grid (ceil(N / 256), limbs, batch), block 256,
+// Launch geometry (all arithmetic kernels here): grid (ceil(N / 256), limbs, batch), block 256,
 // one thread per coefficient; grid y/z <= 65535.
 #include "modarith.cuh"
 
@@ -95,17 +95,19 @@ extern "C" __global__ void rns_sum_batch(const u64* a, u64* out, const int* rowm
 
 // rns_mul_montgomery_sum: out[o] = sum_c a[o, c] * b[c] * 2^-64 mod q over `count` planes (a
 // plaintext-weighted batch sum: rns_mul_montgomery and rns_sum_batch in one pass).
-// Axis order: a [outer, count, limb, coeff], b [count, limb, coeff], out [outer, limb, coeff];
-// grid z = outer. In canonical, out canonical. out must not alias a or b.
+// Axis order: a [outer, count, limb, coeff], b [count, limb, coeff] with its entries b_plane words
+// apart (limbs * n when contiguous; more for the Q limbs of a QP-basis plaintext, read in place),
+// out [outer, limb, coeff]; grid z = outer. In canonical, out canonical. out must not alias a or b.
 extern "C" __global__ void rns_mul_montgomery_sum(const u64* a, const u64* b, u64* out, const int* rowmap,
-                                                  const u64* consts, int num_moduli, int n, int limbs, int count) {
+                                                  const u64* consts, int num_moduli, int n, int limbs, int count,
+                                                  i64 b_plane) {
   FHE_ELEMENTWISE_PROLOGUE
   const i64 plane = (i64)limbs * n;
   const u64* pa = a + z * count * plane + row;
   const u64* pb = b + row;
   u64 acc = 0;
 #pragma unroll 4
-  for (int c = 0; c < count; ++c) acc = add_mod(acc, mont_mul(pa[c * plane], pb[c * plane], md.q, md.qinv), md.q);
+  for (int c = 0; c < count; ++c) acc = add_mod(acc, mont_mul(pa[c * plane], pb[c * b_plane], md.q, md.qinv), md.q);
   out[z * plane + row] = acc;
 }
 
@@ -159,3 +161,12 @@ extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
   out[z * out_bs + row] = centered_mod(c0[z * c0_bs + k], q0, tab[y], md);
 }
+
+// graph_fork_root: computes nothing. CupyBackend.run_independent launches it (one thread) on the
+// caller's stream before the fork when that stream is being captured, so a graph whose first
+// work is parallel branches has one kernel node as its root. Measured on the H200 (2026-11-30,
+// bench/results/2026-11-30-s18/launch_root/): Graph.launch of example 18's graph took 5.9-6.4 us
+// of host time with its seven branches as roots, 6.9-7.2 with a memset node as the root, and
+// 1.5-2.6 us with any kernel node as the root (this one, or a CuPy elementwise kernel); the node
+// costs 3 us of device time.
+extern "C" __global__ void graph_fork_root() {}

@@ -447,7 +447,7 @@ class EvaluationMixin:
         scale = ct.scale * weights.scale
         if not keys:  # no rotation: the plain product with the Q part of the one weight
             c_ntt = be.ntt_forward(ct.data, rows)
-            data = be.mul_montgomery_sum(c_ntt[:, None], self.drop_special_primes(weights).data, rows)
+            data = be.mul_montgomery_sum(c_ntt[:, None], self._q_limbs(weights).data, rows)
             product = ct._with_data(data, polynomial_domain="ntt", scale=scale)
             return _from_ntt_sum(self, product, domain, rescale=rescale)
         c_ntt, digits = self._hoisted_inputs(ct, "ntt", whole=True)
@@ -462,13 +462,20 @@ class EvaluationMixin:
     def drop_special_primes(self, plaintext: Plaintext) -> Plaintext:
         """The basis-Q plaintext of a basis-QP one: its Q limbs (a contiguous copy), same state
         otherwise; what the single-basis operations (``multiply_plaintext`` and friends) take."""
+        q_part = self._q_limbs(plaintext)
+        return q_part._with_data(self.backend.xp.ascontiguousarray(q_part.data))
+
+    def _q_limbs(self, plaintext: Plaintext) -> Plaintext:
+        """``drop_special_primes`` without the copy: its data is a view of ``plaintext``'s Q
+        limbs (each entry's limbs contiguous, entries L + K limbs apart), for operations that
+        read it in place (``mul_montgomery_sum``) and never hand it out."""
         if type(plaintext) is not Plaintext:
             raise StateMismatchError(f"drop_special_primes expects a Plaintext, got {type(plaintext).__name__}")
         check_plaintext(self, plaintext, "drop_special_primes", domain=plaintext.polynomial_domain,
                         residue=plaintext.residue_representation, basis="QP")
         count = len(plaintext.prime_ids) - self.context.p_count
-        data = self.backend.xp.ascontiguousarray(plaintext.data[..., :count, :])
-        return plaintext._with_data(data, prime_ids=plaintext.prime_ids[:count], modulus_basis="Q")
+        return plaintext._with_data(plaintext.data[..., :count, :], prime_ids=plaintext.prime_ids[:count],
+                                    modulus_basis="Q")
 
     def _check_hoisted(self, ct: Ciphertext, keys: Sequence[RotationKey], output_domain: str, op: str) -> Domain:
         check_ciphertext(self, ct, op, domain="coefficient", components=(2,))

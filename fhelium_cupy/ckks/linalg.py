@@ -213,7 +213,7 @@ def matrix_vector(
     if diagonals.modulus_basis == "QP":
         if hoisted:
             return engine.linear_transform(source, keys, diagonals, rescale=True, output_domain=output_domain)
-        diagonals = engine.drop_special_primes(diagonals)
+        diagonals = engine._q_limbs(diagonals)  # (read in place by the product-sum: no copy)
     # Rotations come out in the NTT domain (the key switch then never transforms the Q rows
     # back and forth); only the source itself needs a forward NTT. Both schedules write every
     # rotation straight into the batch that multiply_plaintext_and_sum consumes; the

@@ -39,6 +39,7 @@ class _Stream:
     fork and join). It records what the backend does with it, for tests of the branches."""
 
     current: list[_Stream] = []  # the stack of `with stream` blocks (empty: the main stream)
+    capturing = False  # what is_capturing() answers (a test sets it on a stream to act as a capture)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.waited: list[_Event] = []
@@ -58,7 +59,7 @@ class _Stream:
         self.waited.append(event)
 
     def is_capturing(self) -> bool:
-        return False
+        return self.capturing
 
     def synchronize(self) -> None:
         self.synchronized += 1

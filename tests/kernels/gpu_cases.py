@@ -127,6 +127,16 @@ def _mul_montgomery_sum(gpu, ref, ctx, rng, lv):
     return gpu.to_numpy(got), ref.mul_montgomery_sum(a, b, rows), rows
 
 
+def _mul_montgomery_sum_strided(gpu, ref, ctx, rng, lv):
+    """The weights as the leading rows of a taller array (the Q limbs of a QP-basis plaintext),
+    read in place."""
+    rows = lv["rows"]
+    a, tall = rand(ctx, rows, (2, 5), rng), rand(ctx, rows + rows[:2], (5,), rng)
+    b = tall[:, :len(rows)]
+    got = gpu.mul_montgomery_sum(gpu.asarray(a), gpu.asarray(tall)[:, :len(rows)], rows)
+    return gpu.to_numpy(got), ref.mul_montgomery_sum(a, b, rows), rows
+
+
 def _tensor(gpu, ref, ctx, rng, lv):
     rows = lv["rows"]
     a, b = rand(ctx, rows, (2, 2), rng), rand(ctx, rows, (2, 2), rng)
@@ -368,6 +378,7 @@ CASES: dict[str, Case] = {
     "add_out_alias": _add_out_alias,
     "sum_batch": _sum_batch,
     "mul_montgomery_sum": _mul_montgomery_sum,
+    "mul_montgomery_sum_strided_weights": _mul_montgomery_sum_strided,
     "tensor_product": _tensor,
     "ntt_forward": _ntt(False, "rows"),
     "ntt_forward_mixed_rows": _ntt(False, "mixed"),

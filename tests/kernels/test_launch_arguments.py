@@ -24,7 +24,7 @@ def _signatures() -> dict[str, list[str]]:
     sigs = {}
     for source in kernels.KERNEL_SOURCES:
         for name, params in _SIG.findall((kernels.kernel_source_dir() / source).read_text()):
-            sigs[name] = [p.strip() for p in params.replace("\n", " ").split(",")]
+            sigs[name] = [p.strip() for p in params.replace("\n", " ").split(",")] if params.strip() else []
     return sigs
 
 

@@ -71,6 +71,12 @@ class _Kernels:
         method = getattr(self, base)
         return lambda grid, block, args, shared_mem=0: method(grid, args)
 
+    fork_roots: list[Any] = []  # the stream of every graph_fork_root launch (tests reset it)
+
+    def graph_fork_root(self, grid: Any, args: Any) -> None:
+        assert tuple(grid) == (1, 1, 1) and args == ()
+        _Kernels.fork_roots.append(_current_stream())
+
     # --- helpers ---------------------------------------------------------------------
     def _row(self, arg: Any, offset: int) -> np.ndarray:
         return _memory(arg, np.uint64)[offset:offset + self.n]
@@ -391,15 +397,17 @@ class _Kernels:
 
     # --- element-wise -------------------------------------------------------------------
     def rns_mul_montgomery_sum(self, grid, a):
-        """out[o, y] = sum_c src[o, c, y] * weights[c, y] * 2^-64 mod q_y (contiguous planes)."""
-        src, weights, out, rowmap, _consts, _m, n, limbs, count = a
-        plane, count = int(limbs) * self.n, int(count)
+        """out[o, y] = sum_c src[o, c, y] * weights[c, y] * 2^-64 mod q_y (weights' entries
+        weights_plane words apart)."""
+        src, weights, out, rowmap, _consts, _m, n, limbs, count, weights_plane = a
+        plane, count, weights_plane = int(limbs) * self.n, int(count), int(weights_plane)
         assert int(n) == self.n and grid[1] == int(limbs)
         for o in range(grid[2]):
             for y in range(grid[1]):
                 q = self._prime(rowmap, y)[1]
                 total = sum(self._row(src, (o * count + c) * plane + y * self.n).astype(object)
-                            * self._row(weights, c * plane + y * self.n).astype(object) for c in range(count))
+                            * self._row(weights, c * weights_plane + y * self.n).astype(object)
+                            for c in range(count))
                 self._row(out, o * plane + y * self.n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
 
     def rns_sum_batch(self, grid, a):
@@ -694,6 +702,33 @@ def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, str
     assert not _Stream.current
 
 
+@pytest.mark.parametrize("streams", [1, 3])
+def test_a_captured_fork_starts_with_one_kernel_on_the_callers_stream(emulated, monkeypatch, streams):
+    """In a capture (the caller's stream capturing) run_independent launches graph_fork_root on
+    the caller's stream before it records the fork, so the branches hang off one kernel node;
+    eager calls, and one stream (no fork), launch nothing extra."""
+    gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=streams)
+    seen: list[tuple[int, int]] = []
+
+    def task(i: int):
+        return lambda: seen.append((i, len(_Kernels.fork_roots)))
+
+    monkeypatch.setattr(_Kernels, "fork_roots", [])
+    gpu.run_independent([task(i) for i in range(3)])  # eager
+    assert _Kernels.fork_roots == [] and gpu.launch_count == 0
+    monkeypatch.setattr(MAIN_STREAM, "capturing", True)
+    side_before = [len(s.waited) for s in gpu._side_streams(max(streams - 1, 1))[0]] if streams > 1 else []
+    gpu.run_independent([task(i) for i in range(3)])
+    if streams == 1:
+        assert _Kernels.fork_roots == [] and gpu.launch_count == 0
+        return
+    assert _Kernels.fork_roots == [MAIN_STREAM] and gpu.launch_count == 1
+    assert seen[3:] == [(0, 1), (1, 1), (2, 1)]  # before every task
+    side, fork, _ = gpu._side_streams(streams - 1)
+    assert fork.recorded_on is MAIN_STREAM
+    assert [len(s.waited) for s in side] == [n + 1 for n in side_before]
+
+
 def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated, monkeypatch):
     """FHElium's independent schedule (a ModUp per rotation) through the CuPy backend's host
     code with its rotations on three streams: the NumPy engine's batch, bit for bit."""
@@ -757,3 +792,17 @@ def test_branch_streams_default_to_the_define_and_are_checked_before_any_task(em
     assert gpu.branch_streams == 8
     gpu.run_independent([lambda: ran.append(0), lambda: ran.append(1)])  # on the unchanged count
     assert ran == [0, 1] and not _Stream.current
+
+
+def test_weighted_batch_sums_read_strided_weights_in_place(emulated):
+    """mul_montgomery_sum with contiguous weights and with weights that are the leading rows of
+    a taller array (a QP plaintext's Q limbs): NumPy's values, and the view is not copied."""
+    ctx = gpu_cases.context("n4096")
+    gpu, ref = emulated(ctx)
+    for name in ("mul_montgomery_sum", "mul_montgomery_sum_strided_weights"):
+        assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
+    rows = tuple(range(ctx.q_count))
+    tall = gpu_cases.rand(ctx, rows + (0,), (3,), np.random.default_rng(12))
+    view = tall[:, :len(rows)]
+    b, plane = gpu._check_entries(view, rows, "test")
+    assert b is view and plane == (len(rows) + 1) * ctx.ring_degree

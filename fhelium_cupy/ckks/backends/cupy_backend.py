@@ -301,6 +301,9 @@ class CupyBackend:
         this returns (CuPy's pool and the capture arena reuse a freed block only on the
         stream that allocated it). Device tables a task builds are uploaded synchronously
         (``_upload``), so a table built in one branch is complete before another reads it.
+        In a capture a no-op kernel (``graph_fork_root``) precedes the fork: a graph whose
+        roots are the branches themselves costs about 4 us more host time per
+        ``Graph.launch`` on the H200 (``kernels/rns.cu`` has the numbers); eager calls skip it.
         The joins happen even when a task raises (a capture must end with every stream
         joined). Not reentrant: a task does not call this again."""
         B = min(self._branch_streams, len(tasks))
@@ -310,6 +313,8 @@ class CupyBackend:
             return
         side, fork, joins = self._side_streams(B - 1)
         main = self.xp.cuda.get_current_stream()
+        if main.is_capturing():  # one kernel before the fork: the branches never the graph's roots
+            self._launch("graph_fork_root", (1, 1, 1), 1, ())
         fork.record(main)
         for stream in side:
             stream.wait_event(fork)
@@ -407,6 +412,16 @@ class CupyBackend:
                 f"{what}: expected uint64 [..., {len(rows)}, {self.n}] for rows {rows}, got {a.dtype} {a.shape}"
             )
         return a if a.flags.c_contiguous else self.xp.ascontiguousarray(a)
+
+    def _check_entries(self, b: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
+        """``_check`` for ``b [count, L, N]`` whose entries may lie any whole number of words
+        apart (each ``[L, N]`` block contiguous): ``(b, entry stride in words)``, copied only
+        when an entry itself is not contiguous."""
+        if b.ndim == 3 and b.dtype == np.uint64 and b.shape[1:] == (len(rows), self.n):
+            if b.strides[1:] == (8 * self.n, 8) and b.strides[0] % 8 == 0 and b.strides[0] >= 0:
+                return b, (b.strides[0] // 8 if b.shape[0] > 1 else len(rows) * self.n)
+        b = self._check(b, rows, what)
+        return b, len(rows) * self.n
 
     def _check_components(self, c: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
         """``_check`` for an unbatched 2-component ``c [2, L, N]`` whose components may lie any
@@ -515,11 +530,15 @@ class CupyBackend:
         return self._unary("rns_mul_scalar", a, rows, out, extra=(self._scalar_table(rows, scalars),))
 
     def mul_montgomery_sum(self, a, b, rows):
+        """See the contract. ``b`` may be a view whose entries are any whole number of words
+        apart as long as each ``[L, N]`` block is contiguous (the Q limbs of a QP-basis
+        plaintext: read in place, not copied)."""
         rows, rowmap = self._rows(rows)
-        a, b = self._check(a, rows, "mul_montgomery_sum"), self._check(b, rows, "mul_montgomery_sum")
-        if a.ndim != 4 or tuple(b.shape) != tuple(a.shape[1:]):
+        a = self._check(a, rows, "mul_montgomery_sum")
+        if a.ndim != 4 or b.ndim != 3 or tuple(b.shape) != tuple(a.shape[1:]):
             raise ValueError(f"mul_montgomery_sum: expected a [outer, count, L, N] and b [count, L, N], "
                              f"got {a.shape} and {b.shape}")
+        b, b_plane = self._check_entries(b, rows, "mul_montgomery_sum")
         outer, count = int(a.shape[0]), int(a.shape[1])
         out = self.xp.empty((outer, len(rows), self.n), dtype=np.uint64)
         if count == 0:
@@ -527,7 +546,7 @@ class CupyBackend:
             return out
         self._launch("rns_mul_montgomery_sum", (-(-self.n // _BLOCK), len(rows), outer), _BLOCK,
                      (a, b, out, rowmap, self._consts, np.int32(self.num_moduli), np.int32(self.n),
-                      np.int32(len(rows)), np.int32(count)))
+                      np.int32(len(rows)), np.int32(count), np.int64(b_plane)))
         return out
 
     def sum_batch(self, a, axis, rows):
