@@ -43,7 +43,11 @@ def main() -> None:
         if name != "graph_fork_root":
             launch(name, *args, **kwargs)
 
-    variants = {"old": (engine.drop_special_primes, no_root), "new": (in_place, launch), "view": (in_place, no_root)}
+    def copied(pt):  # drop_special_primes before the change (it now calls _q_limbs itself)
+        q = in_place(pt)
+        return q._with_data(cupy.ascontiguousarray(q.data))
+
+    variants = {"old": (copied, no_root), "new": (in_place, launch), "view": (in_place, no_root)}
 
     def use(name: str) -> None:
         engine._q_limbs, backend._launch = variants[name]
