@@ -729,6 +729,41 @@ def test_a_captured_fork_starts_with_one_kernel_on_the_callers_stream(emulated, 
     assert [len(s.waited) for s in side] == [n + 1 for n in side_before]
 
 
+def test_a_task_publishes_to_the_tasks_after_it(emulated):
+    """publish_to_branches records an event on the publishing task's stream and
+    wait_for_published makes a later task's stream wait on it; a wait with nothing published
+    is refused (RuntimeError) and the branches still join; outside run_independent (and on one
+    stream) both do nothing."""
+    gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=3)
+    gpu.publish_to_branches()  # outside: stream order, nothing to record
+    gpu.wait_for_published()
+    waits: dict[int, Any] = {}
+
+    def publisher() -> None:
+        gpu.publish_to_branches()
+
+    def reader(i: int):
+        def run() -> None:
+            gpu.wait_for_published()
+            waits[i] = _current_stream().waited[-1]
+        return run
+
+    gpu.run_independent([publisher, reader(1), reader(2)])
+    event = gpu._branches.publish_event
+    assert event.recorded_on is MAIN_STREAM and waits == {1: event, 2: event}
+    assert gpu._branches.published is None  # a later call does not see this call's mark
+
+    joined = len(MAIN_STREAM.waited)
+    with pytest.raises(RuntimeError, match="no earlier task"):
+        gpu.run_independent([lambda: None, reader(1)])
+    assert len(MAIN_STREAM.waited) == joined + 1 and not _Stream.current
+
+    one, _ = emulated(gpu_cases.context("n4096"), branch_streams=1)
+    waited = len(MAIN_STREAM.waited)
+    one.run_independent([lambda: one.publish_to_branches(), lambda: one.wait_for_published()])
+    assert len(MAIN_STREAM.waited) == waited  # one stream: in order, no events
+
+
 def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated, monkeypatch):
     """FHElium's independent schedule (a ModUp per rotation) through the CuPy backend's host
     code with its rotations on three streams: the NumPy engine's batch, bit for bit."""

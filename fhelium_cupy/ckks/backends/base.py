@@ -126,9 +126,20 @@ class CkksBackend(Protocol):
 
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run ``tasks``, which write disjoint memory and read nothing another task writes,
-        in any order or side by side (the CuPy backend spreads them over streams: parallel
-        branches in a CUDA graph). Returns when every task's work is ordered before the
-        caller's next work on its current stream."""
+        side by side (the CuPy backend spreads them over streams: parallel branches in a CUDA
+        graph); the host calls them in list order. Returns when every task's work is ordered
+        before the caller's next work on its current stream. One exception to the
+        independence: ``publish_to_branches`` / ``wait_for_published``."""
+        ...
+
+    def publish_to_branches(self) -> None:
+        """Inside a ``run_independent`` task: what this task has enqueued so far may be read
+        by the tasks after it in the list once they call ``wait_for_published()``."""
+        ...
+
+    def wait_for_published(self) -> None:
+        """Inside a ``run_independent`` task: order this task's next work after what an
+        earlier task published (``publish_to_branches``)."""
         ...
 
     # --- element-wise mod q ----------------------------------------------------

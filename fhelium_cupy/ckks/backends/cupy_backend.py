@@ -296,7 +296,9 @@ class CupyBackend:
         work (join events). In a CUDA graph capture the side streams join the capture
         through the fork event: the tasks become parallel branches of the graph.
 
-        Contract for the tasks: no task writes memory another task reads or writes; every
+        Contract for the tasks: no task writes memory another task reads or writes (except
+        what a task publishes with ``publish_to_branches`` and a later task reads after
+        ``wait_for_published``); every
         array a task reads that another stream allocated is referenced by the caller until
         this returns (CuPy's pool and the capture arena reuse a freed block only on the
         stream that allocated it). Device tables a task builds are uploaded synchronously
@@ -313,6 +315,7 @@ class CupyBackend:
             return
         side, fork, joins = self._side_streams(B - 1)
         main = self.xp.cuda.get_current_stream()
+        self._branches.published = None
         if main.is_capturing():  # one kernel before the fork: the branches never the graph's roots
             self._launch("graph_fork_root", (1, 1, 1), 1, ())
         fork.record(main)
@@ -328,9 +331,40 @@ class CupyBackend:
                         task()
         finally:
             self._branches.open = False
+            self._branches.published = None
             for stream, join in zip(side, joins):
                 join.record(stream)
                 main.wait_event(join)
+
+    def publish_to_branches(self) -> None:
+        """See the contract: inside a ``run_independent`` task, the work this task has
+        enqueued so far becomes readable by the tasks after it, after their
+        ``wait_for_published()``. An event recorded on the task's stream (one per thread,
+        recorded again by each call; in a capture, the waits become edges of the graph).
+        Outside the branches (one stream) everything is in stream order: nothing to do."""
+        if not getattr(self._branches, "open", False):
+            return
+        published = getattr(self._branches, "publish_event", None)
+        if published is None:
+            with self._device:
+                published = self._branches.publish_event = self.xp.cuda.Event(disable_timing=True)
+        published.record(self.xp.cuda.get_current_stream())
+        self._branches.published = published
+
+    def wait_for_published(self) -> None:
+        """See the contract: the current stream waits for what an earlier task of this
+        ``run_independent`` call published (``publish_to_branches``).
+
+        Raises:
+            RuntimeError: inside the branches when no earlier task published anything (a
+                task order the caller got wrong; nothing is enqueued).
+        """
+        if not getattr(self._branches, "open", False):
+            return
+        published = getattr(self._branches, "published", None)
+        if published is None:
+            raise RuntimeError("wait_for_published: no earlier task of this run_independent call published")
+        self.xp.cuda.get_current_stream().wait_event(published)
 
     def _cached(self, key: Any, build: Any) -> Any:
         """A device table from the cache (built once). Kernels read these by address, so a

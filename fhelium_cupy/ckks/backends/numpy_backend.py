@@ -234,6 +234,12 @@ class NumpyBackend:
         for task in tasks:  # one host thread: in order
             task()
 
+    def publish_to_branches(self):  # tasks run in order: what one wrote, the next may read
+        pass
+
+    def wait_for_published(self):
+        pass
+
     @staticmethod
     def _emit(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         if out is None:

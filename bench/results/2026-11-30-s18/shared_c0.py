@@ -1,0 +1,91 @@
+"""Change 47 side by side: example 18 (8x8 matvec, N=2^14, ``hoisted=False``) with c0's forward
+NTT in every rotation's ModUp pass (``old``, the code before) against once, in the first
+rotation's pass, published to the others (``new``): graph device us and eager host ms, four
+rounds alternated, one process; both bit-identical to the code's eager call.
+
+Usage, from the repository root: python3 bench/results/2026-11-30-s18/shared_c0.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import cupy  # noqa: E402
+
+from bench._timing import cuda_sync, device_median_us, time_host  # noqa: E402
+from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps  # noqa: E402
+from fhelium_cupy.ckks._evaluation import EvaluationMixin  # noqa: E402
+from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
+
+
+def old_rotation_batch(self, ct, keys, domain, *, hoisted):
+    """``_rotation_batch`` before change 47: every task transforms c0 in its own ModUp pass."""
+    rows = ct.prime_ids
+    batch, slots = self._entry_batch(ct.data, len(keys))
+
+    def switch(first, part):
+        def run() -> None:
+            if first == 0:
+                source, digits = self._hoisted_inputs(ct, domain, whole=True)
+                batch[:, 0] = source
+                c0 = source[0]
+            else:
+                c0, digits = self._hoisted_inputs(ct, domain)
+            self._hoisted_switch(digits, rows, part, c0, domain, slots[first:first + len(part)])
+        return run
+
+    tasks = [switch(0, keys)] if hoisted else [switch(i, [key]) for i, key in enumerate(keys)]
+    self.backend.run_independent(tasks)
+    return ct._with_data(batch, polynomial_domain=domain)
+
+
+def main() -> None:
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+    engine.generate_keys()
+    rng = np.random.default_rng(0)
+    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
+                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
+    ref = fn(ct).data.get()
+    new = EvaluationMixin._rotation_batch
+    variants = {"old": old_rotation_batch, "new": new}
+
+    def use(name: str) -> None:
+        EvaluationMixin._rotation_batch = variants[name]
+
+    programs = {}
+    for name in variants:
+        use(name)
+        assert np.array_equal(fn(ct).data.get(), ref), name
+        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
+        print(f"{name}: eager and graph bit-identical to the code's eager call", flush=True)
+    use("new")
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    results: dict = {}
+    keys = [(n, w) for n in variants for w in ("device_us", "eager_ms")]
+    for r in range(4):
+        for name, what in keys if r % 2 == 0 else keys[::-1]:
+            if what == "device_us":
+                graph = programs[name].cuda_graph
+                value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
+            else:
+                use(name)
+                value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
+                use("new")
+            results.setdefault(f"{name} {what}", []).append(round(value, 3))
+    for key, values in results.items():
+        print(f"{key:<14} {values} median {statistics.median(values):.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
