@@ -327,17 +327,15 @@ class EvaluationMixin:
 
         A ModUp per key: each rotation reads only ``ct`` and writes only its own entry, so
         they run as independent tasks (``backend.run_independent``: on the GPU, side by
-        side on several streams, parallel branches of a captured graph). Into the NTT domain
-        from an unbatched coefficient-domain ``ct``, c0 is transformed once: the first task
-        writes the source's transform into entry 0 and publishes it, and the others run
-        their ModUp of c1 alone and read c0's transform from entry 0 before their key switch
-        (``publish_to_branches`` / ``wait_for_published``)."""
+        side on several streams, parallel branches of a captured graph). c0 is transformed
+        once: the first task writes the source's transform into entry 0 and publishes it, and
+        the others run their ModUp of c1 alone and read c0's transform from entry 0 before
+        their key switch (``publish_to_branches`` / ``wait_for_published``)."""
         rows, be = ct.prime_ids, self.backend
         batch, slots = self._entry_batch(ct.data, len(keys))
         if not keys:
             batch[:, 0] = self._in_domain(ct.data, rows, "coefficient", domain)
             return ct._with_data(batch, polynomial_domain=domain)
-        shared_c0 = not hoisted and domain == "ntt" and ct.polynomial_domain == "coefficient" and ct.data.ndim == 3
 
         def switch(first: int, part: Sequence[RotationKey]) -> Callable[[], None]:
             def run() -> None:  # one ModUp, then the keys of entries first + 1 ..
@@ -345,14 +343,11 @@ class EvaluationMixin:
                     source, digits = self._hoisted_inputs(ct, domain, whole=True)
                     batch[:, 0] = source
                     c0 = source[0]
-                    if shared_c0:
-                        be.publish_to_branches()
-                elif shared_c0:
+                    be.publish_to_branches()
+                else:  # a ModUp per key (ct: coefficient domain, as _check_hoisted requires)
                     digits = be.modup(ct.data[1], rows)
                     be.wait_for_published()
                     c0 = batch[0, 0]
-                else:
-                    c0, digits = self._hoisted_inputs(ct, domain)
                 self._hoisted_switch(digits, rows, part, c0, domain, slots[first:first + len(part)])
 
             return run

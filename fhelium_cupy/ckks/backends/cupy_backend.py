@@ -315,7 +315,6 @@ class CupyBackend:
             return
         side, fork, joins = self._side_streams(B - 1)
         main = self.xp.cuda.get_current_stream()
-        self._branches.published = None
         if main.is_capturing():  # one kernel before the fork: the branches never the graph's roots
             self._launch("graph_fork_root", (1, 1, 1), 1, ())
         fork.record(main)
@@ -448,24 +447,15 @@ class CupyBackend:
         return a if a.flags.c_contiguous else self.xp.ascontiguousarray(a)
 
     def _check_entries(self, b: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
-        """``_check`` for ``b [count, L, N]`` whose entries may lie any whole number of words
-        apart (each ``[L, N]`` block contiguous): ``(b, entry stride in words)``, copied only
-        when an entry itself is not contiguous."""
+        """``_check`` for a read-only ``b [count, L, N]`` whose entries may lie any whole number
+        of words apart, each ``[L, N]`` block contiguous (a QP plaintext's Q limbs, the
+        components of ``ntt_forward_and_modup``'s NTT view): ``(b, entry stride in words)``,
+        copied only when an entry itself is not contiguous."""
         if b.ndim == 3 and b.dtype == np.uint64 and b.shape[1:] == (len(rows), self.n):
             if b.strides[1:] == (8 * self.n, 8) and b.strides[0] % 8 == 0 and b.strides[0] >= 0:
                 return b, (b.strides[0] // 8 if b.shape[0] > 1 else len(rows) * self.n)
         b = self._check(b, rows, what)
         return b, len(rows) * self.n
-
-    def _check_components(self, c: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
-        """``_check`` for an unbatched 2-component ``c [2, L, N]`` whose components may lie any
-        whole number of words apart (``ntt_forward_and_modup``'s NTT view): ``(c, component
-        stride in words)``, copied only when a component itself is not contiguous."""
-        if c.ndim == 3 and c.dtype == np.uint64 and c.shape[1:] == (len(rows), self.n):
-            if c.strides[1:] == (8 * self.n, 8) and c.strides[0] % 8 == 0 and c.strides[0] > 0:
-                return c, c.strides[0] // 8
-        c = self._check(c, rows, what)
-        return c, len(rows) * self.n
 
     def _out(self, out: Any, shape: tuple[int, ...], what: str) -> Any:
         if out is None:
@@ -1294,7 +1284,7 @@ class CupyBackend:
         L, n = len(rows), self.n
         R, D, E = len(t["out_rows"]), t["num_digits"], len(keys)
         weights = self._check(weights, t["out_rows"], "keyswitch_linear_transform")
-        c, c_cs = self._check_components(c, rows, "keyswitch_linear_transform")
+        c, c_cs = self._check_entries(c, rows, "keyswitch_linear_transform")
         key_table, perms = self._many_tables(keys, gs)
         parts = self.linear_transform_parts or self._linear_transform_parts(R)
         acc = self.xp.empty((parts, 2, R, n), dtype=np.uint64)
