@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import statistics
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -40,12 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
+from bench._example18 import alternate as alternate_rounds  # noqa: E402
+from bench._example18 import copying, example18, graph_device_us  # noqa: E402
 from bench._timing import device_median_us, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.ckks import (  # noqa: E402
-    CkksEngine,
     encode_bsgs_diagonals,
     encode_diagonals,
-    matrix_vector,
     matrix_vector_bsgs,
     periodic_message,
     required_rotation_steps,
@@ -57,18 +56,7 @@ from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 MiB = 2**20
 _STREAMS: list = []
-
-
-def example18():
-    """(engine, A, encrypted x, the schedule, its eager result on the host)."""
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
-    return engine, a, ct, fn, fn(ct).data.get()
+alternate = partial(alternate_rounds, digits=1)  # (these probes printed one decimal)
 
 
 def probe_stream():
@@ -84,7 +72,7 @@ def launch_us(launch: Callable[[], None], runs: int = 40) -> float:
 
 
 def graph_us(graph) -> float:
-    return launch_us(lambda: graph.launch(probe_stream()))
+    return graph_device_us(graph, probe_stream())
 
 
 def copy_and_view_programs(engine, ct, fn, ref=None) -> dict:
@@ -92,13 +80,8 @@ def copy_and_view_programs(engine, ct, fn, ref=None) -> dict:
     ``engine._q_limbs``) and copied per call (``copy``, as ``drop_special_primes`` did before);
     each replay checked against ``ref`` when given. Returns ``{name: (program, limbs)}``."""
     in_place = engine._q_limbs
-
-    def copied(pt):
-        q = in_place(pt)
-        return q._with_data(cupy.ascontiguousarray(q.data))
-
     programs = {}
-    for name, limbs in (("view", in_place), ("copy", copied)):
+    for name, limbs in (("view", in_place), ("copy", copying(in_place))):
         engine._q_limbs = limbs
         program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
         if ref is not None:
@@ -106,17 +89,6 @@ def copy_and_view_programs(engine, ct, fn, ref=None) -> dict:
         programs[name] = (program, limbs)
     engine._q_limbs = in_place
     return programs
-
-
-def alternate(names: list, rounds: int, measure: Callable) -> dict:
-    """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order."""
-    results: dict = {}
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            results.setdefault(str(name), []).append(round(measure(name), 1))
-    for name, values in results.items():
-        print(f"{name:<28} {values} median {statistics.median(values):.1f}", flush=True)
-    return results
 
 
 def priority() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,33 +20,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import cuda_sync, device_median_us, time_host, time_host_pipelined  # noqa: E402
-from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps  # noqa: E402
+from bench._example18 import (  # noqa: E402
+    alternate,
+    copying,
+    example18,
+    graph_device_us,
+    launch_host_us,
+    without_fork_root,
+)
+from bench._timing import cuda_sync, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 
 def main() -> None:
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
-    ref = fn(ct).data.get()
-
+    engine, _, ct, fn, ref = example18()
     backend = engine.backend
     in_place, launch = engine._q_limbs, backend._launch
-
-    def no_root(name, *args, **kwargs):
-        if name != "graph_fork_root":
-            launch(name, *args, **kwargs)
-
-    def copied(pt):  # drop_special_primes before the change (it now calls _q_limbs itself)
-        q = in_place(pt)
-        return q._with_data(cupy.ascontiguousarray(q.data))
-
-    variants = {"old": (copied, no_root), "new": (in_place, launch), "view": (in_place, no_root)}
+    no_root = without_fork_root(launch)
+    variants = {"old": (copying(in_place), no_root), "new": (in_place, launch), "view": (in_place, no_root)}
 
     def use(name: str) -> None:
         engine._q_limbs, backend._launch = variants[name]
@@ -62,26 +52,24 @@ def main() -> None:
 
     stream = cupy.cuda.Stream(non_blocking=True)
     drain = cupy.cuda.Device().synchronize
-    results: dict = {}
-    keys = [(n, w) for n in variants for w in ("eager_ms", "device_us", "launch1_us", "launch8_us", "prepared8_us")]
-    for r in range(4):
-        for name, what in keys if r % 2 == 0 else keys[::-1]:
-            graph = programs[name].cuda_graph
-            if what == "eager_ms":
-                use(name)
-                value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
-                use("new")
-            elif what == "device_us":
-                value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
-            elif what.startswith("launch"):
-                value = time_host_pipelined(lambda g=graph: g.launch(stream), runs=256, warmup=16,
-                                            drain=stream.synchronize, every=int(what[6]))["median_us"]
-            else:
-                value = time_host_pipelined(programs[name].replay_prepared, runs=256, warmup=16, drain=drain,
-                                            every=8)["median_us"]
-            results.setdefault(f"{name} {what}", []).append(round(value, 3))
-    for key, values in results.items():
-        print(f"{key:<20} {values} median {statistics.median(values):.3f}", flush=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        graph = programs[name].cuda_graph
+        if what == "eager_ms":
+            use(name)
+            value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
+            use("new")
+            return value
+        if what == "device_us":
+            return graph_device_us(graph, stream)
+        if what.startswith("launch"):
+            return launch_host_us(graph, stream, int(what[6]))
+        return time_host_pipelined(programs[name].replay_prepared, runs=256, warmup=16, drain=drain,
+                                   every=8)["median_us"]
+
+    keys = [f"{n} {w}" for n in variants for w in ("eager_ms", "device_us", "launch1_us", "launch8_us", "prepared8_us")]
+    results = alternate(keys, 4, measure, digits=3)
     for name in variants:
         eager, graph = (statistics.median(results[f"{name} {w}"]) for w in ("eager_ms", "device_us"))
         print(f"{name}: eager / graph = {eager * 1e3 / graph:.2f}x", flush=True)

@@ -8,7 +8,6 @@ Usage, from the repository root: python3 bench/results/2026-11-30-s18/bsgs_ab.py
 
 from __future__ import annotations
 
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import device_median_us, time_host_pipelined  # noqa: E402
+from bench._example18 import alternate, graph_device_us, launch_host_us, without_fork_root  # noqa: E402
 from fhelium_cupy.ckks import (  # noqa: E402
     CkksEngine,
     encode_bsgs_diagonals,
@@ -42,13 +41,8 @@ def main() -> None:
     ref = fn(ct).data.get()
     backend = engine.backend
     launch = backend._launch
-
-    def no_root(name, *args, **kwargs):
-        if name != "graph_fork_root":
-            launch(name, *args, **kwargs)
-
     programs = {}
-    for name, use in (("root", launch), ("none", no_root)):
+    for name, use in (("root", launch), ("none", without_fork_root(launch))):
         backend._launch = use
         try:
             programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
@@ -57,19 +51,13 @@ def main() -> None:
         assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    results: dict = {}
-    keys = [(n, w) for n in programs for w in ("device_us", "launch8_us")]
-    for r in range(4):
-        for name, what in keys if r % 2 == 0 else keys[::-1]:
-            graph = programs[name].cuda_graph
-            if what == "device_us":
-                value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
-            else:
-                value = time_host_pipelined(lambda g=graph: g.launch(stream), runs=256, warmup=16,
-                                            drain=stream.synchronize, every=8)["median_us"]
-            results.setdefault(f"{name} {what}", []).append(round(value, 2))
-    for key, values in results.items():
-        print(f"{key:<18} {values} median {statistics.median(values):.2f}", flush=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        graph = programs[name].cuda_graph
+        return graph_device_us(graph, stream) if what == "device_us" else launch_host_us(graph, stream, 8)
+
+    alternate([f"{n} {w}" for n in programs for w in ("device_us", "launch8_us")], 4, measure)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import gc
 import os
 import subprocess
 import sys
-from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,19 +20,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def run(no_gc: bool) -> None:
     sys.path.insert(0, str(ROOT))
-    import numpy as np
-
+    from bench._example18 import example18
     from bench._timing import cuda_sync, time_host
-    from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
     from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
 
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
+    _, _, ct, fn, _ = example18()
     program = CudaGraphProgram.capture(fn, example_inputs=(ct,))
     if no_gc:
         gc.collect()

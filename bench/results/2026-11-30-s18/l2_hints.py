@@ -18,9 +18,7 @@ Usage, from the repository root: python3 bench/results/2026-11-30-s18/l2_hints.p
 
 from __future__ import annotations
 
-import statistics
 import sys
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import device_median_us  # noqa: E402
-from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps  # noqa: E402
+from bench._example18 import alternate, example18, graph_device_us  # noqa: E402
 from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 from fhelium_cupy.runtime.kernels import KernelOptions  # noqa: E402
@@ -45,15 +42,8 @@ PREFETCH = cupy.RawKernel(
 
 
 def main() -> None:
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    diagonals = encode_diagonals(engine, a)
-    fn = partial(matrix_vector, engine=engine, diagonals=diagonals,
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
-    ref = fn(ct).data.get()
+    engine, _, ct, fn, ref = example18()
+    diagonals = fn.keywords["diagonals"]
 
     words = diagonals.data.size
     lines = -(-words // 16)
@@ -81,15 +71,7 @@ def main() -> None:
         print(f"{name}: eager and graph bit-identical to the code's eager call", flush=True)
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    results: dict = {}
-    names = list(programs)
-    for r in range(4):
-        for name in names if r % 2 == 0 else names[::-1]:
-            graph = programs[name].cuda_graph
-            value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
-            results.setdefault(name, []).append(round(value, 2))
-    for name, values in results.items():
-        print(f"{name:<10} {values} median {statistics.median(values):.2f}", flush=True)
+    alternate(list(programs), 4, lambda name: graph_device_us(programs[name].cuda_graph, stream))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ Usage, from the repository root: python3 bench/results/2026-11-30-s18/launch_roo
 
 from __future__ import annotations
 
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -34,8 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import device_median_us, time_host_pipelined  # noqa: E402
-from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps  # noqa: E402
+from bench._example18 import alternate, copying, example18, graph_device_us, launch_host_us  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 SPIN = cupy.RawKernel(
@@ -48,25 +46,13 @@ SPIN = cupy.RawKernel(
 
 
 def main() -> None:
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
-    ref = fn(ct).data.get()
-
+    engine, _, ct, fn, ref = example18()
     in_place = engine._q_limbs
     backend_type = type(engine.backend)
     original = backend_type.run_independent
     small = cupy.zeros(64, dtype=cupy.uint64)
     src = cupy.ones(8 * 8 * 2**14, dtype=cupy.uint64)  # 8.4 MB, as the head copy
     dst = cupy.empty_like(src)
-
-    def copied(pt):
-        q = in_place(pt)
-        return q._with_data(cupy.ascontiguousarray(q.data))
 
     def rooted(head):
         def run(self, tasks) -> None:
@@ -86,7 +72,7 @@ def main() -> None:
         }
     programs = {}
     for name in ("copy", "view", *heads):
-        engine._q_limbs = copied if name == "copy" else in_place
+        engine._q_limbs = copying(in_place) if name == "copy" else in_place
         backend_type.run_independent = rooted(heads[name]) if name in heads else original
         try:
             programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
@@ -98,20 +84,13 @@ def main() -> None:
         print(f"{name}: captured, replay bit-identical to eager", flush=True)
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    results: dict = {}
-    keys = [(n, w) for n in programs for w in ("launch/1", "launch/8", "device")]
-    for r in range(4):
-        for name, what in keys if r % 2 == 0 else keys[::-1]:
-            graph = programs[name].cuda_graph
-            if what == "device":
-                value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
-            else:
-                every = int(what.split("/")[1])
-                value = time_host_pipelined(lambda g=graph: g.launch(stream), runs=256, warmup=16,
-                                            drain=stream.synchronize, every=every)["median_us"]
-            results.setdefault(f"{name} {what}", []).append(round(value, 2))
-    for key, values in results.items():
-        print(f"{key:<24} {values} median {statistics.median(values):.2f}", flush=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        graph = programs[name].cuda_graph
+        return graph_device_us(graph, stream) if what == "device" else launch_host_us(graph, stream, int(what[7:]))
+
+    alternate([f"{n} {w}" for n in programs for w in ("launch/1", "launch/8", "device")], 4, measure)
 
 
 if __name__ == "__main__":

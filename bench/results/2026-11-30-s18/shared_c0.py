@@ -8,9 +8,7 @@ Usage, from the repository root: python3 bench/results/2026-11-30-s18/shared_c0.
 
 from __future__ import annotations
 
-import statistics
 import sys
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._timing import cuda_sync, device_median_us, time_host  # noqa: E402
-from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps  # noqa: E402
+from bench._example18 import alternate, example18, graph_device_us  # noqa: E402
+from bench._timing import cuda_sync, time_host  # noqa: E402
 from fhelium_cupy.ckks._evaluation import EvaluationMixin  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
@@ -47,14 +45,7 @@ def old_rotation_batch(self, ct, keys, domain, *, hoisted):
 
 
 def main() -> None:
-    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
-    engine.generate_keys()
-    rng = np.random.default_rng(0)
-    a, x = rng.uniform(-1, 1, (8, 8)), rng.uniform(-1, 1, 8)
-    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
-    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
-                 rotation_keys=engine.rotation_keys(required_rotation_steps(8)), hoisted=False)
-    ref = fn(ct).data.get()
+    _, _, ct, fn, ref = example18()
     new = EvaluationMixin._rotation_batch
     variants = {"old": old_rotation_batch, "new": new}
 
@@ -71,20 +62,17 @@ def main() -> None:
     use("new")
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    results: dict = {}
-    keys = [(n, w) for n in variants for w in ("device_us", "eager_ms")]
-    for r in range(4):
-        for name, what in keys if r % 2 == 0 else keys[::-1]:
-            if what == "device_us":
-                graph = programs[name].cuda_graph
-                value = device_median_us(lambda g=graph: g.launch(stream), runs=40, warmup=3, stream=stream)
-            else:
-                use(name)
-                value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
-                use("new")
-            results.setdefault(f"{name} {what}", []).append(round(value, 3))
-    for key, values in results.items():
-        print(f"{key:<14} {values} median {statistics.median(values):.3f}", flush=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        if what == "device_us":
+            return graph_device_us(programs[name].cuda_graph, stream)
+        use(name)
+        value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
+        use("new")
+        return value
+
+    alternate([f"{n} {w}" for n in variants for w in ("device_us", "eager_ms")], 4, measure, digits=3)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""FHElium's example 18 for the GPU probes under ``bench/results/``: the 8x8 encrypted matvec at
+N=2^14 (``slots8192-scale40-depth7``) with its independent rotations (``hoisted=False``), and
+the side-by-side helpers those probes share (alternated rounds, graph device and launch host
+time). GPU only; CuPy and the engine are imported when called.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from bench._timing import device_median_us, time_host_pipelined
+
+PRESET = "slots8192-scale40-depth7"
+
+
+def example18(n: int = 8, *, seed: int = 0) -> tuple[Any, np.ndarray, Any, Any, np.ndarray]:
+    """``(engine, A, encrypted x, the schedule, its eager result on the host)``: a fresh GPU
+    engine with keys, ``A`` and ``x`` uniform in [-1, 1) from ``seed``, the schedule a
+    ``partial`` of ``matrix_vector`` taking the ciphertext."""
+    from fhelium_cupy.ckks import CkksEngine, encode_diagonals, matrix_vector, periodic_message, required_rotation_steps
+
+    engine = CkksEngine(PRESET, device="cuda")
+    engine.generate_keys()
+    rng = np.random.default_rng(seed)
+    a, x = rng.uniform(-1, 1, (n, n)), rng.uniform(-1, 1, n)
+    ct = engine.encrypt_message(periodic_message(x, engine.num_slots))
+    fn = partial(matrix_vector, engine=engine, diagonals=encode_diagonals(engine, a),
+                 rotation_keys=engine.rotation_keys(required_rotation_steps(n)), hoisted=False)
+    return engine, a, ct, fn, fn(ct).data.get()
+
+
+def alternate(names: Sequence[Any], rounds: int, measure: Callable[[Any], float], *, digits: int = 2) -> dict:
+    """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order
+    (side by side in one process); prints each name's values and median, returns them."""
+    results: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            results.setdefault(str(name), []).append(round(measure(name), digits))
+    for name, values in results.items():
+        print(f"{name:<28} {values} median {statistics.median(values):.{digits}f}", flush=True)
+    return results
+
+
+def graph_device_us(graph: Any, stream: Any) -> float:
+    """Median device µs of ``graph.launch(stream)`` (CUDA events, 40 runs after 3 warmups)."""
+    return device_median_us(lambda: graph.launch(stream), runs=40, warmup=3, stream=stream)
+
+
+def launch_host_us(graph: Any, stream: Any, every: int) -> float:
+    """Median host µs of ``graph.launch(stream)`` issued back to back, the stream drained every
+    ``every`` launches (256 runs after 16 warmups)."""
+    return time_host_pipelined(lambda: graph.launch(stream), runs=256, warmup=16, drain=stream.synchronize,
+                               every=every)["median_us"]
+
+
+def copying(q_limbs: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``engine._q_limbs`` as the code before change 46 used it: the Q limbs copied (a CuPy
+    copy kernel at the graph's head) instead of read in place; ``q_limbs`` is the engine's
+    own method, saved before the probe replaces it."""
+    import cupy
+
+    def copied(pt: Any) -> Any:
+        q = q_limbs(pt)
+        return q._with_data(cupy.ascontiguousarray(q.data))
+
+    return copied
+
+
+def without_fork_root(launch: Callable[..., None]) -> Callable[..., None]:
+    """A backend's ``_launch`` (saved before the probe replaces it) that skips
+    ``graph_fork_root``: a capture as before change 46, the branches the graph's roots."""
+
+    def filtered(name: str, *args: Any, **kwargs: Any) -> None:
+        if name != "graph_fork_root":
+            launch(name, *args, **kwargs)
+
+    return filtered
