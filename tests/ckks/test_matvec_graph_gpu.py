@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -144,6 +145,17 @@ def test_a_program_keeps_the_backend_tables_its_graph_reads():
         program.close()
 
 
+@contextmanager
+def _branch_streams(backend, count: int):
+    """``backend.branch_streams = count`` inside the block, restored after it."""
+    saved = backend.branch_streams
+    backend.branch_streams = count
+    try:
+        yield
+    finally:
+        backend.branch_streams = saved
+
+
 def _branches_match_one_stream(engine, schedule, a, rng) -> None:
     """Capture ``schedule`` (its independent work on several streams: parallel graph branches)
     and replay it with three new inputs: the graph equals the eager call and the eager call on
@@ -157,12 +169,8 @@ def _branches_match_one_stream(engine, schedule, a, rng) -> None:
             source = _encrypt(engine, x)
             replayed = program.replay(source, copy_output=True)
             eager = schedule(source)
-            streams = backend.branch_streams
-            backend.branch_streams = 1
-            try:
+            with _branch_streams(backend, 1):
                 one_stream = schedule(source)
-            finally:
-                backend.branch_streams = streams
             np.testing.assert_array_equal(replayed.data.get(), eager.data.get())
             np.testing.assert_array_equal(eager.data.get(), one_stream.data.get())
             assert _err(engine, replayed, a @ x) < 1e-6
@@ -219,12 +227,8 @@ def test_a_graph_that_starts_with_parallel_branches_has_one_kernel_root():
     example = (_encrypt(engine, rng.uniform(-1, 1, 8)),)
     backend = engine.backend
     for streams in (backend.branch_streams, 1):
-        saved = backend.branch_streams
-        backend.branch_streams = streams
-        try:
+        with _branch_streams(backend, streams):
             program = CudaGraphProgram.capture(partial(schedule, hoisted=False), example_inputs=example)
-        finally:
-            backend.branch_streams = saved
         try:
             assert _graph_roots(program.cuda_graph) == [0], streams
             x = rng.uniform(-1, 1, 8)
