@@ -10,6 +10,12 @@ Every measurement warms up first, then takes ``runs`` samples and reports the me
 * device: a pair of CUDA events recorded on the stream the work runs on, read after a
   synchronize (GPU time between the first and last enqueued operation).
 
+A host-bound call's time follows the speed of the CPU the process runs on, and on a shared
+host that speed changes (the H200 machines' vCPUs run the same Python loop in ~0.95 or ~1.7 ms,
+and a process can move between them: `bench/results/2026-11-30-s19/host_mode/`). So a ratio
+of a host-bound call to a device-bound one is measured paired (``paired_ratio``: both timed
+in each round, a Python loop timed beside them), not from two timings minutes apart.
+
 CuPy and torch are imported lazily; on a machine without CUDA only host timing works.
 """
 
@@ -23,6 +29,8 @@ from typing import Any
 __all__ = [
     "cuda_sync",
     "device_median_us",
+    "host_loop_us",
+    "paired_ratio",
     "summarize",
     "summarize_us",
     "time_device_cupy",
@@ -97,6 +105,47 @@ def time_host_pipelined(
         samples.append((clock() - start) * 1e6)
     drain()
     return summarize_us(samples)
+
+
+def host_loop_us(*, runs: int = 9) -> float:
+    """Median µs of a fixed pure-Python loop (the sum of i * i for i < 20000): how fast this
+    process's CPU runs the interpreter now, printed beside host-bound timings."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        sum(i * i for i in range(20000))
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
+
+
+def paired_ratio(
+    slow: Callable[[], Any],
+    fast: Callable[[], Any],
+    *,
+    rounds: int,
+    runs: int,
+    synchronize: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """``slow`` / ``fast`` latency ratio measured side by side: in each of ``rounds`` rounds,
+    ``host_loop_us()``, then the median latency (``time_host``, ``runs`` samples after one
+    warmup) of both, every other round in reverse order.
+
+    Returns ``{"rounds": [{"host_loop_us", "slow_ms", "fast_ms", "ratio"}, ...], "median_ratio",
+    "min_ratio", "max_ratio"}``.
+    """
+    if rounds < 1 or runs < 1:
+        raise ValueError(f"paired_ratio: rounds and runs must be >= 1, got {rounds} and {runs}")
+    table = []
+    for r in range(rounds):
+        loop = host_loop_us()
+        order = (("slow", slow), ("fast", fast))
+        medians = {}
+        for name, fn in order if r % 2 == 0 else order[::-1]:
+            medians[name] = time_host(fn, runs=runs, warmup=1, synchronize=synchronize)["median_ms"]
+        table.append({"host_loop_us": loop, "slow_ms": medians["slow"], "fast_ms": medians["fast"],
+                      "ratio": medians["slow"] / medians["fast"]})
+    ratios = sorted(row["ratio"] for row in table)
+    return {"rounds": table, "median_ratio": statistics.median(ratios), "min_ratio": ratios[0], "max_ratio": ratios[-1]}
 
 
 def cuda_sync() -> None:

@@ -7,6 +7,8 @@ one rescale) at one preset:
   kernel launches per call when the backend counts them;
 * graph (``CudaGraphProgram``): capture stats; replay latency and device time; host
   overhead of ``replay()`` and of ``replay_prepared()`` (host clock, no synchronize);
+  the eager / replay ratio measured paired, round by round, beside a pure-Python loop's time
+  (the eager call is host-bound, and the CPU's speed changes: ``bench._timing``);
   graph-private scratch vs the eager peak working set;
 * torch graph: the same Python schedule captured with ``torch.cuda.graph`` on torch's
   stream (CuPy launching on it, temporaries from a private arena), inputs staged through
@@ -32,12 +34,21 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._report import emit_json, exit_without_gpu
-from bench._timing import cuda_sync, summarize, time_device_cupy, time_device_torch, time_host
+from bench._timing import (
+    cuda_sync,
+    host_loop_us,
+    paired_ratio,
+    summarize,
+    time_device_cupy,
+    time_device_torch,
+    time_host,
+)
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
 __all__ = ["bench_matvec_size", "bench_pool_sharing", "bench_variant_size", "main"]
 
 POOL_PROGRAMS = 8
+PAIRED_ROUNDS = 6  # eager / replay ratio rounds (bench._timing.paired_ratio)
 
 
 def _device_used_bytes() -> int | None:
@@ -143,6 +154,9 @@ def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: 
         result["device"] = time_device_cupy(lambda: program.replay(ciphertext), runs=runs, warmup=warmup)
         result["host_replay"] = time_host(lambda: program.replay(ciphertext), runs=runs, warmup=warmup,
                                           synchronize=sync, sync_inside=False)
+        # eager / replay side by side, with the CPU's speed beside each round (the eager call is host-bound)
+        result["paired"] = paired_ratio(lambda: workload.schedule(ciphertext), lambda: program.replay(ciphertext),
+                                        rounds=PAIRED_ROUNDS, runs=max(3, runs // 2), synchronize=sync)
         # replay_prepared: the copy is issued (untimed) on a transfer stream before each sample
         transfer = cupy.cuda.Stream(non_blocking=True)
         samples = []
@@ -246,9 +260,9 @@ def _eager_entry(workload: MatvecWorkload, *, runs: int, warmup: int) -> tuple[d
     entry["max_abs_error"] = workload.max_error(x, out)
     del out
     entry["launches_per_call"] = _launches_per_call(workload, lambda: workload.schedule(source))
-    entry["eager"] = {
-        "latency": time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=workload.synchronize)
-    }
+    before = host_loop_us()
+    latency = time_host(lambda: workload.schedule(source), runs=runs, warmup=warmup, synchronize=workload.synchronize)
+    entry["eager"] = {"latency": latency, "host_loop_us": [before, host_loop_us()]}
     return entry, source
 
 

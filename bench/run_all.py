@@ -185,6 +185,15 @@ def _fmt(value: Any, unit: str = "", digits: int = 3) -> str:
     return f"{value}{unit}"
 
 
+def _paired(paired: dict[str, Any] | None) -> str:
+    """``median (min-max)x @ loop µs``: matvec.py's paired eager / replay rounds, "-" without them."""
+    if not paired or not paired.get("rounds"):
+        return "-"
+    loops = sorted(row["host_loop_us"] for row in paired["rounds"])
+    return (f"{paired['median_ratio']:.2f}x ({paired['min_ratio']:.2f}-{paired['max_ratio']:.2f}) "
+            f"@ {loops[0]:.0f}-{loops[-1]:.0f}")
+
+
 def _mib(value: Any) -> str:
     return "-" if value is None else f"{value / (1 << 20):.1f}"
 
@@ -207,6 +216,7 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "eager ms": _fmt(eager),
                 "graph ms": _fmt(graph) if graph is not None else "skipped",
                 "speed-up": _fmt(eager / graph, "x", 2) if eager and graph else "-",
+                "paired speed-up (host loop µs)": _paired(r.get("graph", {}).get("paired")),
                 "torch graph ms": _fmt(torch_graph) if torch_graph is not None else "skipped",
                 "replay() µs": _fmt((_med(r.get("graph", {}).get("host_replay")) or 0) * 1e3 or None, "", 1),
                 "replay_prepared() µs": _fmt((_med(r.get("graph", {}).get("host_replay_prepared")) or 0) * 1e3 or None, "", 1),

@@ -730,6 +730,78 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_moddown_co
     log_chunk, L, batch, in_bs, x_bs, out_es, out_cs);
 }
 
+// The key inner product of a ModUp as the output of its forward chunk stages: each digit's
+// NTT values (canonical) times the key words of that digit at the same positions, summed over
+// the digits in registers (acc0, acc1: one word a coefficient a component), so the digits are
+// never stored. Pointers are at this thread's first coefficient of the digit's key rows.
+template <int LV>
+struct KeyProductStore {
+  const u64* k0;
+  const u64* k1;
+  u64 (&acc0)[1 << LV];
+  u64 (&acc1)[1 << LV];
+  u64 q, qinv;
+  __device__ __forceinline__ void operator()(int k, u64 a, u64 b) const {
+    const ulonglong2 w0 = __ldcs(reinterpret_cast<const ulonglong2*>(k0) + (k >> 1));  // streamed: read once
+    const ulonglong2 w1 = __ldcs(reinterpret_cast<const ulonglong2*>(k1) + (k >> 1));
+    acc0[k] = add_mod(acc0[k], mont_mul(a, w0.x, q, qinv), q);
+    acc0[k + 1] = add_mod(acc0[k + 1], mont_mul(b, w0.y, q, qinv), q);
+    acc1[k] = add_mod(acc1[k], mont_mul(a, w1.x, q, qinv), q);
+    acc1[k + 1] = add_mod(acc1[k + 1], mont_mul(b, w1.y, q, qinv), q);
+  }
+};
+
+// ntt_forward_chunk_stages_key_inner_product: the forward chunk stages of every digit of a
+// one-prime ModUp (after its column kernel) fused with the key inner product of one key:
+// out[k, r, i] = sum_d NTT(digit_d)[r, i] * key[keydig[d], k, rowmap[r], i] * 2^-64 mod q_r
+// (k = 0, 1; the key in Montgomery form), the sum keyswitch.cu's keyswitch_inner_product_many
+// computes with the identity permutation, bit for bit (every partial sum is a canonical residue).
+// One block per (chunk, row) loops over the digits, so the digits' NTT values never reach
+// memory: the ModUp's chunk-kernel store and the inner product's digit load are gone. A
+// rotation's Galois permutation is applied before the ModUp (to c in the coefficient domain:
+// for one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), so the key is read in order.
+// Axis order: in [D, R, coeff] (in_bs per digit: the column kernel's output); key [dnum, 2,
+// key_rows, coeff]; out [2, R, coeff]. Launch: grid (N / C, R), block C / 4 (4 coefficients a
+// thread, as ntt_forward_chunk_stages_v4), dynamic shared memory (C + C / 16) * 8 bytes.
+// Its bounds for ptxas: blocks of at most FHE_NTT_KIP_THREADS threads (the host declines a
+// chunk of more than 4x that), FHE_NTT_KIP_MIN_BLOCKS of them resident per SM.
+#ifndef FHE_NTT_KIP_THREADS
+#define FHE_NTT_KIP_THREADS 1024
+#endif
+#ifndef FHE_NTT_KIP_MIN_BLOCKS
+#define FHE_NTT_KIP_MIN_BLOCKS 1
+#endif
+#define FHE_NTT_KIP_BOUNDS __launch_bounds__(FHE_NTT_KIP_THREADS, FHE_NTT_KIP_MIN_BLOCKS)
+extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner_product(const u64* in,
+    const u64* key, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
+    const int* FHE_RO keydig, int num_moduli, int log_n, int log_chunk, int num_digits, int key_rows, i64 in_bs) {
+  constexpr int LV = 2;
+  const int N = 1 << log_n;
+  const int limb = blockIdx.y;
+  const int id = rowmap[limb];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
+  const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
+  u64 acc0[1 << LV], acc1[1 << LV];
+#pragma unroll
+  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
+  for (int d = 0; d < num_digits; ++d) {
+    if (d > 0) __syncthreads();  // the previous digit's last shared-memory reads are done
+    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
+                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
+    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
+    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
+    c.run<LV>(store, log_n, log_chunk);
+  }
+  u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + pos);
+  u64x2* o1 = reinterpret_cast<u64x2*>(out + ((i64)gridDim.y + limb) * N + pos);
+#pragma unroll
+  for (int k = 0; k < (1 << LV); k += 2) {
+    o0[k >> 1] = u64x2{acc0[k], acc0[k + 1]};
+    o1[k >> 1] = u64x2{acc1[k], acc1[k + 1]};
+  }
+}
+
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of

@@ -1,8 +1,13 @@
-"""The side-by-side helpers the GPU probes under bench/results/ share (bench/_example18.py; no GPU)."""
+"""The side-by-side helpers the GPU probes under bench/results/ share (bench/_example18.py) and
+the paired ratio of bench/_timing.py (no GPU)."""
 
 from __future__ import annotations
 
+import pytest
+
+import bench._timing as timing
 from bench._example18 import alternate, without_fork_root
+from bench.run_all import _paired
 
 
 def test_alternate_reverses_every_other_round_and_reports_each_name(capsys):
@@ -25,3 +30,48 @@ def test_without_fork_root_passes_every_launch_but_the_root():
     launch("graph_fork_root", (1, 1, 1), 1, ())
     launch("rns_add", (4, 2, 1), 256, ("x",), shared_mem=0)
     assert launched == [("rns_add", ((4, 2, 1), 256, ("x",)), {"shared_mem": 0})]
+
+
+class _FakeClock:
+    """``time.perf_counter`` that moves only when a timed function says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_paired_ratio_times_both_in_every_round_alternating_the_order(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    calls: list[str] = []
+    slow_ms = iter([5.0, 5.0, 6.0, 6.0, 4.0, 4.0])  # per round: one warmup + one sample
+
+    def slow() -> None:
+        calls.append("slow")
+        clock.now += next(slow_ms) / 1e3
+
+    def fast() -> None:
+        calls.append("fast")
+        clock.now += 1e-3
+
+    result = timing.paired_ratio(slow, fast, rounds=3, runs=1)
+    assert calls == ["slow", "slow", "fast", "fast", "fast", "fast", "slow", "slow", "slow", "slow", "fast", "fast"]
+    assert [round(row["ratio"], 9) for row in result["rounds"]] == [5.0, 6.0, 4.0]
+    assert round(result["median_ratio"], 9) == 5.0
+    assert (round(result["min_ratio"], 9), round(result["max_ratio"], 9)) == (4.0, 6.0)
+    assert all(row["host_loop_us"] == 0.0 for row in result["rounds"])  # the fake clock stood still
+    text = _paired(result)
+    assert text.startswith("5.00x (4.00-6.00) @ 0-0")
+    assert _paired(None) == "-" and _paired({"rounds": []}) == "-"
+
+
+@pytest.mark.parametrize(("rounds", "runs"), [(0, 3), (2, 0)])
+def test_paired_ratio_rejects_empty_rounds(rounds, runs):
+    with pytest.raises(ValueError, match="rounds and runs must be >= 1"):
+        timing.paired_ratio(lambda: None, lambda: None, rounds=rounds, runs=runs)
+
+
+def test_host_loop_us_is_a_positive_time():
+    assert timing.host_loop_us(runs=3) > 0

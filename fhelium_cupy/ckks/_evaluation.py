@@ -330,7 +330,8 @@ class EvaluationMixin:
         side on several streams, parallel branches of a captured graph). c0 is transformed
         once: the first task writes the source's transform into entry 0 and publishes it, and
         the others run their ModUp of c1 alone and read c0's transform from entry 0 before
-        their key switch (``publish_to_branches`` / ``wait_for_published``)."""
+        their key switch (``publish_to_branches`` / ``wait_for_published``); a backend may run
+        such a ModUp and key switch in fewer passes (``rotate_keyswitch``)."""
         rows, be = ct.prime_ids, self.backend
         batch, slots = self._entry_batch(ct.data, len(keys))
         if not keys:
@@ -344,6 +345,10 @@ class EvaluationMixin:
                     batch[:, 0] = source
                     c0 = source[0]
                     be.publish_to_branches()
+                elif len(part) == 1 and be.rotate_keyswitch(
+                        ct.data[1], part[0].data, rows, part[0].galois_element, c0=batch[0, 0], domain=domain,
+                        out=slots[first:first + 1], before_c0=be.wait_for_published) is not None:
+                    return  # the backend's fewer-pass form of the calls below
                 else:  # a ModUp per key (ct: coefficient domain, as _check_hoisted requires)
                     digits = be.modup(ct.data[1], rows)
                     be.wait_for_published()

@@ -313,6 +313,39 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
+def _rotate_keyswitch(domain: str, rescaled_level: bool = False) -> Case:
+    """``rotate_keyswitch`` (a rotation's ModUp and inner product in one pass where every digit
+    is one prime), with the rotated c0 and into a strided ``out``, against the reference's
+    single key switch of ``modup(c)`` plus the rotated c0. Where the backend declines (digits
+    of several primes: ``None``) the two calls it stands for are checked instead, so the case
+    runs on every context."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"][1:] if rescaled_level else lv["ks"]
+        c, c0 = rand(ctx, rows, (), rng), rand(ctx, rows, (), rng)
+        key, g = random_key(ctx, rng), pow(5, 3, 2 * ctx.ring_degree)
+        c0_in = ref.ntt_forward(c0, rows) if domain == "ntt" else c0
+        store = gpu.xp.zeros((2, 2, len(rows), ctx.ring_degree), dtype=np.uint64)
+        out = gpu.xp.swapaxes(store[:, 1:], 0, 1)
+        waited = []
+        got = gpu.rotate_keyswitch(gpu.asarray(c), gpu.asarray(key), rows, g, c0=gpu.asarray(c0_in), domain=domain,
+                                   out=out, before_c0=lambda: waited.append(True))
+        if got is None:
+            assert not waited
+            gpu.keyswitch_from_digits_many(gpu.modup(gpu.asarray(c), rows), [gpu.asarray(key)], rows, [g],
+                                           c0=gpu.asarray(c0_in), domain=domain, out=out)
+        else:
+            assert waited == [True] and got is out
+        assert not gpu.to_numpy(store[:, 0]).any(), "out= wrote outside its view"
+        want = ref.keyswitch_from_digits(ref.modup(c, rows), key, rows, galois_element=g)
+        want[0] = ref.add(ref.automorphism(c0, g, rows, domain="coefficient"), want[0], rows)
+        if domain == "ntt":
+            want = ref.ntt_forward(want, rows)
+        return gpu.to_numpy(gpu.xp.ascontiguousarray(out[0])), want, rows
+
+    return run
+
+
 def _keyswitch_linear_transform(rescale: bool, rescaled_level: bool = False, domain: str | None = None) -> Case:
     """Double hoisting: three rotations' weighted inner products, the P-scaled c terms and one
     NTT-domain ModDown (with ``rescale``: one division by P q_0 into the coefficient domain),
@@ -410,6 +443,9 @@ CASES: dict[str, Case] = {
     "keyswitch_from_digits_galois_ntt_rescaled_level": _keyswitch(True, "ntt", rescaled_level=True),
     "keyswitch_from_digits_many": _keyswitch_many("coefficient"),
     "keyswitch_from_digits_many_ntt": _keyswitch_many("ntt"),
+    "rotate_keyswitch": _rotate_keyswitch("coefficient"),
+    "rotate_keyswitch_ntt": _rotate_keyswitch("ntt"),
+    "rotate_keyswitch_ntt_rescaled_level": _rotate_keyswitch("ntt", rescaled_level=True),
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
     "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
     "keyswitch_linear_transform_rescale_rescaled_level": _keyswitch_linear_transform(True, rescaled_level=True),

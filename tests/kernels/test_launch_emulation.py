@@ -187,6 +187,25 @@ class _Kernels:
             y = self._rotated_c0(c0, perms, ent, comp, b, L, i, self._prime(rowmap, i)[1], y)
             self._row(out, ent * int(out_es) + comp * int(out_cs) + (b * L + i) * n)[:] = y
 
+    def ntt_forward_chunk_stages_key_inner_product(self, grid, a):
+        """Every digit's chunk stages (after the ModUp's column kernel) summed against one key:
+        out[k, r] = sum_d NTT(in[d, r]) * key[keydig[d], k, rowmap[r]] * 2^-64 mod q_r."""
+        src, key, out, rowmap, _consts, _tw, keydig, _m, log_n, log_chunk, D, key_rows, in_bs = a
+        n, D, key_rows, R = self.n, int(D), int(key_rows), grid[1]
+        assert grid[0] == n >> int(log_chunk) and grid[2] == 1
+        assert self.first_pass is not None and self.first_pass[0] == self._pass_key(src, in_bs, D, R, rowmap), \
+            "chunks after their columns"
+        self.first_pass = None
+        key_digit = _memory(keydig, np.int32)[:D]
+        for r in range(R):
+            prime_id, q = self._prime(rowmap, r)
+            digits = [self._transform(self._row(src, d * int(in_bs) + r * n), prime_id, False).astype(object)
+                      for d in range(D)]
+            for comp in range(2):
+                total = sum(digits[d] * self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
+                            .astype(object) for d in range(D))
+                self._row(out, (comp * R + r) * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
+
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
         digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
@@ -381,6 +400,18 @@ class _Kernels:
                 self._row(out, ent * int(out_es) + comp * int(out_cs) + b * L * n + i * n)[:] = y
 
     # --- automorphism -----------------------------------------------------------------
+    def automorphism_coefficient_signed(self, grid, a):
+        src, out, srcmap, rowmap, _consts, _m, n, in_bs, out_bs = a
+        n = int(n)
+        assert n == self.n
+        m = _memory(srcmap, np.uint32)[:n].astype(np.int64)
+        source, negate = m & 0x7FFFFFFF, (m >> 31) == 1
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                q = self._prime(rowmap, y)[1]
+                v = self._row(src, z * int(in_bs) + y * n)[source].astype(object)
+                self._row(out, z * int(out_bs) + y * n)[:] = (np.where(negate, -v, v) % q).astype(np.uint64)
+
     def automorphism_coefficient_add_many(self, grid, a):
         c0, out, maps, rowmap, _consts, _m, n, batch, in_bs, out_es, out_bs = a
         n, batch = int(n), int(batch)
@@ -609,6 +640,25 @@ def test_one_prime_digits_and_the_ciphertext_transform_in_one_ntt(emulated):
         assert gpu_cases.run_case(name, gpu, ref, "n16384") is None, name
 
 
+@pytest.mark.parametrize("case", ["rotate_keyswitch", "rotate_keyswitch_ntt", "rotate_keyswitch_ntt_rescaled_level"])
+@pytest.mark.parametrize("ctx_name", ["n8192", "n4096"])
+def test_a_rotation_runs_its_modup_and_inner_product_in_one_pass(emulated, monkeypatch, case, ctx_name):
+    """``rotate_keyswitch`` on one-prime digits (n8192): the automorphism, the ModUp's column
+    kernel and one chunk kernel that sums the digits against the key, then the ModDown; digits of
+    several primes (n4096): declined, nothing launched. Both the NumPy reference bit for bit."""
+    gpu, ref = emulated(gpu_cases.context(ctx_name))
+    launched: list[str] = []
+    launch = gpu._launch
+    monkeypatch.setattr(gpu, "_launch", lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs)))
+    assert gpu_cases.run_case(case, gpu, ref, ctx_name) is None
+    fused = "ntt_forward_chunk_stages_key_inner_product" in launched
+    assert fused == (ctx_name == "n8192")
+    if fused:
+        assert launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread_x2"] or \
+            launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread"]
+        assert "keyswitch_inner_product_many" not in launched
+
+
 def test_ntt_forward_and_modup_falls_back_to_two_calls(emulated):
     """Digits of several primes (N=2^12 here) or a batched ciphertext: the NTT, then the ModUp
     with it as the hint (2 + 3 launches, or 2 + 2 for one-prime digits); the same values."""
@@ -777,8 +827,14 @@ def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated,
     options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=3",))}
     gpu, _ = emulated(engine.context, **options)
     monkeypatch.setattr(engine, "backend", gpu)  # (its checks would reject host values: the unchecked form)
+    launched: list[str] = []
+    launch = gpu._launch
+    monkeypatch.setattr(gpu, "_launch", lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs)))
     got = engine._rotation_batch(ct, keys, "ntt", hoisted=False)
     assert np.array_equal(got.data, want.data)
+    # rotations 2.. (one-prime digits) in one pass each; the first publishes the source's transform
+    assert launched.count("ntt_forward_chunk_stages_key_inner_product") == len(keys) - 1
+    assert launched.count("keyswitch_inner_product_many") == 1
     side, _, _ = gpu._side_streams(2)
     assert [stream.entered for stream in side] == [1, 1]  # rotations 1 and 2 (0 and 3: the caller's stream)
 

@@ -253,6 +253,26 @@ class CkksBackend(Protocol):
         backend lacks it."""
         ...
 
+    def rotate_keyswitch(
+        self,
+        c: Array,
+        key: Array,
+        rows: Sequence[int],
+        galois_element: int,
+        *,
+        c0: Array | None = None,
+        domain: Domain = "coefficient",
+        out: Array | None = None,
+        before_c0: Callable[[], None] | None = None,
+    ) -> Array | None:
+        """One rotation's key switch in fewer passes, where a backend has them: ``keyswitch_from_digits_many(
+        modup(c, rows), [key], rows, [galois_element], c0=c0, domain=domain, out=out)`` bit for
+        bit, for an unbatched coefficient-domain ``c`` ``[L, N]`` (a ciphertext's c1), or
+        ``None`` with nothing done where the backend has no such form (the caller makes the two
+        calls). ``before_c0()`` is called before anything that reads ``c0`` (inside a
+        ``run_independent`` task: ``wait_for_published``)."""
+        ...
+
     def keyswitch_linear_transform(
         self,
         digits_ntt: Array,

@@ -196,6 +196,7 @@ class CupyBackend:
         # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
+        self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -982,7 +983,7 @@ class CupyBackend:
         return t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(entries, len(t["out_rows"]))
 
     def _modup_spread(self, c: Any, out3: Any, t: dict[str, Any], table: Any, batch: int, c_cs: int, c_bs: int,
-                      skip: tuple[Any, int] | None = None) -> None:
+                      skip: tuple[Any, int] | None = None, chunk_output: Callable[..., None] | None = None) -> None:
         """The forward NTT of ``out3 [G * batch, R, N]`` whose column kernel computes its input
         from ``c`` (``ntt_forward_column_stages_modup_spread`` with ``table``: the one-prime
         digits' conversions, and any component groups; ``c_cs``, ``c_bs``: ``c``'s component and
@@ -996,7 +997,66 @@ class CupyBackend:
                           np.int64(c_cs), np.int64(c_bs), dst_bs))
 
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, out3.shape[0], R, skip=skip,
-                         column_input=spread)
+                         column_input=spread, chunk_output=chunk_output)
+
+    def rotate_keyswitch(self, c, key, rows, galois_element, *, c0=None, domain="coefficient", out=None,
+                         before_c0=None):
+        """``keyswitch_from_digits_many(modup(c), [key], rows, [galois_element], c0=c0,
+        domain=domain, out=out)`` bit for bit, where every digit is one prime and ``c`` (the
+        coefficient-domain c1 of a rotation, ``[L, N]``) is unbatched; ``None``, with nothing
+        launched, elsewhere (the caller takes the two calls).
+
+        The Galois automorphism goes first, on ``c`` (``automorphism_coefficient_signed``: for
+        one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), then the ModUp's column
+        kernel (``ntt_forward_column_stages_modup_spread``), then one kernel that runs every
+        digit's chunk stages and sums them against the key as they leave the transform
+        (``ntt_forward_chunk_stages_key_inner_product``): the digits' NTT values are never
+        stored and the key is read in order. ``before_c0()``, when given, is called after the
+        inner product is enqueued and before anything that reads ``c0`` (a branch's wait for
+        another branch's ``c0``). Stream: the current one; no host synchronization."""
+        rows, rowmap = self._rows(rows)
+        if c.ndim != 2 or any(r >= self.context.q_count for r in rows):
+            return None
+        t = self._keyswitch_device(rows)
+        L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
+        if not self._spread_fits(t, D) or D * R > _MAX_GRID_YZ or (1 << self._chunk_log(D * R)) > 4 * self._kip_threads:
+            return None  # (a chunk of more than 4 coefficients a thread of the build's fused kernel)
+        check_domain(domain, "rotate_keyswitch")
+        c = self._check(c, rows, "rotate_keyswitch")
+        key_rows = self.context.q_count + self.context.p_count
+        if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
+            raise ValueError(f"rotate_keyswitch: expected a key [dnum, 2, {key_rows}, {n}], got {key.shape}")
+        if key.shape[0] < t["key_digits_needed"]:
+            raise ValueError(f"rotate_keyswitch: key has {key.shape[0]} digits, rows {rows} need {t['key_digits_needed']}")
+        g = int(galois_element) % (2 * n)
+        if g % 2 == 0:
+            raise ValueError(f"galois element must be odd, got {galois_element}")
+        if c0 is not None:
+            c0 = self._check(c0, rows, "rotate_keyswitch")
+            if c0.ndim != 2:
+                raise ValueError(f"rotate_keyswitch: c0 must be [L, N] like c, got {tuple(c0.shape)}")
+        out_strides = self._many_out(out, (1, 2, L, n))
+        key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
+        _, perms = self._many_tables([key], [g])  # keeps the key alive for a capture
+        srcmap = self._galois(g, "coefficient")
+        rotated = self.xp.empty_like(c)
+        self._launch("automorphism_coefficient_signed", (-(-n // _BLOCK), L, 1), _BLOCK,
+                     (c, rotated, srcmap, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
+                      np.int64(L * n), np.int64(L * n)))
+        acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
+        tw, _ = self._tw()
+
+        def inner_product(suffix: str, src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
+            chunk = 1 << int(base[2])
+            self._launch("ntt_forward_chunk_stages_key_inner_product", (n // chunk, R, 1), chunk // 4,
+                         (src, key, acc, t["out_map"], self._consts, tw, t["key_digits"], *base, np.int32(D),
+                          np.int32(key_rows), src_bs), shared_mem=smem)
+
+        column_output = self.xp.empty((D, R, n), dtype=np.uint64)
+        self._modup_spread(rotated, column_output, t, t["up_spread"], 1, 0, L * n, chunk_output=inner_product)
+        if before_c0 is not None:
+            before_c0()
+        return self._moddown_many(acc, perms, t, rows, [g], (), c0, domain, out, out_strides)
 
     def _one_prime_division(self, row: Any, c0: Any, row_map: Any, row_bs: int, c0_bs: int, entries: int,
                             targets: int, rowmap: Any, table: Any, dropped_id: int) -> Callable[..., None] | None:
@@ -1208,6 +1268,16 @@ class CupyBackend:
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
         acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
+        return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides)
+
+    def _moddown_many(self, acc: Any, perms: Any, t: dict[str, Any], rows: tuple[int, ...],
+                      galois_elements: Sequence[int | None], batch_shape: tuple[int, ...], c0: Any, domain: str,
+                      out: Any, out_strides: tuple[int, int] | None) -> Any:
+        """``keyswitch_from_digits_many`` after its inner product: the ModDown of ``acc [E, 2,
+        batch, R, N]`` into ``out`` (``None``: new ``[E, 2, *batch_shape, L, N]``) in ``domain``,
+        plus ``c0`` through each element's automorphism (``perms``: their NTT-domain
+        permutations)."""
+        L, n, E, batch = len(rows), self.n, len(galois_elements), _prod(batch_shape)
         if out is None:
             out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel

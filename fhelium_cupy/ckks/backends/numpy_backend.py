@@ -483,6 +483,12 @@ class NumpyBackend:
         L = len(rows)
         self.add(acc[..., :L, :], self.mul_scalar(c, [self._big_p] * L, rows), rows, out=acc[..., :L, :])
 
+    def rotate_keyswitch(self, c, key, rows, galois_element, *, c0=None, domain="coefficient", out=None,
+                         before_c0=None):
+        """See ``CkksBackend.rotate_keyswitch``: no one-pass form here (``None``: the caller makes
+        the two calls, which this backend computes exactly)."""
+        return None
+
     def keyswitch_from_digits_many(
         self, digits_ntt, keys, rows, galois_elements, *, c0=None, domain="coefficient", out=None
     ):

@@ -1,0 +1,106 @@
+"""Change 48's fused ModUp-and-inner-product kernel, variants side by side: example 18 (8x8
+matvec, N=2^14, ``hoisted=False``) with the ModUp and inner product as two launches (``two``),
+fused as built (``fused``: at most 64 registers), fused with the kernel's register budget cut by
+its occupancy floor (``b48``, ``b40``, ``b32``: blocks of at most 256 threads, 5 / 6 / 8 of them
+per SM), and fused in the first rotation too (``first``: the source's NTT alone, published,
+then its rotation fused like the others). Graph device us (four rounds alternated) and eager
+host ms, one process; every variant bit-identical to the code's eager call.
+
+Usage, from the repository root: python3 bench/results/2026-11-30-s19/fused_variants.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import cupy  # noqa: E402
+
+from bench._example18 import alternate, example18, graph_device_us  # noqa: E402
+from bench._timing import cuda_sync, time_host  # noqa: E402
+from fhelium_cupy.ckks._evaluation import EvaluationMixin  # noqa: E402
+from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend  # noqa: E402
+from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
+from fhelium_cupy.runtime.kernels import KernelOptions  # noqa: E402
+
+
+def first_fused_rotation_batch(self, ct, keys, domain, *, hoisted):
+    """``_rotation_batch`` (independent schedule) whose first task transforms the source alone,
+    publishes it, and runs its own rotation through ``rotate_keyswitch`` like the others."""
+    assert not hoisted and keys and domain == "ntt"
+    rows, be = ct.prime_ids, self.backend
+    batch, slots = self._entry_batch(ct.data, len(keys))
+
+    def switch(first, key):
+        def run() -> None:
+            if first == 0:
+                batch[:, 0] = be.ntt_forward(ct.data, rows)
+                be.publish_to_branches()
+                wait = None
+            else:
+                wait = be.wait_for_published
+            done = be.rotate_keyswitch(ct.data[1], key.data, rows, key.galois_element, c0=batch[0, 0],
+                                       domain=domain, out=slots[first:first + 1], before_c0=wait)
+            assert done is not None
+        return run
+
+    be.run_independent([switch(i, key) for i, key in enumerate(keys)])
+    return ct._with_data(batch, polynomial_domain=domain)
+
+
+def main() -> None:
+    engine, _, ct, fn, ref = example18()
+    default = engine.backend
+    code_batch = EvaluationMixin._rotation_batch
+
+    def built(*defines: str) -> CupyBackend:
+        return CupyBackend(engine.context, "cuda", kernel_options=KernelOptions(extra=defines))
+
+    two = built()
+    two.rotate_keyswitch = lambda *args, **kwargs: None
+    variants = {
+        "two": (two, code_batch),
+        "fused": (default, code_batch),
+        "b48": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=5"), code_batch),
+        "b40": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=6"), code_batch),
+        "b32": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=8"), code_batch),
+        "first": (default, first_fused_rotation_batch),
+    }
+
+    def use(name: str | None) -> None:
+        backend, batch = variants[name] if name else (default, code_batch)
+        engine.backend = backend
+        EvaluationMixin._rotation_batch = batch
+
+    programs = {}
+    for name in variants:
+        use(name)
+        try:
+            assert np.array_equal(fn(ct).data.get(), ref), name
+            programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        finally:
+            use(None)
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
+        print(f"{name}: eager and graph bit-identical to the code's eager call", flush=True)
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        if what == "device_us":
+            return graph_device_us(programs[name].cuda_graph, stream)
+        use(name)
+        try:
+            return time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
+        finally:
+            use(None)
+
+    alternate([f"{v} device_us" for v in variants] + ["two eager_ms", "fused eager_ms"], 4, measure, digits=3)
+
+
+if __name__ == "__main__":
+    main()
