@@ -152,6 +152,7 @@ def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: 
         sync = workload.synchronize
         result["latency"] = time_host(lambda: program.replay(ciphertext), runs=runs, warmup=warmup, synchronize=sync)
         result["device"] = time_device_cupy(lambda: program.replay(ciphertext), runs=runs, warmup=warmup)
+        result["host_loop_us"] = host_loop_us()  # the CPU's speed beside the host-overhead rows
         result["host_replay"] = time_host(lambda: program.replay(ciphertext), runs=runs, warmup=warmup,
                                           synchronize=sync, sync_inside=False)
         # eager / replay side by side, with the CPU's speed beside each round (the eager call is host-bound)

@@ -75,3 +75,16 @@ def test_paired_ratio_rejects_empty_rounds(rounds, runs):
 
 def test_host_loop_us_is_a_positive_time():
     assert timing.host_loop_us(runs=3) > 0
+
+
+def test_quiet_cpu_ranks_the_given_cpus_and_restores_the_affinity():
+    import os
+
+    from bench.quiet_cpu import quickest
+
+    before = os.sched_getaffinity(0)
+    cpus = sorted(before)[:2]
+    best = quickest(len(cpus), cpus)
+    assert sorted(cpu for cpu, _ in best) == cpus
+    assert best == sorted(best, key=lambda item: item[1]) and all(us > 0 for _, us in best)
+    assert os.sched_getaffinity(0) == before
