@@ -107,20 +107,6 @@ struct SpreadLoad {
   Modulus md;
   __device__ __forceinline__ u64 operator()(int x) const { return centered_mod(c0[x], q0, q0_mod_q, md); }
 };
-// SpreadLoad of sigma(c0) for a Galois automorphism sigma given as automorphism.cu's signed
-// source map (coefficient x of sigma(c0) is c0[map[x] & 0x7fffffff], negated mod q0 when bit 31
-// is set): a rotation's ModUp of its rotated c1 without a rotated copy.
-struct GaloisSpreadLoad {
-  const u64* c0;
-  const unsigned* map;
-  u64 q0, q0_mod_q;
-  Modulus md;
-  __device__ __forceinline__ u64 operator()(int x) const {
-    const unsigned m = map[x];
-    const u64 v = c0[m & 0x7fffffffu];
-    return centered_mod((m >> 31) ? neg_mod(v, q0) : v, q0, q0_mod_q, md);
-  }
-};
 
 template <int K, class Load>
 __device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, u64 q, const u64x2* tw,
@@ -320,15 +306,13 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_resca
 // kernel's row-skip table. tab: per group, rows + 2 words [q_g (0: a component group), k << 32 |
 // src_g, q_g mod q_y (component group: 0, or ~0 past its rows) for y < rows]. Axis order: c [k,
 // batch, L, coeff] (c_cs per component, c_bs per entry b), out [G * batch, rows, coeff] (out_bs
-// per entry z). galois (null: none): a signed source map [coeff] (GaloisSpreadLoad) through which
-// every entry reads c, so the digits are those of sigma(c). Launch: as
-// ntt_forward_column_stages(_x2), grid z = G * batch.
+// per entry z). Launch: as ntt_forward_column_stages(_x2), grid z = G * batch.
 template <bool X2>
 __device__ __forceinline__ void forward_column_stages_modup_spread(const u64* c, u64* out, const int* FHE_RO rowmap,
                                                                    const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                                    const u64* FHE_RO tab, int num_moduli, int log_n,
                                                                    int log_chunk, int batch, int rows, i64 c_cs,
-                                                                   i64 c_bs, i64 out_bs, const unsigned* FHE_RO galois) {
+                                                                   i64 c_bs, i64 out_bs) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int j = X2 ? t >> 1 : t;
   const int y = blockIdx.y;
@@ -340,28 +324,21 @@ __device__ __forceinline__ void forward_column_stages_modup_spread(const u64* c,
   const int id = rowmap[y];
   const Modulus md = load_modulus(consts, num_moduli, id);
   const i64 k = (i64)(group[1] >> 32), src = group[0] ? (i64)(unsigned)group[1] : (i64)y;
-  const u64* row = c + k * c_cs + b * c_bs + (src << log_n);
-  const u64 q0 = group[0] ? group[0] : md.q;
-  u64* dst = out + blockIdx.z * out_bs + (i64)y * (1 << log_n);
-  const u64x2* tw = reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n);
-  if (galois != nullptr)
-    forward_columns<X2>(GaloisSpreadLoad{row, galois, q0, q0_mod_q, md}, dst, md.q, tw, log_n, log_chunk, j, t & 1);
-  else
-    forward_columns<X2>(SpreadLoad{row, q0, q0_mod_q, md}, dst, md.q, tw, log_n, log_chunk, j, t & 1);
+  const SpreadLoad load{c + k * c_cs + b * c_bs + (src << log_n), group[0] ? group[0] : md.q, q0_mod_q, md};
+  forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), md.q,
+                      reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
-    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs,
-    const unsigned* FHE_RO galois) {
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs) {
   forward_column_stages_modup_spread<false>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
-                                            rows, c_cs, c_bs, out_bs, galois);
+                                            rows, c_cs, c_bs, out_bs);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread_x2(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
-    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs,
-    const unsigned* FHE_RO galois) {
+    int num_moduli, int log_n, int log_chunk, int batch, int rows, i64 c_cs, i64 c_bs, i64 out_bs) {
   forward_column_stages_modup_spread<true>(c, out, rowmap, consts, tw2, tab, num_moduli, log_n, log_chunk, batch,
-                                           rows, c_cs, c_bs, out_bs, galois);
+                                           rows, c_cs, c_bs, out_bs);
 }
 
 // --- shared-memory chunk stages ----------------------------------------------------------
@@ -774,33 +751,6 @@ struct KeyProductStore {
   }
 };
 
-// The same sums kept in shared memory (FHE_NTT_KIP_SHARED_ACC=1): acc0, acc1 point at this
-// thread's own 2^LV words of two C-word areas after the chunk's (no other thread touches them),
-// which frees the 2^(LV + 2) registers the sums take in KeyProductStore.
-template <int LV>
-struct KeyProductSharedStore {
-  const u64* k0;
-  const u64* k1;
-  u64* acc0;
-  u64* acc1;
-  u64 q, qinv;
-  __device__ __forceinline__ void operator()(int k, u64 a, u64 b) const {
-    const ulonglong2 w0 = __ldcs(reinterpret_cast<const ulonglong2*>(k0) + (k >> 1));
-    const ulonglong2 w1 = __ldcs(reinterpret_cast<const ulonglong2*>(k1) + (k >> 1));
-    u64x2 s0 = reinterpret_cast<u64x2*>(acc0)[k >> 1];
-    u64x2 s1 = reinterpret_cast<u64x2*>(acc1)[k >> 1];
-    s0.a = add_mod(s0.a, mont_mul(a, w0.x, q, qinv), q);
-    s0.b = add_mod(s0.b, mont_mul(b, w0.y, q, qinv), q);
-    s1.a = add_mod(s1.a, mont_mul(a, w1.x, q, qinv), q);
-    s1.b = add_mod(s1.b, mont_mul(b, w1.y, q, qinv), q);
-    reinterpret_cast<u64x2*>(acc0)[k >> 1] = s0;
-    reinterpret_cast<u64x2*>(acc1)[k >> 1] = s1;
-  }
-};
-#ifndef FHE_NTT_KIP_SHARED_ACC
-#define FHE_NTT_KIP_SHARED_ACC 0
-#endif
-
 // ntt_forward_chunk_stages_key_inner_product: the forward chunk stages of every digit of a
 // one-prime ModUp (after its column kernel) fused with the key inner product of one key:
 // out[k, r, i] = sum_d NTT(digit_d)[r, i] * key[keydig[d], k, rowmap[r], i] * 2^-64 mod q_r
@@ -812,8 +762,8 @@ struct KeyProductSharedStore {
 // for one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), so the key is read in order.
 // Axis order: in [D, R, coeff] (in_bs per digit: the column kernel's output); key [dnum, 2,
 // key_rows, coeff]; out [2, R, coeff]. Launch: grid (N / C, R), block C / 4 (4 coefficients a
-// thread, as ntt_forward_chunk_stages_v4), dynamic shared memory (C + C / 16) * 8 bytes, plus
-// 2 C * 8 with FHE_NTT_KIP_SHARED_ACC. Its bounds for ptxas: blocks of at most FHE_NTT_KIP_THREADS threads (the host declines a
+// thread, as ntt_forward_chunk_stages_v4), dynamic shared memory (C + C / 16) * 8 bytes.
+// Its bounds for ptxas: blocks of at most FHE_NTT_KIP_THREADS threads (the host declines a
 // chunk of more than 4x that), FHE_NTT_KIP_MIN_BLOCKS of them resident per SM.
 #ifndef FHE_NTT_KIP_THREADS
 #define FHE_NTT_KIP_THREADS 1024
@@ -832,14 +782,7 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
   const u64 q = consts[FHE_C_Q * num_moduli + id];
   const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
   const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
-#if FHE_NTT_KIP_SHARED_ACC
-  extern __shared__ u64 sm[];
-  const int C = 1 << log_chunk;
-  u64* acc0 = sm + C + C / 16 + ((int)threadIdx.x << LV);
-  u64* acc1 = acc0 + C;
-#else
   u64 acc0[1 << LV], acc1[1 << LV];
-#endif
 #pragma unroll
   for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
   for (int d = 0; d < num_digits; ++d) {
@@ -847,11 +790,7 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
     const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
                                             ChunkCoords{(int)blockIdx.x, limb, d}, limb);
     const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
-#if FHE_NTT_KIP_SHARED_ACC
-    const KeyProductSharedStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-#else
     const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-#endif
     c.run<LV>(store, log_n, log_chunk);
   }
   u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + pos);

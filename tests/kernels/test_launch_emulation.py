@@ -498,7 +498,7 @@ class _Kernels:
         loads it: entry z = g * batch + b of digit group g, row y = centered(c[k, b, src_g], q_g)
         mod q_y; a component group (q word 0) copies component k's rows and leaves the rows
         marked ~0 (past them) to the chunk kernel's row-skip table."""
-        c, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, batch, rows, c_cs, c_bs, out_bs, galois = a
+        c, out, rowmap, _consts, _tw, tab, _m, log_n, log_chunk, batch, rows, c_cs, c_bs, out_bs = a
         assert int(log_chunk) < int(log_n) == self.n.bit_length() - 1
         table, batch, rows = _memory(tab, np.uint64), int(batch), int(rows)
         assert grid[1] == rows
@@ -513,10 +513,6 @@ class _Kernels:
                 q0, src = (group[0], group[1] & 0xFFFFFFFF) if group[0] else (q, y)
                 assert group[2 + y] == q0 % q
                 source = self._row(c, k * int(c_cs) + b * int(c_bs) + src * self.n)
-                if not (isinstance(galois, np.uint64) and galois == 0):  # read through sigma's signed map
-                    m = _memory(galois, np.uint32)[:self.n].astype(np.int64)
-                    v = source[m & 0x7FFFFFFF].astype(object)
-                    source = (np.where((m >> 31) == 1, -v, v) % q0).astype(np.uint64)
                 r = self._rescale_correction(source, q0, q, q0 % q)
                 self._row(out, z * int(out_bs) + y * self.n)[:] = r.astype(np.uint64)
         self.first_pass = (self._pass_key(out, out_bs, grid[2], grid[1], rowmap), None)
@@ -657,25 +653,10 @@ def test_a_rotation_runs_its_modup_and_inner_product_in_one_pass(emulated, monke
     assert gpu_cases.run_case(case, gpu, ref, ctx_name) is None
     fused = "ntt_forward_chunk_stages_key_inner_product" in launched
     assert fused == (ctx_name == "n8192")
-    if fused:  # the column kernel reads c through the Galois map: no rotated copy
-        assert launched[0].startswith("ntt_forward_column_stages_modup_spread")
-        assert launched[1] == "ntt_forward_chunk_stages_key_inner_product"
-        assert "keyswitch_inner_product_many" not in launched and "automorphism_coefficient_signed" not in launched
-
-
-@pytest.mark.parametrize("options", [("-DFHE_KIP_GALOIS_LOAD=0",), ("-DFHE_NTT_KIP_SHARED_ACC=1",)])
-def test_a_rotation_in_one_pass_with_its_build_variants(emulated, monkeypatch, options):
-    """``rotate_keyswitch`` with a rotated copy of c before the ModUp (``FHE_KIP_GALOIS_LOAD=0``)
-    and with the fused kernel's sums in shared memory: the NumPy reference bit for bit."""
-    gpu, ref = emulated(gpu_cases.context("n8192"), kernel_options=kernels.KernelOptions(extra=options))
-    launched: list[str] = []
-    launch = gpu._launch
-    monkeypatch.setattr(gpu, "_launch", lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs)))
-    for case in ("rotate_keyswitch", "rotate_keyswitch_ntt"):
-        assert gpu_cases.run_case(case, gpu, ref, "n8192") is None
-    assert launched.count("ntt_forward_chunk_stages_key_inner_product") == 2
-    copies = launched.count("automorphism_coefficient_signed")
-    assert copies == (2 if "-DFHE_KIP_GALOIS_LOAD=0" in options else 0)
+    if fused:
+        assert launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread_x2"] or \
+            launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread"]
+        assert "keyswitch_inner_product_many" not in launched
 
 
 def test_ntt_forward_and_modup_falls_back_to_two_calls(emulated):

@@ -197,10 +197,6 @@ class CupyBackend:
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
-        self._kip_shared_acc = options.define("FHE_NTT_KIP_SHARED_ACC", "0") != "0"
-        # rotate_keyswitch reads c through the Galois map in the ModUp's column kernel (1), or
-        # rotates it first in a launch of its own (0)
-        self._kip_galois_load = options.define("FHE_KIP_GALOIS_LOAD", "1") != "0"
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -987,21 +983,18 @@ class CupyBackend:
         return t["up_bytes"] is None and t["up_spread"] is not None and self._column_input_fits(entries, len(t["out_rows"]))
 
     def _modup_spread(self, c: Any, out3: Any, t: dict[str, Any], table: Any, batch: int, c_cs: int, c_bs: int,
-                      skip: tuple[Any, int] | None = None, chunk_output: Callable[..., None] | None = None,
-                      galois: Any = None) -> None:
+                      skip: tuple[Any, int] | None = None, chunk_output: Callable[..., None] | None = None) -> None:
         """The forward NTT of ``out3 [G * batch, R, N]`` whose column kernel computes its input
         from ``c`` (``ntt_forward_column_stages_modup_spread`` with ``table``: the one-prime
         digits' conversions, and any component groups; ``c_cs``, ``c_bs``: ``c``'s component and
-        entry strides): ``modup``'s and ``ntt_forward_and_modup``'s one pass. ``galois``: a
-        signed source map (``_galois(g, "coefficient")``) through which ``c`` is read, for the
-        ModUp of sigma_g(c); ``chunk_output`` as ``_ntt_launch``'s."""
+        entry strides): ``modup``'s and ``ntt_forward_and_modup``'s one pass."""
         R, n = len(t["out_rows"]), self.n
         tw, _ = self._tw()
 
         def spread(suffix: str, col_grid: tuple, block: int, ntt_base: tuple, dst: Any, dst_bs: Any) -> None:
             self._launch("ntt_forward_column_stages_modup_spread" + suffix, col_grid, block,
                          (c, dst, t["out_map"], self._consts, tw, table, *ntt_base, np.int32(batch), np.int32(R),
-                          np.int64(c_cs), np.int64(c_bs), dst_bs, np.uint64(0) if galois is None else galois))
+                          np.int64(c_cs), np.int64(c_bs), dst_bs))
 
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, out3.shape[0], R, skip=skip,
                          column_input=spread, chunk_output=chunk_output)
@@ -1013,10 +1006,9 @@ class CupyBackend:
         coefficient-domain c1 of a rotation, ``[L, N]``) is unbatched; ``None``, with nothing
         launched, elsewhere (the caller takes the two calls).
 
-        The Galois automorphism goes first, on ``c`` (for one-prime digits ModUp(sigma(c)) =
-        sigma(ModUp(c)) exactly): the ModUp's column kernel (``ntt_forward_column_stages_modup_spread``)
-        reads ``c`` through its signed source map (build option ``FHE_KIP_GALOIS_LOAD=0``: a
-        rotated copy first, ``automorphism_coefficient_signed``); then one kernel that runs every
+        The Galois automorphism goes first, on ``c`` (``automorphism_coefficient_signed``: for
+        one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), then the ModUp's column
+        kernel (``ntt_forward_column_stages_modup_spread``), then one kernel that runs every
         digit's chunk stages and sums them against the key as they leave the transform
         (``ntt_forward_chunk_stages_key_inner_product``): the digits' NTT values are never
         stored and the key is read in order. ``before_c0()``, when given, is called after the
@@ -1027,11 +1019,8 @@ class CupyBackend:
             return None
         t = self._keyswitch_device(rows)
         L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
-        chunk = 1 << self._chunk_log(D * R)
-        smem = (chunk + chunk // 16 + (2 * chunk if self._kip_shared_acc else 0)) * 8
-        if (not self._spread_fits(t, D) or D * R > _MAX_GRID_YZ or chunk > 4 * self._kip_threads
-                or smem > _MAX_STATIC_SMEM):
-            return None  # (a chunk too large for the build's fused kernel: its blocks or shared memory)
+        if not self._spread_fits(t, D) or D * R > _MAX_GRID_YZ or (1 << self._chunk_log(D * R)) > 4 * self._kip_threads:
+            return None  # (a chunk of more than 4 coefficients a thread of the build's fused kernel)
         check_domain(domain, "rotate_keyswitch")
         c = self._check(c, rows, "rotate_keyswitch")
         key_rows = self.context.q_count + self.context.p_count
@@ -1050,13 +1039,10 @@ class CupyBackend:
         key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
         _, perms = self._many_tables([key], [g])  # keeps the key alive for a capture
         srcmap = self._galois(g, "coefficient")
-        if self._kip_galois_load:
-            rotated, galois = c, srcmap
-        else:
-            rotated, galois = self.xp.empty_like(c), None
-            self._launch("automorphism_coefficient_signed", (-(-n // _BLOCK), L, 1), _BLOCK,
-                         (c, rotated, srcmap, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
-                          np.int64(L * n), np.int64(L * n)))
+        rotated = self.xp.empty_like(c)
+        self._launch("automorphism_coefficient_signed", (-(-n // _BLOCK), L, 1), _BLOCK,
+                     (c, rotated, srcmap, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
+                      np.int64(L * n), np.int64(L * n)))
         acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
         tw, _ = self._tw()
 
@@ -1064,11 +1050,10 @@ class CupyBackend:
             chunk = 1 << int(base[2])
             self._launch("ntt_forward_chunk_stages_key_inner_product", (n // chunk, R, 1), chunk // 4,
                          (src, key, acc, t["out_map"], self._consts, tw, t["key_digits"], *base, np.int32(D),
-                          np.int32(key_rows), src_bs), shared_mem=smem + (16 * chunk if self._kip_shared_acc else 0))
+                          np.int32(key_rows), src_bs), shared_mem=smem)
 
         column_output = self.xp.empty((D, R, n), dtype=np.uint64)
-        self._modup_spread(rotated, column_output, t, t["up_spread"], 1, 0, L * n, chunk_output=inner_product,
-                           galois=galois)
+        self._modup_spread(rotated, column_output, t, t["up_spread"], 1, 0, L * n, chunk_output=inner_product)
         if before_c0 is not None:
             before_c0()
         return self._moddown_many(acc, perms, t, rows, [g], (), c0, domain, out, out_strides)
