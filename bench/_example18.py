@@ -34,6 +34,52 @@ def example18(n: int = 8, *, seed: int = 0) -> tuple[Any, np.ndarray, Any, Any, 
     return engine, a, ct, fn, fn(ct).data.get()
 
 
+def capture_checked(names: Sequence[str], use: Callable[[str], None], restore: Callable[[], None], fn: Any, ct: Any,
+                    ref: np.ndarray, *, prefix: str = "") -> dict[str, Any]:
+    """Variants of one schedule captured and checked: for each name ``use(name)`` (the probe's
+    switch: a backend, a method), ``fn(ct)`` eager must equal ``ref`` bit for bit, the capture,
+    then ``restore()`` (also when a check fails); the replay must equal ``ref`` too. Returns the
+    ``CudaGraphProgram`` of each name and prints a line each."""
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    programs = {}
+    for name in names:
+        use(name)
+        try:
+            assert np.array_equal(fn(ct).data.get(), ref), name
+            programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
+        finally:
+            restore()
+        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
+        print(f"{prefix}{name}: eager and graph bit-identical to the code's eager call", flush=True)
+    return programs
+
+
+def variant_measure(programs: dict[str, Any], use: Callable[[str], None], restore: Callable[[], None], fn: Any,
+                    ct: Any, stream: Any) -> Callable[[str], float]:
+    """``measure(key)`` for ``alternate`` over ``capture_checked``'s programs: ``"NAME device_us"``
+    (``graph_device_us``), ``"NAME launch_us"`` (``launch_host_us``, drained every 8 launches) or
+    ``"NAME eager_ms"`` (``fn(ct)`` eager with ``use(NAME)``, median of 30 after 3 warmups, then
+    ``restore()``)."""
+    from bench._timing import cuda_sync, time_host
+
+    def measure(key: str) -> float:
+        name, what = key.split()
+        if what == "device_us":
+            return graph_device_us(programs[name].cuda_graph, stream)
+        if what == "launch_us":
+            return launch_host_us(programs[name].cuda_graph, stream, 8)
+        if what != "eager_ms":
+            raise ValueError(f"unknown measurement {what!r}")
+        use(name)
+        try:
+            return time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
+        finally:
+            restore()
+
+    return measure
+
+
 def alternate(names: Sequence[Any], rounds: int, measure: Callable[[Any], float], *, digits: int = 2) -> dict:
     """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order
     (side by side in one process); prints each name's values and median, returns them."""

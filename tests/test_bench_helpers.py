@@ -88,3 +88,58 @@ def test_quiet_cpu_ranks_the_given_cpus_and_restores_the_affinity():
     assert sorted(cpu for cpu, _ in best) == cpus
     assert best == sorted(best, key=lambda item: item[1]) and all(us > 0 for _, us in best)
     assert os.sched_getaffinity(0) == before
+
+
+def test_capture_checked_switches_each_variant_in_and_out_and_checks_both_results(monkeypatch, capsys):
+    import numpy as np
+
+    from bench._example18 import capture_checked
+    from fhelium_cupy.runtime import cuda_graph
+
+    class Value:
+        def __init__(self, host):
+            self.data = type("Device", (), {"get": lambda _self: host})()
+
+    class Program:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def replay(self, ct, copy_output, synchronize):
+            assert copy_output and synchronize
+            return self.fn(ct)
+
+    monkeypatch.setattr(cuda_graph.CudaGraphProgram, "capture", staticmethod(lambda fn, example_inputs: Program(fn)))
+    log: list[str] = []
+    state = {"variant": None}
+    ref = np.arange(3, dtype=np.uint64)
+
+    def use(name):
+        log.append(f"use {name}")
+        state["variant"] = name
+
+    def restore():
+        log.append("restore")
+        state["variant"] = None
+
+    def fn(ct):  # the wrong answer while variant "bad" is in
+        return Value(ref + (state["variant"] == "bad"))
+
+    programs = capture_checked(["a", "b"], use, restore, fn, object(), ref, prefix="n=8 ")
+    assert list(programs) == ["a", "b"] and log == ["use a", "restore", "use b", "restore"]
+    assert capsys.readouterr().out.splitlines()[0] == "n=8 a: eager and graph bit-identical to the code's eager call"
+    log.clear()
+    with pytest.raises(AssertionError, match="bad"):
+        capture_checked(["bad"], use, restore, fn, object(), ref)
+    assert log == ["use bad", "restore"]  # restored although the check failed
+
+
+def test_variant_measure_times_eager_with_the_variant_in_and_rejects_unknown_keys():
+    from bench._example18 import variant_measure
+
+    log: list[str] = []
+    measure = variant_measure({}, lambda name: log.append(f"use {name}"), lambda: log.append("restore"),
+                              lambda ct: log.append("call"), object(), stream=None)
+    assert measure("fused eager_ms") >= 0
+    assert log[0] == "use fused" and log[-1] == "restore" and log.count("call") == 33  # 3 warmups + 30 samples
+    with pytest.raises(ValueError, match="unknown measurement"):
+        measure("fused device_ms")

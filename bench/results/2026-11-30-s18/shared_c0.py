@@ -11,16 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, example18, graph_device_us  # noqa: E402
-from bench._timing import cuda_sync, time_host  # noqa: E402
+from bench._example18 import alternate, capture_checked, example18, variant_measure  # noqa: E402
 from fhelium_cupy.ckks._evaluation import EvaluationMixin  # noqa: E402
-from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 
 def old_rotation_batch(self, ct, keys, domain, *, hoisted):
@@ -52,25 +48,11 @@ def main() -> None:
     def use(name: str) -> None:
         EvaluationMixin._rotation_batch = variants[name]
 
-    programs = {}
-    for name in variants:
-        use(name)
-        assert np.array_equal(fn(ct).data.get(), ref), name
-        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
-        print(f"{name}: eager and graph bit-identical to the code's eager call", flush=True)
-    use("new")
+    programs = capture_checked(list(variants), use, lambda: use("new"), fn, ct, ref)
 
     stream = cupy.cuda.Stream(non_blocking=True)
 
-    def measure(key: str) -> float:
-        name, what = key.split()
-        if what == "device_us":
-            return graph_device_us(programs[name].cuda_graph, stream)
-        use(name)
-        value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
-        use("new")
-        return value
+    measure = variant_measure(programs, use, lambda: use("new"), fn, ct, stream)
 
     alternate([f"{n} {w}" for n in variants for w in ("device_us", "eager_ms")], 4, measure, digits=3)
 

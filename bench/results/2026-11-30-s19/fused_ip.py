@@ -13,15 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, example18, graph_device_us, launch_host_us  # noqa: E402
-from bench._timing import cuda_sync, time_host  # noqa: E402
-from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
+from bench._example18 import alternate, capture_checked, example18, variant_measure  # noqa: E402
 
 
 def compare(n: int, rounds: int, eager: bool) -> None:
@@ -33,26 +29,10 @@ def compare(n: int, rounds: int, eager: bool) -> None:
     def use(name: str) -> None:
         backend.rotate_keyswitch = variants[name]
 
-    programs = {}
-    for name in variants:
-        use(name)
-        assert np.array_equal(fn(ct).data.get(), ref), name
-        programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
-        print(f"n={n} {name}: eager and graph bit-identical to the code's eager call", flush=True)
-    use("fused")
+    programs = capture_checked(list(variants), use, lambda: use("fused"), fn, ct, ref, prefix=f"n={n} ")
     stream = cupy.cuda.Stream(non_blocking=True)
 
-    def measure(key: str) -> float:
-        name, what = key.split()
-        if what == "device_us":
-            return graph_device_us(programs[name].cuda_graph, stream)
-        if what == "launch_us":
-            return launch_host_us(programs[name].cuda_graph, stream, 8)
-        use(name)
-        value = time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
-        use("fused")
-        return value
+    measure = variant_measure(programs, use, lambda: use("fused"), fn, ct, stream)
 
     whats = ("device_us", "launch_us", "eager_ms") if eager else ("device_us",)
     print(f"n={n}", flush=True)

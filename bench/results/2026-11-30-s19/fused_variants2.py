@@ -14,16 +14,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, example18, graph_device_us, launch_host_us  # noqa: E402
-from bench._timing import cuda_sync, time_host  # noqa: E402
+from bench._example18 import alternate, capture_checked, example18, variant_measure  # noqa: E402
 from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend  # noqa: E402
-from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 from fhelium_cupy.runtime.kernels import KernelOptions  # noqa: E402
 
 
@@ -42,31 +38,11 @@ def main() -> None:
     def use(name: str | None) -> None:
         engine.backend = variants[name] if name else default
 
-    programs = {}
-    for name in variants:
-        use(name)
-        try:
-            assert np.array_equal(fn(ct).data.get(), ref), name
-            programs[name] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-        finally:
-            use(None)
-        assert np.array_equal(programs[name].replay(ct, copy_output=True, synchronize=True).data.get(), ref), name
-        print(f"{name}: eager and graph bit-identical to the code's eager call", flush=True)
+    programs = capture_checked(list(variants), use, lambda: use(None), fn, ct, ref)
 
     stream = cupy.cuda.Stream(non_blocking=True)
 
-    def measure(key: str) -> float:
-        name, what = key.split()
-        if what == "device_us":
-            return graph_device_us(programs[name].cuda_graph, stream)
-        if what == "launch_us":
-            return launch_host_us(programs[name].cuda_graph, stream, 8)
-        use(name)
-        try:
-            return time_host(lambda: fn(ct), runs=30, warmup=3, synchronize=cuda_sync)["median_ms"]
-        finally:
-            use(None)
-
+    measure = variant_measure(programs, use, lambda: use(None), fn, ct, stream)
     keys = [f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("two", "load")]
     alternate(keys + ["two eager_ms", "load eager_ms"], 4, measure, digits=3)
 
