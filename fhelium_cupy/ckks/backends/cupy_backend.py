@@ -144,6 +144,9 @@ class CupyBackend:
             (``keyswitch_base_convert_bytes_mma``: sources below 2^48, at most 9 a digit, sm_80
             or newer): at N=2^16 with digits of 9 primes 98 -> 72 us, with 4 or 3 primes slower
             than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30).
+            ``FHE_KIP_CLUSTER_LAUNCH=1`` (default 0; sm_90 or newer) gives ``rotate_keyswitch``'s
+            fused ModUp-and-inner-product kernel its cluster form, digits over clusters of
+            ``FHE_NTT_KIP_CLUSTER`` blocks (default 4): not yet measured on a GPU.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
