@@ -34,6 +34,37 @@ def example18(n: int = 8, *, seed: int = 0) -> tuple[Any, np.ndarray, Any, Any, 
     return engine, a, ct, fn, fn(ct).data.get()
 
 
+def built_backend(engine: Any, *defines: str) -> Any:
+    """A fresh ``CupyBackend`` of ``engine``'s context whose kernels are built with ``defines``
+    (``-DNAME=VALUE`` build variants, ``runtime.kernels.KernelOptions``)."""
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
+    from fhelium_cupy.runtime.kernels import KernelOptions
+
+    return CupyBackend(engine.context, "cuda", kernel_options=KernelOptions(extra=defines))
+
+
+def two_launch_backend(engine: Any) -> Any:
+    """``built_backend(engine)`` without ``rotate_keyswitch``'s fused form (it declines, so each
+    rotation runs its ModUp and inner product as two launches: the code before change 48)."""
+    backend = built_backend(engine)
+    backend.rotate_keyswitch = lambda *args, **kwargs: None
+    return backend
+
+
+def backend_switch(engine: Any, variants: dict[str, Any]) -> tuple[Callable[[str], None], Callable[[], None]]:
+    """``(use, restore)`` for ``capture_checked`` and ``variant_measure``: ``use(name)`` puts
+    ``variants[name]`` in as ``engine.backend``, ``restore()`` the engine's own backend again."""
+    default = engine.backend
+
+    def use(name: str) -> None:
+        engine.backend = variants[name]
+
+    def restore() -> None:
+        engine.backend = default
+
+    return use, restore
+
+
 def capture_checked(names: Sequence[str], use: Callable[[str], None], restore: Callable[[], None], fn: Any, ct: Any,
                     ref: np.ndarray, *, prefix: str = "") -> dict[str, Any]:
     """Variants of one schedule captured and checked: for each name ``use(name)`` (the probe's

@@ -751,6 +751,34 @@ struct KeyProductStore {
   }
 };
 
+// The digits first, first + step, .. < num_digits of this block's (chunk = blockIdx.x, row =
+// blockIdx.y): each one's chunk stages, its NTT values times its key words summed into acc0,
+// acc1 (KeyProductStore; this thread's 2^LV coefficients, canonical sums, zero with no digit).
+template <int LV>
+__device__ __forceinline__ void key_product_digits(const u64* in, const u64* key, const int* FHE_RO rowmap,
+                                                   const u64* FHE_RO consts, const u64* FHE_RO tw2,
+                                                   const int* FHE_RO keydig, int num_moduli, int log_n,
+                                                   int log_chunk, int first, int num_digits, int step,
+                                                   int key_rows, i64 in_bs, u64 (&acc0)[1 << LV],
+                                                   u64 (&acc1)[1 << LV]) {
+  const int N = 1 << log_n;
+  const int limb = blockIdx.y;
+  const int id = rowmap[limb];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
+  const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
+#pragma unroll
+  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
+  for (int d = first; d < num_digits; d += step) {
+    if (d > first) __syncthreads();  // the previous digit's last shared-memory reads are done
+    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
+                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
+    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
+    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
+    c.run<LV>(store, log_n, log_chunk);
+  }
+}
+
 // ntt_forward_chunk_stages_key_inner_product: the forward chunk stages of every digit of a
 // one-prime ModUp (after its column kernel) fused with the key inner product of one key:
 // out[k, r, i] = sum_d NTT(digit_d)[r, i] * key[keydig[d], k, rowmap[r], i] * 2^-64 mod q_r
@@ -778,21 +806,10 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
   constexpr int LV = 2;
   const int N = 1 << log_n;
   const int limb = blockIdx.y;
-  const int id = rowmap[limb];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
   const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
   u64 acc0[1 << LV], acc1[1 << LV];
-#pragma unroll
-  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
-  for (int d = 0; d < num_digits; ++d) {
-    if (d > 0) __syncthreads();  // the previous digit's last shared-memory reads are done
-    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
-                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
-    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
-    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-    c.run<LV>(store, log_n, log_chunk);
-  }
+  key_product_digits<LV>(in, key, rowmap, consts, tw2, keydig, num_moduli, log_n, log_chunk, 0, num_digits, 1,
+                         key_rows, in_bs, acc0, acc1);
   u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + pos);
   u64x2* o1 = reinterpret_cast<u64x2*>(out + ((i64)gridDim.y + limb) * N + pos);
 #pragma unroll
@@ -860,22 +877,11 @@ extern "C" __global__ void FHE_NTT_KIP_CLUSTER_BOUNDS ntt_forward_chunk_stages_k
   const int C = 1 << log_chunk;
   const int limb = blockIdx.y;
   const int rank = blockIdx.z;
-  const int id = rowmap[limb];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
+  const u64 q = consts[FHE_C_Q * num_moduli + rowmap[limb]];
   const int at = (int)threadIdx.x << LV;  // this thread's first chunk position
-  const int pos = ((int)blockIdx.x << log_chunk) + at;
   u64 acc0[1 << LV], acc1[1 << LV];
-#pragma unroll
-  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
-  for (int d = rank; d < num_digits; d += CL) {
-    if (d > rank) __syncthreads();  // the previous digit's last shared-memory reads are done
-    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
-                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
-    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
-    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-    c.run<LV>(store, log_n, log_chunk);
-  }
+  key_product_digits<LV>(in, key, rowmap, consts, tw2, keydig, num_moduli, log_n, log_chunk, rank, num_digits, CL,
+                         key_rows, in_bs, acc0, acc1);
   u64* part = sm + C + C / 16;  // [2, C]: this block's partial sums (its own words only so far)
 #pragma unroll
   for (int k = 0; k < (1 << LV); k += 2) {

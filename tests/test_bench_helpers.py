@@ -143,3 +143,17 @@ def test_variant_measure_times_eager_with_the_variant_in_and_rejects_unknown_key
     assert log[0] == "use fused" and log[-1] == "restore" and log.count("call") == 33  # 3 warmups + 30 samples
     with pytest.raises(ValueError, match="unknown measurement"):
         measure("fused device_ms")
+
+
+def test_backend_switch_puts_each_variant_in_and_the_engines_own_back():
+    from types import SimpleNamespace
+
+    from bench._example18 import backend_switch
+
+    own, other = object(), object()
+    engine = SimpleNamespace(backend=own)
+    use, restore = backend_switch(engine, {"own": own, "other": other})
+    use("other")
+    assert engine.backend is other
+    restore()
+    assert engine.backend is own

@@ -345,7 +345,7 @@ class EvaluationMixin:
                     batch[:, 0] = source
                     c0 = source[0]
                     be.publish_to_branches()
-                elif len(part) == 1 and be.rotate_keyswitch(
+                elif be.rotate_keyswitch(  # (a task after the first has one key)
                         ct.data[1], part[0].data, rows, part[0].galois_element, c0=batch[0, 0], domain=domain,
                         out=slots[first:first + 1], before_c0=be.wait_for_published) is not None:
                     return  # the backend's fewer-pass form of the calls below

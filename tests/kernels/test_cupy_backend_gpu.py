@@ -6,6 +6,7 @@ import functools
 
 import pytest
 
+from tests.helpers.launches import record_launches
 from tests.kernels import gpu_cases
 
 pytestmark = pytest.mark.gpu
@@ -102,9 +103,7 @@ def _inverse_spread_backends(setup: str):
     L = ctx.q_count
     assert gpu._column_input_fits(2, L) and gpu._inverse_spread_fits(2, L)
     assert gpu.log_n - gpu._chunk_log(2 * L) == column_stages
-    launched: list[str] = []
-    launch = gpu._launch
-    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
+    launched = record_launches(gpu)
     return gpu, gpu_cases.reference(ctx), ctx_name, launched
 
 
@@ -135,9 +134,7 @@ def test_rotation_in_one_pass_on_clusters_matches_numpy(ctx_name, cluster, case)
     gpu = CupyBackend(ctx, kernel_options=options)
     if gpu._kip_cluster == 0:
         pytest.skip("thread-block clusters need sm_90")
-    launched: list[str] = []
-    launch = gpu._launch
-    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
+    launched = record_launches(gpu)
     error = gpu_cases.run_case(case, gpu, gpu_cases.reference(ctx), ctx_name)
     assert error is None, f"{case} @ {ctx_name}, clusters of {cluster}: {error}"
     assert "ntt_forward_chunk_stages_key_inner_product_cluster" in launched

@@ -28,6 +28,7 @@ import pytest
 
 from fhelium_cupy.runtime import kernels
 from tests.helpers.base_convert_table import BYTE_S, byte_group, convert_group, target_words
+from tests.helpers.launches import record_launches
 from tests.helpers.numpy_cupy import MAIN_STREAM, _current_stream, _Stream, install_numpy_cupy
 from tests.kernels import gpu_cases
 
@@ -613,9 +614,7 @@ def test_one_prime_digits_convert_in_the_ntt_column_kernel(emulated, inverse_spr
     options = {} if inverse_spread else {"kernel_options": kernels.KernelOptions(extra=("-DFHE_INVERSE_SPREAD=0",))}
     gpu, ref = emulated(ctx, **options)
     assert gpu._keyswitch_device(tuple(range(ctx.q_count)))["up_spread"] is not None
-    launched: list[str] = []
-    launch = gpu._launch
-    gpu._launch = lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs))[1]
+    launched = record_launches(gpu)
     names = MODUP_CASES + ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt",
                            "keyswitch_from_digits_galois_ntt_rescaled_level", "keyswitch_from_digits_many_ntt")
     for name in names:
@@ -649,14 +648,12 @@ def test_one_prime_digits_and_the_ciphertext_transform_in_one_ntt(emulated):
 
 @pytest.mark.parametrize("case", ["rotate_keyswitch", "rotate_keyswitch_ntt", "rotate_keyswitch_ntt_rescaled_level"])
 @pytest.mark.parametrize("ctx_name", ["n8192", "n4096"])
-def test_a_rotation_runs_its_modup_and_inner_product_in_one_pass(emulated, monkeypatch, case, ctx_name):
+def test_a_rotation_runs_its_modup_and_inner_product_in_one_pass(emulated, case, ctx_name):
     """``rotate_keyswitch`` on one-prime digits (n8192): the automorphism, the ModUp's column
     kernel and one chunk kernel that sums the digits against the key, then the ModDown; digits of
     several primes (n4096): declined, nothing launched. Both the NumPy reference bit for bit."""
     gpu, ref = emulated(gpu_cases.context(ctx_name))
-    launched: list[str] = []
-    launch = gpu._launch
-    monkeypatch.setattr(gpu, "_launch", lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs)))
+    launched = record_launches(gpu)
     assert gpu_cases.run_case(case, gpu, ref, ctx_name) is None
     fused = "ntt_forward_chunk_stages_key_inner_product" in launched
     assert fused == (ctx_name == "n8192")
@@ -675,10 +672,7 @@ def test_a_rotation_in_one_pass_on_clusters(emulated, monkeypatch, options, clus
     from tests.helpers import numpy_cupy
 
     gpu, ref = emulated(gpu_cases.context("n8192"), kernel_options=kernels.KernelOptions(extra=options))
-    launches: list[tuple] = []
-    launch = gpu._launch
-    monkeypatch.setattr(gpu, "_launch", lambda name, grid, block, args, shared_mem=0: (
-        launches.append((name, grid, block, shared_mem)), launch(name, grid, block, args, shared_mem=shared_mem)))
+    launches = record_launches(gpu, details=True)
     assert gpu_cases.run_case("rotate_keyswitch_ntt", gpu, ref, "n8192") is None
     fused = [entry for entry in launches if entry[0].startswith("ntt_forward_chunk_stages_key_inner_product")]
     assert [name for name, *_ in fused] == ["ntt_forward_chunk_stages_key_inner_product_cluster"]
@@ -858,9 +852,7 @@ def test_independent_rotations_on_side_streams_compute_the_numpy_batch(emulated,
     options = {"kernel_options": kernels.KernelOptions(extra=("-DFHE_BRANCH_STREAMS=3",))}
     gpu, _ = emulated(engine.context, **options)
     monkeypatch.setattr(engine, "backend", gpu)  # (its checks would reject host values: the unchecked form)
-    launched: list[str] = []
-    launch = gpu._launch
-    monkeypatch.setattr(gpu, "_launch", lambda name, *args, **kwargs: (launched.append(name), launch(name, *args, **kwargs)))
+    launched = record_launches(gpu)
     got = engine._rotation_batch(ct, keys, "ntt", hoisted=False)
     assert np.array_equal(got.data, want.data)
     # rotations 2.. (one-prime digits) in one pass each; the first publishes the source's transform

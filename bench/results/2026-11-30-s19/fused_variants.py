@@ -18,10 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, capture_checked, example18, variant_measure  # noqa: E402
+from bench._example18 import (  # noqa: E402
+    alternate,
+    built_backend,
+    capture_checked,
+    example18,
+    two_launch_backend,
+    variant_measure,
+)
 from fhelium_cupy.ckks._evaluation import EvaluationMixin  # noqa: E402
-from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend  # noqa: E402
-from fhelium_cupy.runtime.kernels import KernelOptions  # noqa: E402
 
 
 def first_fused_rotation_batch(self, ct, keys, domain, *, hoisted):
@@ -53,17 +58,15 @@ def main() -> None:
     default = engine.backend
     code_batch = EvaluationMixin._rotation_batch
 
-    def built(*defines: str) -> CupyBackend:
-        return CupyBackend(engine.context, "cuda", kernel_options=KernelOptions(extra=defines))
+    def bounded(min_blocks: int) -> tuple:
+        return built_backend(engine, "-DFHE_NTT_KIP_THREADS=256", f"-DFHE_NTT_KIP_MIN_BLOCKS={min_blocks}"), code_batch
 
-    two = built()
-    two.rotate_keyswitch = lambda *args, **kwargs: None
     variants = {
-        "two": (two, code_batch),
+        "two": (two_launch_backend(engine), code_batch),
         "fused": (default, code_batch),
-        "b48": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=5"), code_batch),
-        "b40": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=6"), code_batch),
-        "b32": (built("-DFHE_NTT_KIP_THREADS=256", "-DFHE_NTT_KIP_MIN_BLOCKS=8"), code_batch),
+        "b48": bounded(5),
+        "b40": bounded(6),
+        "b32": bounded(8),
         "first": (default, first_fused_rotation_batch),
     }
 
@@ -73,10 +76,7 @@ def main() -> None:
         EvaluationMixin._rotation_batch = batch
 
     programs = capture_checked(list(variants), use, lambda: use(None), fn, ct, ref)
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-
-    measure = variant_measure(programs, use, lambda: use(None), fn, ct, stream)
+    measure = variant_measure(programs, use, lambda: use(None), fn, ct, cupy.cuda.Stream(non_blocking=True))
     alternate([f"{v} device_us" for v in variants] + ["two eager_ms", "fused eager_ms"], 4, measure, digits=3)
 
 

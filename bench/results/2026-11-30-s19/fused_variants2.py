@@ -18,31 +18,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, capture_checked, example18, variant_measure  # noqa: E402
-from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend  # noqa: E402
-from fhelium_cupy.runtime.kernels import KernelOptions  # noqa: E402
+from bench._example18 import (  # noqa: E402
+    alternate,
+    backend_switch,
+    built_backend,
+    capture_checked,
+    example18,
+    two_launch_backend,
+    variant_measure,
+)
 
 
 def main() -> None:
     engine, _, ct, fn, ref = example18()
-    default = engine.backend
-
-    def built(*defines: str) -> CupyBackend:
-        return CupyBackend(engine.context, "cuda", kernel_options=KernelOptions(extra=defines))
-
-    two = built()
-    two.rotate_keyswitch = lambda *args, **kwargs: None
-    variants = {"two": two, "copy": built("-DFHE_KIP_GALOIS_LOAD=0"), "load": default,
-                "shared": built("-DFHE_NTT_KIP_SHARED_ACC=1")}
-
-    def use(name: str | None) -> None:
-        engine.backend = variants[name] if name else default
-
-    programs = capture_checked(list(variants), use, lambda: use(None), fn, ct, ref)
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-
-    measure = variant_measure(programs, use, lambda: use(None), fn, ct, stream)
+    variants = {"two": two_launch_backend(engine), "copy": built_backend(engine, "-DFHE_KIP_GALOIS_LOAD=0"),
+                "load": engine.backend, "shared": built_backend(engine, "-DFHE_NTT_KIP_SHARED_ACC=1")}
+    use, restore = backend_switch(engine, variants)
+    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
+    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
     keys = [f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("two", "load")]
     alternate(keys + ["two eager_ms", "load eager_ms"], 4, measure, digits=3)
 

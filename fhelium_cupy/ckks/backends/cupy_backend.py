@@ -1016,8 +1016,8 @@ class CupyBackend:
         coefficient-domain c1 of a rotation, ``[L, N]``) is unbatched; ``None``, with nothing
         launched, elsewhere (the caller takes the two calls).
 
-        The Galois automorphism goes first, on ``c`` (``automorphism_coefficient_signed``: for
-        one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), then the ModUp's column
+        The Galois automorphism goes first, on ``c`` (``automorphism`` in the coefficient domain:
+        for one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), then the ModUp's column
         kernel (``ntt_forward_column_stages_modup_spread``), then one kernel that runs every
         digit's chunk stages and sums them against the key as they leave the transform
         (``ntt_forward_chunk_stages_key_inner_product``; its ``_cluster`` form with the build
@@ -1025,7 +1025,7 @@ class CupyBackend:
         stored and the key is read in order. ``before_c0()``, when given, is called after the
         inner product is enqueued and before anything that reads ``c0`` (a branch's wait for
         another branch's ``c0``). Stream: the current one; no host synchronization."""
-        rows, rowmap = self._rows(rows)
+        rows, _ = self._rows(rows)
         if c.ndim != 2 or any(r >= self.context.q_count for r in rows):
             return None
         t = self._keyswitch_device(rows)
@@ -1037,26 +1037,16 @@ class CupyBackend:
             return None  # (a chunk too large for the build's fused kernel: its blocks or shared memory)
         check_domain(domain, "rotate_keyswitch")
         c = self._check(c, rows, "rotate_keyswitch")
-        key_rows = self.context.q_count + self.context.p_count
-        if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
-            raise ValueError(f"rotate_keyswitch: expected a key [dnum, 2, {key_rows}, {n}], got {key.shape}")
-        if key.shape[0] < t["key_digits_needed"]:
-            raise ValueError(f"rotate_keyswitch: key has {key.shape[0]} digits, rows {rows} need {t['key_digits_needed']}")
         g = int(galois_element) % (2 * n)
-        if g % 2 == 0:
-            raise ValueError(f"galois element must be odd, got {galois_element}")
+        self._galois(g, "coefficient")  # (checks g: odd)
         if c0 is not None:
             c0 = self._check(c0, rows, "rotate_keyswitch")
             if c0.ndim != 2:
                 raise ValueError(f"rotate_keyswitch: c0 must be [L, N] like c, got {tuple(c0.shape)}")
         out_strides = self._many_out(out, (1, 2, L, n))
-        key = key if key.flags.c_contiguous else self.xp.ascontiguousarray(key)
+        (key,), key_rows = self._checked_keys([key], rows, t, "rotate_keyswitch")
         _, perms = self._many_tables([key], [g])  # keeps the key alive for a capture
-        srcmap = self._galois(g, "coefficient")
-        rotated = self.xp.empty_like(c)
-        self._launch("automorphism_coefficient_signed", (-(-n // _BLOCK), L, 1), _BLOCK,
-                     (c, rotated, srcmap, rowmap, self._consts, np.int32(self.num_moduli), np.int32(n),
-                      np.int64(L * n), np.int64(L * n)))
+        rotated = self.automorphism(c, g, rows, domain="coefficient")
         acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
         tw, _ = self._tw()
 
@@ -1117,16 +1107,21 @@ class CupyBackend:
         digits = digits_ntt if digits_ntt.flags.c_contiguous else self.xp.ascontiguousarray(digits_ntt)
         if digits.dtype != np.uint64 or digits.ndim < 3 or digits.shape[0] != D or digits.shape[-2:] != (R, n):
             raise ValueError(f"{what}: expected digits [{D}, ..., {R}, {n}], got {digits.shape}")
-        key_rows = self.context.q_count + self.context.p_count
-        needed = t["key_digits_needed"]
-        checked = []
+        checked, key_rows = self._checked_keys(keys, rows, t, what)
+        return rows, t, digits, checked, key_rows
+
+    def _checked_keys(self, keys: Sequence[Any], rows: tuple[int, ...], t: dict[str, Any],
+                      what: str) -> tuple[list[Any], int]:
+        """Key-switching keys of ``rows`` (``t``: their ``_keyswitch_device`` tables) checked,
+        each ``[dnum, 2, key_rows, N]`` uint64 with the digits ``rows`` need, and made
+        C-contiguous (the kernels read them by address); returns them and ``key_rows``."""
+        key_rows, n, needed = self.context.q_count + self.context.p_count, self.n, t["key_digits_needed"]
         for key in keys:
             if key.dtype != np.uint64 or key.ndim != 4 or key.shape[1:] != (2, key_rows, n):
                 raise ValueError(f"{what}: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
             if key.shape[0] < needed:
                 raise ValueError(f"{what}: key has {key.shape[0]} digits, rows {rows} need {needed}")
-            checked.append(key if key.flags.c_contiguous else self.xp.ascontiguousarray(key))
-        return rows, t, digits, checked, key_rows
+        return [key if key.flags.c_contiguous else self.xp.ascontiguousarray(key) for key in keys], key_rows
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None,
