@@ -751,34 +751,6 @@ struct KeyProductStore {
   }
 };
 
-// The digits first, first + step, .. < num_digits of this block's (chunk = blockIdx.x, row =
-// blockIdx.y): each one's chunk stages, its NTT values times its key words summed into acc0,
-// acc1 (KeyProductStore; this thread's 2^LV coefficients, canonical sums, zero with no digit).
-template <int LV>
-__device__ __forceinline__ void key_product_digits(const u64* in, const u64* key, const int* FHE_RO rowmap,
-                                                   const u64* FHE_RO consts, const u64* FHE_RO tw2,
-                                                   const int* FHE_RO keydig, int num_moduli, int log_n,
-                                                   int log_chunk, int first, int num_digits, int step,
-                                                   int key_rows, i64 in_bs, u64 (&acc0)[1 << LV],
-                                                   u64 (&acc1)[1 << LV]) {
-  const int N = 1 << log_n;
-  const int limb = blockIdx.y;
-  const int id = rowmap[limb];
-  const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
-  const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
-#pragma unroll
-  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
-  for (int d = first; d < num_digits; d += step) {
-    if (d > first) __syncthreads();  // the previous digit's last shared-memory reads are done
-    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
-                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
-    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
-    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-    c.run<LV>(store, log_n, log_chunk);
-  }
-}
-
 // ntt_forward_chunk_stages_key_inner_product: the forward chunk stages of every digit of a
 // one-prime ModUp (after its column kernel) fused with the key inner product of one key:
 // out[k, r, i] = sum_d NTT(digit_d)[r, i] * key[keydig[d], k, rowmap[r], i] * 2^-64 mod q_r
@@ -806,10 +778,21 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
   constexpr int LV = 2;
   const int N = 1 << log_n;
   const int limb = blockIdx.y;
+  const int id = rowmap[limb];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
   const int pos = ((int)blockIdx.x << log_chunk) + ((int)threadIdx.x << LV);
   u64 acc0[1 << LV], acc1[1 << LV];
-  key_product_digits<LV>(in, key, rowmap, consts, tw2, keydig, num_moduli, log_n, log_chunk, 0, num_digits, 1,
-                         key_rows, in_bs, acc0, acc1);
+#pragma unroll
+  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
+  for (int d = 0; d < num_digits; ++d) {
+    if (d > 0) __syncthreads();  // the previous digit's last shared-memory reads are done
+    const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
+                                            ChunkCoords{(int)blockIdx.x, limb, d}, limb);
+    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
+    const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
+    c.run<LV>(store, log_n, log_chunk);
+  }
   u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + pos);
   u64x2* o1 = reinterpret_cast<u64x2*>(out + ((i64)gridDim.y + limb) * N + pos);
 #pragma unroll
@@ -817,90 +800,6 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
     o0[k >> 1] = u64x2{acc0[k], acc0[k + 1]};
     o1[k >> 1] = u64x2{acc1[k], acc1[k + 1]};
   }
-}
-
-// ntt_forward_chunk_stages_key_inner_product_cluster: the same sums with the digits of one
-// (chunk, row) spread over a cluster of CL = FHE_NTT_KIP_CLUSTER blocks (sm_90+), so a rotation
-// runs CL times the blocks of the kernel above, each with CL times fewer transforms in turn.
-// Block rank r (= blockIdx.z) runs digits r, r + CL, .. and sums them in registers, as above;
-// the partial sums then go to its shared memory (after the chunk's words: [2, C]), and after a
-// cluster barrier block r sums chunk positions [r C / CL, (r + 1) C / CL) of both components
-// over the cluster's blocks (distributed shared memory) and writes them. Every partial sum is a
-// canonical residue, so the result is bit for bit the one above. A second cluster barrier keeps
-// each block's shared memory alive until the others have read it. Launch: grid (N / C, R, CL),
-// clusters (1, 1, CL) (compile time), block C / 4, dynamic shared memory (3 C + C / 16) * 8
-// bytes. Built for sm_80 as an empty kernel, which the host never launches there.
-#ifndef FHE_NTT_KIP_CLUSTER
-#define FHE_NTT_KIP_CLUSTER 4
-#endif
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-#define FHE_NTT_KIP_CLUSTERED 1
-#define FHE_NTT_KIP_CLUSTER_BOUNDS __cluster_dims__(1, 1, FHE_NTT_KIP_CLUSTER) FHE_NTT_KIP_BOUNDS
-#else
-#define FHE_NTT_KIP_CLUSTERED 0
-#define FHE_NTT_KIP_CLUSTER_BOUNDS FHE_NTT_KIP_BOUNDS
-#endif
-#if FHE_NTT_KIP_CLUSTERED
-// The 32-bit shared-window address of a shared-memory word, and the same word in block `rank`
-// of this cluster.
-__device__ __forceinline__ unsigned shared_window_address(const void* p) {
-  unsigned a;
-  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
-  return a;
-}
-__device__ __forceinline__ unsigned cluster_rank_address(unsigned local, int rank) {
-  unsigned a;
-  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
-  return a;
-}
-__device__ __forceinline__ u64 cluster_load(unsigned address) {
-  u64 v;
-  asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(address) : "memory");
-  return v;
-}
-// Every block of the cluster reaches it; what each wrote to shared memory before it is visible to
-// the others after it (release / acquire).
-__device__ __forceinline__ void cluster_barrier() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-#endif
-extern "C" __global__ void FHE_NTT_KIP_CLUSTER_BOUNDS ntt_forward_chunk_stages_key_inner_product_cluster(
-    const u64* in, const u64* key, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts,
-    const u64* FHE_RO tw2, const int* FHE_RO keydig, int num_moduli, int log_n, int log_chunk, int num_digits,
-    int key_rows, i64 in_bs) {
-#if FHE_NTT_KIP_CLUSTERED
-  constexpr int LV = 2;
-  constexpr int CL = FHE_NTT_KIP_CLUSTER;
-  extern __shared__ u64 sm[];
-  const int N = 1 << log_n;
-  const int C = 1 << log_chunk;
-  const int limb = blockIdx.y;
-  const int rank = blockIdx.z;
-  const u64 q = consts[FHE_C_Q * num_moduli + rowmap[limb]];
-  const int at = (int)threadIdx.x << LV;  // this thread's first chunk position
-  u64 acc0[1 << LV], acc1[1 << LV];
-  key_product_digits<LV>(in, key, rowmap, consts, tw2, keydig, num_moduli, log_n, log_chunk, rank, num_digits, CL,
-                         key_rows, in_bs, acc0, acc1);
-  u64* part = sm + C + C / 16;  // [2, C]: this block's partial sums (its own words only so far)
-#pragma unroll
-  for (int k = 0; k < (1 << LV); k += 2) {
-    reinterpret_cast<u64x2*>(part + at)[k >> 1] = u64x2{acc0[k], acc0[k + 1]};
-    reinterpret_cast<u64x2*>(part + C + at)[k >> 1] = u64x2{acc1[k], acc1[k + 1]};
-  }
-  cluster_barrier();  // every block's partial sums written
-  const int share = C / CL;
-  for (int w = threadIdx.x; w < 2 * share; w += blockDim.x) {
-    const int comp = w / share;
-    const int p = rank * share + w % share;  // chunk position
-    const unsigned local = shared_window_address(part + comp * C + p);
-    u64 sum = 0;
-#pragma unroll
-    for (int r = 0; r < CL; ++r) sum = add_mod(sum, cluster_load(cluster_rank_address(local, r)), q);
-    out[((i64)comp * gridDim.y + limb) * N + ((i64)blockIdx.x << log_chunk) + p] = sum;
-  }
-  cluster_barrier();  // no block exits while another still reads its shared memory
-#endif
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;

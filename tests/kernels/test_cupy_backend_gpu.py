@@ -116,25 +116,3 @@ def test_divisions_finishing_the_inverse_ntt_in_their_column_input_match_numpy(s
     assert error is None, f"{case} @ {setup}: {error}"
     if "many" not in case:  # (several keys: the _x2 choice depends on the GPU's size)
         assert "ntt_inverse_column_stages_rescale_spread_x2" in launched, case
-
-
-_ROTATE_CASES = ("rotate_keyswitch", "rotate_keyswitch_ntt", "rotate_keyswitch_ntt_rescaled_level")
-
-
-@pytest.mark.parametrize("case", _ROTATE_CASES)
-@pytest.mark.parametrize(("ctx_name", "cluster"), [("n16384", 4), ("n16384", 8), ("n16384", 2), ("n8192", 4)])
-def test_rotation_in_one_pass_on_clusters_matches_numpy(ctx_name, cluster, case):
-    """``FHE_KIP_CLUSTER_LAUNCH=1``: the fused ModUp-and-inner-product kernel's cluster form
-    (sm_90+), at each cluster size, bit for bit the NumPy reference."""
-    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
-    from fhelium_cupy.runtime.kernels import KernelOptions
-
-    ctx = gpu_cases.context(ctx_name)
-    options = KernelOptions(extra=("-DFHE_KIP_CLUSTER_LAUNCH=1", f"-DFHE_NTT_KIP_CLUSTER={cluster}"))
-    gpu = CupyBackend(ctx, kernel_options=options)
-    if gpu._kip_cluster == 0:
-        pytest.skip("thread-block clusters need sm_90")
-    launched = record_launches(gpu)
-    error = gpu_cases.run_case(case, gpu, gpu_cases.reference(ctx), ctx_name)
-    assert error is None, f"{case} @ {ctx_name}, clusters of {cluster}: {error}"
-    assert "ntt_forward_chunk_stages_key_inner_product_cluster" in launched

@@ -62,7 +62,6 @@ class _Kernels:
         self.ctx, self.n = ctx, ctx.ring_degree
         self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
         self.batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
-        self.cluster = int(options.define("FHE_NTT_KIP_CLUSTER", "4"))
         self.first_pass: tuple | None = None  # the first kernel of a two-kernel NTT, awaiting the second
 
     def function(self, name: str) -> Any:
@@ -207,12 +206,6 @@ class _Kernels:
                 total = sum(digits[d] * self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
                             .astype(object) for d in range(D))
                 self._row(out, (comp * R + r) * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
-
-    def ntt_forward_chunk_stages_key_inner_product_cluster(self, grid, a):
-        """The cluster form: the same sums, grid z = the cluster size (every block rank takes the
-        digits d = rank mod the cluster size; their sum over the cluster is the one-block sum)."""
-        assert grid[2] == self.cluster, "grid z is the build's cluster size"
-        self.ntt_forward_chunk_stages_key_inner_product((grid[0], grid[1], 1), a)
 
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
@@ -661,27 +654,6 @@ def test_a_rotation_runs_its_modup_and_inner_product_in_one_pass(emulated, case,
         assert launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread_x2"] or \
             launched[:2] == ["automorphism_coefficient_signed", "ntt_forward_column_stages_modup_spread"]
         assert "keyswitch_inner_product_many" not in launched
-
-
-@pytest.mark.parametrize(("options", "cluster"), [(("-DFHE_KIP_CLUSTER_LAUNCH=1",), 4),
-                                                  (("-DFHE_KIP_CLUSTER_LAUNCH=1", "-DFHE_NTT_KIP_CLUSTER=2"), 2)])
-def test_a_rotation_in_one_pass_on_clusters(emulated, monkeypatch, options, cluster):
-    """``FHE_KIP_CLUSTER_LAUNCH=1`` (sm_90): the fused kernel's cluster form, grid z = the cluster
-    size, shared memory for the partial sums; the NumPy reference bit for bit. Below sm_90, or
-    without the option, the one-block form."""
-    from tests.helpers import numpy_cupy
-
-    gpu, ref = emulated(gpu_cases.context("n8192"), kernel_options=kernels.KernelOptions(extra=options))
-    launches = record_launches(gpu, details=True)
-    assert gpu_cases.run_case("rotate_keyswitch_ntt", gpu, ref, "n8192") is None
-    fused = [entry for entry in launches if entry[0].startswith("ntt_forward_chunk_stages_key_inner_product")]
-    assert [name for name, *_ in fused] == ["ntt_forward_chunk_stages_key_inner_product_cluster"]
-    _, grid, block, smem = fused[0]
-    chunk = 4 * block
-    assert grid[2] == cluster and smem == (3 * chunk + chunk // 16) * 8
-    monkeypatch.setattr(numpy_cupy._Device, "compute_capability", "80")
-    older, _ = emulated(gpu_cases.context("n8192"), kernel_options=kernels.KernelOptions(extra=options))
-    assert older._kip_cluster == 0
 
 
 def test_ntt_forward_and_modup_falls_back_to_two_calls(emulated):

@@ -144,9 +144,6 @@ class CupyBackend:
             (``keyswitch_base_convert_bytes_mma``: sources below 2^48, at most 9 a digit, sm_80
             or newer): at N=2^16 with digits of 9 primes 98 -> 72 us, with 4 or 3 primes slower
             than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30).
-            ``FHE_KIP_CLUSTER_LAUNCH=1`` (default 0; sm_90 or newer) gives ``rotate_keyswitch``'s
-            fused ModUp-and-inner-product kernel its cluster form, digits over clusters of
-            ``FHE_NTT_KIP_CLUSTER`` blocks (default 4): not yet measured on a GPU.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -200,11 +197,6 @@ class CupyBackend:
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
-        # rotate_keyswitch's digits over clusters of FHE_NTT_KIP_CLUSTER blocks (sm_90+): 1 takes
-        # ntt_forward_chunk_stages_key_inner_product_cluster, 0 (default: not yet measured on a GPU)
-        # the one-block form
-        self._kip_cluster = int(options.define("FHE_NTT_KIP_CLUSTER", "4")) if (
-            options.define("FHE_KIP_CLUSTER_LAUNCH", "0") != "0") else 0
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -243,8 +235,6 @@ class CupyBackend:
         self._gpu_threads = self._sm_count * int(attributes.get("MaxThreadsPerMultiProcessor", 2048))
         if int(getattr(self._device, "compute_capability", "0") or 0) < 80:
             self._bytes_min_sources = 0  # no integer mma.m16n8k32 before sm_80
-        if int(getattr(self._device, "compute_capability", "0") or 0) < 90:
-            self._kip_cluster = 0  # no thread-block clusters before sm_90
         with self._device:
             self._consts = cp.asarray(modulus_constants(context.moduli, n))
         self._cache: dict[Any, Any] = {}
@@ -1020,8 +1010,7 @@ class CupyBackend:
         for one-prime digits ModUp(sigma(c)) = sigma(ModUp(c)) exactly), then the ModUp's column
         kernel (``ntt_forward_column_stages_modup_spread``), then one kernel that runs every
         digit's chunk stages and sums them against the key as they leave the transform
-        (``ntt_forward_chunk_stages_key_inner_product``; its ``_cluster`` form with the build
-        option ``FHE_KIP_CLUSTER_LAUNCH=1`` on sm_90+): the digits' NTT values are never
+        (``ntt_forward_chunk_stages_key_inner_product``): the digits' NTT values are never
         stored and the key is read in order. ``before_c0()``, when given, is called after the
         inner product is enqueued and before anything that reads ``c0`` (a branch's wait for
         another branch's ``c0``). Stream: the current one; no host synchronization."""
@@ -1031,7 +1020,7 @@ class CupyBackend:
         t = self._keyswitch_device(rows)
         L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
         chunk = 1 << self._chunk_log(D * R)
-        smem = (chunk + chunk // 16 + (2 * chunk if self._kip_cluster else 0)) * 8
+        smem = (chunk + chunk // 16) * 8
         if (not self._spread_fits(t, D) or D * R > _MAX_GRID_YZ or chunk > 4 * self._kip_threads
                 or smem > _MAX_STATIC_SMEM):
             return None  # (a chunk too large for the build's fused kernel: its blocks or shared memory)
@@ -1052,10 +1041,9 @@ class CupyBackend:
 
         def inner_product(suffix: str, src: Any, grid: tuple, block: int, smem: int, base: tuple, src_bs: Any) -> None:
             chunk = 1 << int(base[2])
-            name = "ntt_forward_chunk_stages_key_inner_product" + ("_cluster" if self._kip_cluster else "")
-            self._launch(name, (n // chunk, R, self._kip_cluster or 1), chunk // 4,
+            self._launch("ntt_forward_chunk_stages_key_inner_product", (n // chunk, R, 1), chunk // 4,
                          (src, key, acc, t["out_map"], self._consts, tw, t["key_digits"], *base, np.int32(D),
-                          np.int32(key_rows), src_bs), shared_mem=smem + (16 * chunk if self._kip_cluster else 0))
+                          np.int32(key_rows), src_bs), shared_mem=smem)
 
         column_output = self.xp.empty((D, R, n), dtype=np.uint64)
         self._modup_spread(rotated, column_output, t, t["up_spread"], 1, 0, L * n, chunk_output=inner_product)
