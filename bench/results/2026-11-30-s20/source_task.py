@@ -1,0 +1,59 @@
+"""Change 49 (second form) side by side: example 18 (8x8 matvec, N=2^14, ``hoisted=False``)
+with the source's transform as a task of its own and every rotation in one pass reading its
+digits' own rows from that transform (``own``: the code), the same without the own rows
+(``split``: ``c_ntt`` dropped, every digit transformed), the batch as change 48 left it
+(``s19``: the first rotation's ModUp transforms the source, the later ones run in one pass),
+and the ModUp and inner product as two launches (``two``). Graph device us and
+``Graph.launch`` host us (four rounds alternated), eager host ms; one process; every variant
+checked bit-identical to the code's eager call first.
+
+Usage, from the repository root (pinned, as the other probes):
+    taskset -c "$(python3 bench/quiet_cpu.py --count 2)" python3 bench/results/2026-11-30-s20/source_task.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import cupy  # noqa: E402
+
+from bench._example18 import (  # noqa: E402
+    alternate,
+    backend_switch,
+    built_backend,
+    capture_checked,
+    example18,
+    first_rotation_unfused_backend,
+    two_launch_backend,
+    variant_measure,
+)
+
+
+def without_own_rows(engine):
+    """``built_backend(engine)`` whose ``rotate_keyswitch`` ignores ``c_ntt``."""
+    backend = built_backend(engine)
+    fused = backend.rotate_keyswitch
+
+    def dropped(*args, c_ntt=None, **kwargs):
+        return fused(*args, **kwargs)
+
+    backend.rotate_keyswitch = dropped
+    return backend
+
+
+def main() -> None:
+    engine, _, ct, fn, ref = example18()
+    variants = {"two": two_launch_backend(engine), "s19": first_rotation_unfused_backend(engine),
+                "split": without_own_rows(engine), "own": engine.backend}
+    use, restore = backend_switch(engine, variants)
+    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
+    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
+    alternate([f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("s19", "own")]
+              + ["s19 eager_ms", "own eager_ms"], 4, measure, digits=3)
+
+
+if __name__ == "__main__":
+    main()
