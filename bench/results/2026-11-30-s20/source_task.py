@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy  # noqa: E402
+from own_rows import transformed_own_rows  # noqa: E402  (rotate_keyswitch ignoring c_ntt)
 
 from bench._example18 import (  # noqa: E402
     alternate,
     backend_switch,
-    built_backend,
     capture_checked,
     example18,
     first_rotation_unfused_backend,
@@ -32,22 +33,10 @@ from bench._example18 import (  # noqa: E402
 )
 
 
-def without_own_rows(engine):
-    """``built_backend(engine)`` whose ``rotate_keyswitch`` ignores ``c_ntt``."""
-    backend = built_backend(engine)
-    fused = backend.rotate_keyswitch
-
-    def dropped(*args, c_ntt=None, **kwargs):
-        return fused(*args, **kwargs)
-
-    backend.rotate_keyswitch = dropped
-    return backend
-
-
 def main() -> None:
     engine, _, ct, fn, ref = example18()
     variants = {"two": two_launch_backend(engine), "s19": first_rotation_unfused_backend(engine),
-                "split": without_own_rows(engine), "own": engine.backend}
+                "split": transformed_own_rows(engine), "own": engine.backend}
     use, restore = backend_switch(engine, variants)
     programs = capture_checked(list(variants), use, restore, fn, ct, ref)
     measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
