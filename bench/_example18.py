@@ -111,6 +111,22 @@ def variant_measure(programs: dict[str, Any], use: Callable[[str], None], restor
     return measure
 
 
+def compare_backends(engine: Any, variants: dict[str, Any], fn: Any, ct: Any, ref: np.ndarray,
+                     measurements: Sequence[str], *, rounds: int = 4) -> dict:
+    """The backend probes' side-by-side run: each of ``variants`` (name -> backend) put in as
+    ``engine.backend`` in turn (``backend_switch``), checked and captured
+    (``capture_checked``), then ``measurements`` (``variant_measure`` keys: ``"NAME
+    device_us"``, ``"NAME launch_us"``, ``"NAME eager_ms"``) alternated over ``rounds``
+    (``alternate``, 3 digits; graphs launched on a fresh non-blocking stream). Returns
+    ``alternate``'s values."""
+    import cupy
+
+    use, restore = backend_switch(engine, variants)
+    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
+    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
+    return alternate(list(measurements), rounds, measure, digits=3)
+
+
 def alternate(names: Sequence[Any], rounds: int, measure: Callable[[Any], float], *, digits: int = 2) -> dict:
     """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order
     (side by side in one process); prints each name's values and median, returns them."""

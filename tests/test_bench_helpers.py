@@ -157,3 +157,48 @@ def test_backend_switch_puts_each_variant_in_and_the_engines_own_back():
     assert engine.backend is other
     restore()
     assert engine.backend is own
+
+
+def test_compare_backends_checks_each_backend_then_alternates_the_measurements(monkeypatch, capsys):
+    """The backend probes' one call: every variant put in and checked (its eager result and
+    replay against the reference), the engine's own backend back afterwards, then the
+    measurement keys alternated over the rounds."""
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    import numpy as np
+
+    import bench._example18 as example18
+    from fhelium_cupy.runtime import cuda_graph
+
+    ref = np.arange(3, dtype=np.uint64)
+    own, other = object(), object()
+    engine = SimpleNamespace(backend=own)
+    seen: list[object] = []
+
+    def fn(ct):
+        seen.append(engine.backend)
+        return SimpleNamespace(data=SimpleNamespace(get=lambda: ref))
+
+    class Program:
+        def replay(self, ct, copy_output, synchronize):
+            return fn(ct)
+
+    monkeypatch.setattr(cuda_graph.CudaGraphProgram, "capture", staticmethod(lambda f, example_inputs: Program()))
+    fake_cupy = ModuleType("cupy")
+    fake_cupy.cuda = SimpleNamespace(Stream=lambda non_blocking: "stream")
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    measured: list[tuple[str, str]] = []
+
+    def fake_measure(programs, use, restore, f, ct, stream):
+        assert list(programs) == ["own", "other"] and stream == "stream"
+        return lambda key: measured.append((key, stream)) or 1.0
+
+    monkeypatch.setattr(example18, "variant_measure", fake_measure)
+    values = example18.compare_backends(engine, {"own": own, "other": other}, fn, object(), ref,
+                                        ["own device_us", "other device_us"], rounds=2)
+    # each variant's eager check with it in; the replay check after the engine's own is back
+    assert seen == [own, own, other, own] and engine.backend is own
+    assert [key for key, _ in measured] == ["own device_us", "other device_us", "other device_us", "own device_us"]
+    assert values == {"own device_us": [1.0, 1.0], "other device_us": [1.0, 1.0]}
+    assert "other: eager and graph bit-identical" in capsys.readouterr().out

@@ -16,16 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import cupy  # noqa: E402
 
 from bench._example18 import (  # noqa: E402
-    alternate,
-    backend_switch,
     built_backend,
-    capture_checked,
+    compare_backends,
     example18,
     two_launch_backend,
-    variant_measure,
 )
 
 
@@ -33,11 +29,8 @@ def main() -> None:
     engine, _, ct, fn, ref = example18()
     variants = {"two": two_launch_backend(engine), "copy": built_backend(engine, "-DFHE_KIP_GALOIS_LOAD=0"),
                 "load": engine.backend, "shared": built_backend(engine, "-DFHE_NTT_KIP_SHARED_ACC=1")}
-    use, restore = backend_switch(engine, variants)
-    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
-    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
     keys = [f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("two", "load")]
-    alternate(keys + ["two eager_ms", "load eager_ms"], 4, measure, digits=3)
+    compare_backends(engine, variants, fn, ct, ref, keys + ["two eager_ms", "load eager_ms"])
 
 
 if __name__ == "__main__":

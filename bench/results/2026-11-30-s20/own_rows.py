@@ -17,16 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import cupy  # noqa: E402
 
 from bench._example18 import (  # noqa: E402
-    alternate,
-    backend_switch,
     built_backend,
-    capture_checked,
+    compare_backends,
     example18,
     two_launch_backend,
-    variant_measure,
 )
 
 
@@ -62,11 +58,10 @@ def main() -> None:
     engine, _, ct, fn, ref = example18()
     variants = {"two": two_launch_backend(engine), "fused": transformed_own_rows(engine),
                 "fused_wait": early_wait(engine), "own": engine.backend}
-    use, restore = backend_switch(engine, variants)
-    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
-    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
-    alternate([f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("fused", "own")]
-              + ["fused eager_ms", "own eager_ms"], 4, measure, digits=3)
+    keys = ([f"{v} device_us" for v in variants]
+            + [f"{v} launch_us" for v in ("fused", "own")]
+            + ["fused eager_ms", "own eager_ms"])
+    compare_backends(engine, variants, fn, ct, ref, keys)
 
 
 if __name__ == "__main__":

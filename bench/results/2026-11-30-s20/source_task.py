@@ -19,17 +19,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cupy  # noqa: E402
 from own_rows import transformed_own_rows  # noqa: E402  (rotate_keyswitch ignoring c_ntt)
 
 from bench._example18 import (  # noqa: E402
-    alternate,
-    backend_switch,
-    capture_checked,
+    compare_backends,
     example18,
     first_rotation_unfused_backend,
     two_launch_backend,
-    variant_measure,
 )
 
 
@@ -37,11 +33,10 @@ def main() -> None:
     engine, _, ct, fn, ref = example18()
     variants = {"two": two_launch_backend(engine), "s19": first_rotation_unfused_backend(engine),
                 "split": transformed_own_rows(engine), "own": engine.backend}
-    use, restore = backend_switch(engine, variants)
-    programs = capture_checked(list(variants), use, restore, fn, ct, ref)
-    measure = variant_measure(programs, use, restore, fn, ct, cupy.cuda.Stream(non_blocking=True))
-    alternate([f"{v} device_us" for v in variants] + [f"{v} launch_us" for v in ("s19", "own")]
-              + ["s19 eager_ms", "own eager_ms"], 4, measure, digits=3)
+    keys = ([f"{v} device_us" for v in variants]
+            + [f"{v} launch_us" for v in ("s19", "own")]
+            + ["s19 eager_ms", "own eager_ms"])
+    compare_backends(engine, variants, fn, ct, ref, keys)
 
 
 if __name__ == "__main__":
