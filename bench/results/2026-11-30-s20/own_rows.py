@@ -6,6 +6,10 @@ wait alone), and the ModUp and inner product as two launches (``two``). Graph de
 ``Graph.launch`` host us (four rounds alternated) and eager host ms, one process; every variant
 checked bit-identical to the code's eager call first.
 
+Needs change 49's code (``c_ntt``). It ran on change 49's first form (the first rotation
+publishing the source); ``change49_own_rows.patch`` keeps the second form (the source's
+transform a task of its own), on which this probe measures that structure instead.
+
 Usage, from the repository root (pinned, as the other probes):
     taskset -c "$(python3 bench/quiet_cpu.py --count 2)" python3 bench/results/2026-11-30-s20/own_rows.py
 """

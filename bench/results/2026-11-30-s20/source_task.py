@@ -7,6 +7,9 @@ and the ModUp and inner product as two launches (``two``). Graph device us and
 ``Graph.launch`` host us (four rounds alternated), eager host ms; one process; every variant
 checked bit-identical to the code's eager call first.
 
+Needs ``change49_own_rows.patch`` applied (change 49's code and
+``bench._example18.first_rotation_unfused_backend``).
+
 Usage, from the repository root (pinned, as the other probes):
     taskset -c "$(python3 bench/quiet_cpu.py --count 2)" python3 bench/results/2026-11-30-s20/source_task.py
 """
