@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._timing import device_median_us, time_host_pipelined
+from bench._timing import alternated_rounds, device_median_us, time_host_pipelined
 
 PRESET = "slots8192-scale40-depth7"
 
@@ -129,10 +129,11 @@ def compare_backends(engine: Any, variants: dict[str, Any], fn: Any, ct: Any, re
 
 def alternate(names: Sequence[Any], rounds: int, measure: Callable[[Any], float], *, digits: int = 2) -> dict:
     """``measure(name)`` for every name, ``rounds`` times, every other round in reverse order
-    (side by side in one process); prints each name's values and median, returns them."""
+    (``bench._timing.alternated_rounds``; side by side in one process), each value rounded to
+    ``digits``; prints each name's values and median, returns ``{str(name): values}``."""
     results: dict[str, list[float]] = {}
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
+    for order in alternated_rounds(names, rounds):
+        for name in order:
             results.setdefault(str(name), []).append(round(measure(name), digits))
     for name, values in results.items():
         print(f"{name:<28} {values} median {statistics.median(values):.{digits}f}", flush=True)

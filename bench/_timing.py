@@ -14,7 +14,9 @@ A host-bound call's time follows the speed of the CPU the process runs on, and o
 host that speed changes (the H200 machines' vCPUs run the same Python loop in ~0.95 or ~1.7 ms,
 and a process can move between them: `bench/results/2026-11-30-s19/host_mode/`). So a ratio
 of a host-bound call to a device-bound one is measured paired (``paired_ratio``: both timed
-in each round, a Python loop timed beside them), not from two timings minutes apart.
+in each round, a Python loop timed beside them), not from two timings minutes apart. Calls
+compared side by side take their order from ``alternated_rounds`` (every other round reversed,
+so no call always runs first).
 
 CuPy and torch are imported lazily; on a machine without CUDA only host timing works.
 """
@@ -23,10 +25,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 __all__ = [
+    "alternated_rounds",
     "cuda_sync",
     "device_median_us",
     "host_loop_us",
@@ -38,6 +41,8 @@ __all__ = [
     "time_host",
     "time_host_pipelined",
 ]
+
+T = TypeVar("T")
 
 
 def summarize(samples_s: list[float]) -> dict[str, Any]:
@@ -118,6 +123,14 @@ def host_loop_us(*, runs: int = 9) -> float:
     return statistics.median(samples)
 
 
+def alternated_rounds(items: Sequence[T], rounds: int) -> Iterator[Sequence[T]]:
+    """The order to run ``items`` in, one per round for ``rounds`` rounds: ``items`` itself in
+    the first, third, ... round, ``items[::-1]`` in the second, fourth, ... (nothing when
+    ``rounds`` <= 0). ``paired_ratio`` and ``bench._example18.alternate`` take their order from it."""
+    for r in range(rounds):
+        yield items if r % 2 == 0 else items[::-1]
+
+
 def paired_ratio(
     slow: Callable[[], Any],
     fast: Callable[[], Any],
@@ -128,7 +141,8 @@ def paired_ratio(
 ) -> dict[str, Any]:
     """``slow`` / ``fast`` latency ratio measured side by side: in each of ``rounds`` rounds,
     ``host_loop_us()``, then the median latency (``time_host``, ``runs`` samples after one
-    warmup) of both, every other round in reverse order.
+    warmup) of both, every other round in reverse order (``alternated_rounds``: ``slow``
+    first in the first round).
 
     Returns ``{"rounds": [{"host_loop_us", "slow_ms", "fast_ms", "ratio"}, ...], "median_ratio",
     "min_ratio", "max_ratio"}``.
@@ -136,11 +150,10 @@ def paired_ratio(
     if rounds < 1 or runs < 1:
         raise ValueError(f"paired_ratio: rounds and runs must be >= 1, got {rounds} and {runs}")
     table = []
-    for r in range(rounds):
+    for order in alternated_rounds((("slow", slow), ("fast", fast)), rounds):
         loop = host_loop_us()
-        order = (("slow", slow), ("fast", fast))
         medians = {}
-        for name, fn in order if r % 2 == 0 else order[::-1]:
+        for name, fn in order:
             medians[name] = time_host(fn, runs=runs, warmup=1, synchronize=synchronize)["median_ms"]
         table.append({"host_loop_us": loop, "slow_ms": medians["slow"], "fast_ms": medians["fast"],
                       "ratio": medians["slow"] / medians["fast"]})

@@ -1,5 +1,6 @@
-"""The side-by-side helpers the GPU probes under bench/results/ share (bench/_example18.py) and
-the paired ratio of bench/_timing.py (no GPU)."""
+"""The side-by-side helpers the GPU probes under bench/results/ share (bench/_example18.py),
+the paired ratio of bench/_timing.py and the round order both take from bench/_timing.py
+(no GPU)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,37 @@ def test_alternate_reverses_every_other_round_and_reports_each_name(capsys):
     assert results == {"a": [1.123, 6.123, 7.123], "b": [2.123, 5.123, 8.123], "c": [3.123, 4.123, 9.123]}
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("a") and out[0].endswith("median 6.123") and len(out) == 3
+
+
+def test_alternated_rounds_reverses_every_other_round():
+    assert list(timing.alternated_rounds(["a", "b", "c"], 4)) == [
+        ["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"], ["c", "b", "a"]]
+    assert list(timing.alternated_rounds((1, 2), 3)) == [(1, 2), (2, 1), (1, 2)]
+    assert list(timing.alternated_rounds(["a"], 0)) == [] and list(timing.alternated_rounds(["a"], -1)) == []
+
+
+def test_alternate_and_paired_ratio_take_the_same_round_order(monkeypatch, capsys):
+    """Both users over five rounds, fake callables recording their calls: ``alternate`` runs the
+    names, ``paired_ratio`` the host loop then ``slow`` and ``fast``, in ``alternated_rounds``
+    order (the second and fourth rounds reversed)."""
+    import bench._example18 as example18
+
+    assert example18.alternated_rounds is timing.alternated_rounds  # one helper, not a copy
+    calls: list[str] = []
+    results = alternate(["x", "y"], 5, lambda name: calls.append(name) or 1.0)
+    assert calls == ["x", "y", "y", "x", "x", "y", "y", "x", "x", "y"]
+    assert results == {"x": [1.0] * 5, "y": [1.0] * 5}
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+    calls.clear()
+    monkeypatch.setattr(timing, "host_loop_us", lambda: calls.append("loop") or 1.0)
+    monkeypatch.setattr(timing, "time_host", lambda fn, **kwargs: {"median_ms": fn()})
+    result = timing.paired_ratio(lambda: calls.append("slow") or 3.0, lambda: calls.append("fast") or 2.0,
+                                 rounds=5, runs=1)
+    assert calls == ["loop", "slow", "fast", "loop", "fast", "slow", "loop", "slow", "fast",
+                     "loop", "fast", "slow", "loop", "slow", "fast"]
+    assert result["rounds"] == [{"host_loop_us": 1.0, "slow_ms": 3.0, "fast_ms": 2.0, "ratio": 1.5}] * 5
+    assert (result["median_ratio"], result["min_ratio"], result["max_ratio"]) == (1.5, 1.5, 1.5)
 
 
 def test_without_fork_root_passes_every_launch_but_the_root():

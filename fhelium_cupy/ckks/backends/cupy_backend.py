@@ -790,6 +790,11 @@ class CupyBackend:
         rows, rowmap = self._rows(rows)
         table = self._galois(galois_element, domain)
         a = self._check(a, rows, "automorphism")
+        return self._automorphism_launch(a, table, rows, rowmap, domain)
+
+    def _automorphism_launch(self, a: Any, table: Any, rows: tuple[int, ...], rowmap: Any, domain: Domain) -> Any:
+        """``automorphism`` of an ``a`` checked for ``rows`` with its ``_galois`` table (``rowmap``:
+        ``_rows(rows)``'s): one launch into new storage, nothing checked again."""
         out = self.xp.empty_like(a)
         plane = np.int64(len(rows) * self.n)
         grid = (-(-self.n // _BLOCK), len(rows), _prod(a.shape[:-2]))
@@ -1014,7 +1019,7 @@ class CupyBackend:
         stored and the key is read in order. ``before_c0()``, when given, is called after the
         inner product is enqueued and before anything that reads ``c0`` (a branch's wait for
         another branch's ``c0``). Stream: the current one; no host synchronization."""
-        rows, _ = self._rows(rows)
+        rows, rowmap = self._rows(rows)
         if c.ndim != 2 or any(r >= self.context.q_count for r in rows):
             return None
         t = self._keyswitch_device(rows)
@@ -1027,7 +1032,7 @@ class CupyBackend:
         check_domain(domain, "rotate_keyswitch")
         c = self._check(c, rows, "rotate_keyswitch")
         g = int(galois_element) % (2 * n)
-        self._galois(g, "coefficient")  # (checks g: odd)
+        table = self._galois(g, "coefficient")  # (checks g: odd, before _many_tables caches anything for it)
         if c0 is not None:
             c0 = self._check(c0, rows, "rotate_keyswitch")
             if c0.ndim != 2:
@@ -1035,7 +1040,7 @@ class CupyBackend:
         out_strides = self._many_out(out, (1, 2, L, n))
         (key,), key_rows = self._checked_keys([key], rows, t, "rotate_keyswitch")
         _, perms = self._many_tables([key], [g])  # keeps the key alive for a capture
-        rotated = self.automorphism(c, g, rows, domain="coefficient")
+        rotated = self._automorphism_launch(c, table, rows, rowmap, "coefficient")  # (c, g checked above)
         acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
         tw, _ = self._tw()
 
