@@ -279,6 +279,18 @@ def data_pointer(leaf: Any) -> int:
     return int(leaf.data_ptr())
 
 
+def on_cuda_device(leaf: Any, index: int) -> bool:
+    """Whether a leaf's memory is CUDA device memory of device ``index`` (a CuPy array or a
+    torch CUDA tensor there). Cheap for CuPy arrays: replay calls it per leaf."""
+    kind = _KIND_OF_CLASS.get(type(leaf)) or leaf_kind(leaf)
+    if kind == "cupy":
+        return leaf.data.device_id == index  # type: ignore[no-any-return]
+    if kind == "torch":
+        device = leaf.device
+        return device.type == "cuda" and device.index == index  # type: ignore[no-any-return]
+    return False
+
+
 def leaf_span(leaf: Any) -> tuple[int, int]:
     """``(lowest address, span bytes)`` of the memory a leaf touches."""
     shape = tuple(int(n) for n in leaf.shape)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import bump_autograd_versions, leaf_kind
+from ..interop.arrays import bump_autograd_versions, data_pointer, leaf_kind, on_cuda_device
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
 from . import _capture
+from ._input_nodes import DriverError, InputCopyGraph
 from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
@@ -148,6 +149,10 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._current_stream = current_stream_getter(device)
         self._enqueue_copies = input_buffer._enqueue_copies
         self._memcpy_async = self._runtime.memcpyAsync
+        # replay() of device-resident sources: the copies as memcpy nodes ahead of the graph,
+        # pointed at each replay's sources (None: the driver lacks them; cudaMemcpyAsync then)
+        self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, data_pointer)
+        self._input_torch_targets = input_buffer._torch_targets
         self._borrow = output.borrow
         # torch output leaves: each launch rewrites them, so their autograd version moves on
         # as a torch in-place op would (the buffer does the same for its input views)
@@ -403,9 +408,13 @@ class CudaGraphProgram(Generic[_OutputT]):
 
         The whole tree is validated before the first byte moves. Sources may be on the
         host or on any CUDA device; a CUDA source produced on another stream must be
-        ready (or use ``copy_inputs_from(..., wait_for=...)``). A successful replay
-        supersedes an outstanding ``copy_inputs_from`` handle. ``copy_output`` and
-        ``synchronize`` are as for :meth:`replay_prepared`.
+        ready (or use ``copy_inputs_from(..., wait_for=...)``). When every source is
+        device memory of the program's device, the copies are memcpy nodes of a second
+        executable of the graph, pointed at the sources (a driver call only for a source
+        whose address changed since the last replay); otherwise one ``cudaMemcpyAsync`` per
+        leaf precedes the launch. Either way the copies run in stream order before the
+        graph's work. A successful replay supersedes an outstanding ``copy_inputs_from``
+        handle. ``copy_output`` and ``synchronize`` are as for :meth:`replay_prepared`.
 
         Raises:
             ExecutionError: the program is closed.
@@ -432,14 +441,28 @@ class CudaGraphProgram(Generic[_OutputT]):
         latest = self._latest_copy
         if latest is not None:
             runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
+        nodes = self._input_nodes
+        if nodes is not None:
+            index = self._device_index
+            for leaf in leaves:
+                if not on_cuda_device(leaf, index):
+                    break
+            else:  # every source is device memory of this device: the graph copies them itself
+                return self._launch_graph(stream, sptr, leaves, copy_output, synchronize, nodes)
         self._enqueue_copies(leaves, sptr, self._memcpy_async)
         return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
 
-    def _launch_graph(self, stream: Any, sptr: int, sources: object, copy_output: bool, synchronize: bool) -> _OutputT:
+    def _launch_graph(self, stream: Any, sptr: int, sources: Any, copy_output: bool, synchronize: bool,
+                      nodes: InputCopyGraph | None = None) -> _OutputT:
+        """Launch on ``stream`` and return the output: the captured graph, or with ``nodes``
+        the input-copy graph, which copies ``sources`` (device-resident leaves) itself."""
         pool = self._pool
         if pool is not None:
             pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
-        self._launch(stream)
+        if nodes is None:
+            self._launch(stream)
+        else:
+            self._launch_with_input_nodes(nodes, stream, sptr, sources)
         try:
             if self._torch_outputs:
                 bump_autograd_versions(self._torch_outputs)
@@ -461,6 +484,20 @@ class CudaGraphProgram(Generic[_OutputT]):
             self._runtime.deviceSynchronize()
         return result  # type: ignore[return-value]
 
+    def _launch_with_input_nodes(self, nodes: InputCopyGraph, stream: Any, sptr: int, sources: Any) -> None:
+        try:
+            nodes.launch(sources, sptr)
+        except DriverError:
+            # the driver refused a source (nothing launched): from now on this program's
+            # copies are cudaMemcpyAsync calls again
+            self._input_nodes = None
+            nodes.close()
+            self._enqueue_copies(sources, sptr, self._memcpy_async)
+            self._launch(stream)
+            return
+        if self._input_torch_targets:  # the copy rewrote them, as torch's own copy_ would bump them
+            bump_autograd_versions(self._input_torch_targets)
+
     # -- lifetime -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -477,6 +514,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         last = self._events.last
         if last is not None:
             last.synchronize()  # the newest replay completed, so all did
+        if self._input_nodes is not None:
+            self._input_nodes.close()
+            self._input_nodes = None
         self._buffer.close()  # waits for in-flight copies
         self._finalizer.detach()
         self._events.release_all()

@@ -25,10 +25,11 @@ __all__ = ["FakeArray", "FakeCupy", "build_program", "install"]
 
 
 class _Memory:
-    __slots__ = ("ptr",)
+    __slots__ = ("ptr", "device_id")
 
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
+        self.device_id = 0
 
     def __add__(self, offset: int) -> _Memory:
         return _Memory(self.ptr + int(offset))
@@ -188,8 +189,12 @@ class FakeCupy:
 
 
 class FakeGraph:
-    def __init__(self, fake: FakeCupy) -> None:
+    """A captured graph: ``launch`` logs ``graphLaunch``; ``graph`` is a handle for the
+    input-copy nodes (``tests.helpers.fake_driver``), 0 (none) unless given."""
+
+    def __init__(self, fake: FakeCupy, handle: int = 0) -> None:
         self._fake = fake
+        self.graph = handle
 
     def launch(self, stream: Any = None) -> None:
         if self._fake.log is not None:
@@ -213,7 +218,8 @@ def install(patch: Callable[[object, str, object], None] = setattr, **options: A
     return fake
 
 
-def build_program(fake: FakeCupy, function: Callable[..., Any], example_inputs: tuple[Any, ...], **options: Any) -> Any:
+def build_program(fake: FakeCupy, function: Callable[..., Any], example_inputs: tuple[Any, ...], *,
+                  graph_handle: int = 0, **options: Any) -> Any:
     """A :class:`CudaGraphProgram` whose "graph" is ``function``'s output on ``example_inputs``.
 
     The input buffer and output plan are built exactly as capture builds them; only the
@@ -230,7 +236,7 @@ def build_program(fake: FakeCupy, function: Callable[..., Any], example_inputs: 
     return CudaGraphProgram(
         function=function,
         device=device,
-        graph=FakeGraph(fake),
+        graph=FakeGraph(fake, graph_handle),
         input_buffer=buffer,
         static_inputs=(),
         output=output,

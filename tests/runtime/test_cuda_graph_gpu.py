@@ -394,3 +394,73 @@ def test_a_captured_branch_never_receives_a_block_another_branch_freed(cp):
             host = random_tile(rng)
             want = (host * np.float32(2) + np.float32(1)) + (host * np.float32(3) + np.float32(1))
             np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), want)
+
+
+# -- replay of device sources through the input-copy nodes (runtime._input_nodes) --------
+
+
+def test_device_sources_replay_through_input_nodes_updated_only_when_their_address_changes(cp):
+    """Device sources: the graph copies them itself (memcpy nodes pointed at each replay's
+    sources). Every replay reads the source's values at that moment, a source at the same
+    address costs no update, and host sources, prepared copies and the captured graph
+    itself interleave with it, every output exact."""
+    rng = np.random.default_rng(11)
+    a, b = cp.asarray(random_tile(rng)), cp.asarray(random_tile(rng))
+    with CudaGraphProgram.capture(affine, example_inputs=(a,)) as program:
+        nodes = program._input_nodes
+        assert nodes is not None, "the driver's input-copy nodes should build on a GPU machine"
+        before = nodes.updates
+        for source in (a, b, a):
+            np.testing.assert_array_equal(cp.asnumpy(program.replay(source)), affine_np(cp.asnumpy(source)))
+        assert nodes.updates == before + 3  # a, b, a: three different addresses in a row
+        a += 5  # same address, new values: no update, and the copy still reads them
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(a)), affine_np(cp.asnumpy(a)))
+        assert nodes.updates == before + 3
+        host = random_tile(rng)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(host)), affine_np(host))  # cudaMemcpyAsync
+        handle = program.copy_inputs_from(b)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay_prepared(copy_handle=handle)), affine_np(cp.asnumpy(b)))
+        program.cuda_graph.launch()  # the captured graph: no copy nodes, the payload in place (b)
+        np.testing.assert_array_equal(cp.asnumpy(program.output), affine_np(cp.asnumpy(b)))
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(a)), affine_np(cp.asnumpy(a)))
+        assert program._input_nodes is nodes  # never refused
+
+
+def test_a_tree_of_device_sources_is_one_node_per_leaf(cp):
+    rng = np.random.default_rng(12)
+
+    def tree(a_b):
+        return {"sum": a_b["a"] + a_b["b"], "twice": a_b["a"] * 2}
+
+    example = {"a": cp.asarray(random_tile(rng)), "b": cp.asarray(random_tile(rng))}
+    with CudaGraphProgram.capture(tree, example_inputs=(example,)) as program:
+        assert program._input_nodes is not None and len(program._input_nodes._nodes) == 2
+        for _ in range(3):
+            ha, hb = random_tile(rng), random_tile(rng)
+            out = program.replay({"a": cp.asarray(ha), "b": cp.asarray(hb)})
+            np.testing.assert_array_equal(cp.asnumpy(out["sum"]), ha + hb)
+            np.testing.assert_array_equal(cp.asnumpy(out["twice"]), ha * 2)
+
+
+def test_torch_cuda_sources_take_the_input_nodes(cp):
+    torch = torch_with_cuda()
+    rng = np.random.default_rng(13)
+    x = cp.asarray(random_tile(rng))
+    with CudaGraphProgram.capture(affine, example_inputs=(x,)) as program:
+        before = program._input_nodes.updates
+        host = random_tile(rng)
+        source = torch.as_tensor(host, device=f"cuda:{x.device.id}")
+        torch.cuda.synchronize()  # (produced on torch's stream: ready before the replay)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(source)), affine_np(host))
+        assert program._input_nodes.updates == before + 1
+
+
+def test_input_nodes_switched_off_keep_the_copies(cp, monkeypatch):
+    from fhelium_cupy.runtime import _input_nodes
+
+    monkeypatch.setenv(_input_nodes.ENV_SWITCH, "0")
+    rng = np.random.default_rng(14)
+    with CudaGraphProgram.capture(affine, example_inputs=(cp.asarray(random_tile(rng)),)) as program:
+        assert program._input_nodes is None
+        host = random_tile(rng)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), affine_np(host))

@@ -1,0 +1,201 @@
+"""A program's input copies as memcpy nodes of a second executable graph, updated per replay.
+
+``replay()`` copies each input leaf into the fixed input storage and then launches the graph.
+Issued as ``cudaMemcpyAsync`` calls, the copies cost 4-6 us of host time each (measured on the
+H200, any size: ``bench/results/2026-11-30-s20/replay_steps``), the largest part of a replay's
+host time. Here the copies are nodes of the graph instead: a top-level graph holds one memcpy
+node per non-empty leaf, in a chain, and the captured graph as a child node after them. For
+device-resident sources a replay only points each node at its source
+(``cuGraphExecMemcpyNodeSetParams``), and only when the source's address changed since the
+last replay; the launch then does the copies on the device
+(``bench/results/2026-11-30-s21/memcpy_node.log``: update and launch 6.4 us against copy and
+launch 9.5 us on a slow vCPU, the launch alone 2.8 us).
+
+The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
+installs); CuPy wraps none of these calls. Anything missing or refused makes
+``InputCopyGraph.build`` return ``None`` and the program keeps its ``cudaMemcpyAsync`` copies.
+``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the nodes off (A/B measurements).
+
+Ownership: the object owns the top-level graph and its executable and destroys both in
+``close()`` (idempotent; an executable still in flight is freed by the driver when it
+completes). The captured graph is cloned into the child node, so the caller's graph may go
+away first. Stream semantics: ``launch`` enqueues on the stream it is given, like
+``Graph.launch``; ordering against earlier work is the caller's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["InputCopyGraph", "driver"]
+
+ENV_SWITCH = "FHELIUM_CUPY_GRAPH_INPUT_NODES"
+_MEMORY_DEVICE = 2  # CU_MEMORYTYPE_DEVICE
+
+
+class _Memcpy3D(ctypes.Structure):
+    """``CUDA_MEMCPY3D`` (cuda.h), used for 1-D device-to-device copies."""
+
+    _fields_ = [
+        ("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t), ("srcZ", ctypes.c_size_t),
+        ("srcLOD", ctypes.c_size_t), ("srcMemoryType", ctypes.c_int), ("srcHost", ctypes.c_void_p),
+        ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p), ("reserved0", ctypes.c_void_p),
+        ("srcPitch", ctypes.c_size_t), ("srcHeight", ctypes.c_size_t),
+        ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t), ("dstZ", ctypes.c_size_t),
+        ("dstLOD", ctypes.c_size_t), ("dstMemoryType", ctypes.c_int), ("dstHost", ctypes.c_void_p),
+        ("dstDevice", ctypes.c_uint64), ("dstArray", ctypes.c_void_p), ("reserved1", ctypes.c_void_p),
+        ("dstPitch", ctypes.c_size_t), ("dstHeight", ctypes.c_size_t),
+        ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t), ("Depth", ctypes.c_size_t),
+    ]
+
+
+def copy_params(dst: int, src: int, nbytes: int) -> _Memcpy3D:
+    """A 1-D device-to-device ``CUDA_MEMCPY3D`` of ``nbytes`` from ``src`` to ``dst``."""
+    return _Memcpy3D(srcMemoryType=_MEMORY_DEVICE, srcDevice=src, srcPitch=nbytes, srcHeight=1,
+                     dstMemoryType=_MEMORY_DEVICE, dstDevice=dst, dstPitch=nbytes, dstHeight=1,
+                     WidthInBytes=nbytes, Height=1, Depth=1)
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call returned an error (its name and number in the message)."""
+
+
+class _Driver:
+    """The few ``libcuda`` entry points the input nodes need, with their C signatures."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        p, vp, sz = ctypes.POINTER, ctypes.c_void_p, ctypes.c_size_t
+        self._lib = lib
+        self._name = self._fn("cuGetErrorName", [ctypes.c_int, p(ctypes.c_char_p)])
+        self.ctx_get_current = self._fn("cuCtxGetCurrent", [p(vp)])
+        self.graph_create = self._fn("cuGraphCreate", [p(vp), ctypes.c_uint])
+        self.add_memcpy_node = self._fn("cuGraphAddMemcpyNode", [p(vp), vp, p(vp), sz, p(_Memcpy3D), vp])
+        self.add_child_graph_node = self._fn("cuGraphAddChildGraphNode", [p(vp), vp, p(vp), sz, vp])
+        self.instantiate = self._fn("cuGraphInstantiateWithFlags", [p(vp), vp, ctypes.c_ulonglong])
+        self.exec_memcpy_set_params = self._fn("cuGraphExecMemcpyNodeSetParams", [vp, vp, p(_Memcpy3D), vp])
+        self.launch = self._fn("cuGraphLaunch", [vp, vp])
+        self.exec_destroy = self._fn("cuGraphExecDestroy", [vp])
+        self.graph_destroy = self._fn("cuGraphDestroy", [vp])
+
+    def _fn(self, name: str, argtypes: list[Any]) -> Any:
+        fn = getattr(self._lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+        return fn
+
+    def check(self, result: int, what: str) -> None:
+        if result:
+            name = ctypes.c_char_p()
+            self._name(result, ctypes.byref(name))
+            raise DriverError(f"{what}: {(name.value or b'CUDA_ERROR').decode()} ({result})")
+
+
+_DRIVER: list[_Driver | None] = []
+
+
+def driver() -> _Driver | None:
+    """The process's ``libcuda`` entry points (loaded once), or None without a driver."""
+    if not _DRIVER:
+        try:
+            _DRIVER.append(_Driver(ctypes.CDLL("libcuda.so.1")))
+        except (OSError, AttributeError):
+            _DRIVER.append(None)
+    return _DRIVER[0]
+
+
+def _destroy(drv: Any, handles: list[int]) -> None:
+    """Finalizer of an ``InputCopyGraph``: executable first, then its graph (never raises)."""
+    exec_handle, graph_handle = handles
+    handles[:] = [0, 0]
+    if exec_handle:
+        drv.exec_destroy(ctypes.c_void_p(exec_handle))
+    if graph_handle:
+        drv.graph_destroy(ctypes.c_void_p(graph_handle))
+
+
+class InputCopyGraph:
+    """The captured graph behind one memcpy node per input leaf, as its own executable.
+
+    ``copy_plan`` is the input buffer's: ``(leaf index, target address, low offset, bytes)``
+    per non-empty leaf, the source of leaf ``i`` being ``data_pointer(leaf) - offset``. The
+    nodes form a chain (the first copy is the graph's only root: the driver launches a graph
+    with one kernel or memcpy root quickest, ``perf_notes`` round 23) ahead of the child node.
+
+    Not thread-safe: one program replays from one host thread (its documented contract).
+    """
+
+    def __init__(self, drv: Any, ctx: int, graph: int, exec_handle: int, nodes: Sequence[int],
+                 copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int]) -> None:
+        self._drv = drv
+        self._ctx = ctypes.c_void_p(ctx)
+        self._exec = ctypes.c_void_p(exec_handle)
+        self._handles = [exec_handle, graph]
+        self._nodes = tuple(ctypes.c_void_p(node) for node in nodes)
+        self._params = tuple(copy_params(low, low, span) for _, low, _, span in copy_plan)
+        self._leaves = tuple((i, offset) for i, _, offset, _ in copy_plan)
+        self._sources: list[int | None] = [None] * len(copy_plan)  # each node's source now; None: not set yet
+        self._pointer = pointer
+        self.updates = 0  # node updates issued (a replay from the same sources issues none)
+        self._finalizer = weakref.finalize(self, _destroy, drv, self._handles)
+
+    @classmethod
+    def build(cls, graph: Any, copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int],
+              drv: Any = None) -> InputCopyGraph | None:
+        """The input-copy executable of the captured ``cupy.cuda.Graph`` ``graph`` (its
+        ``graph`` handle is cloned into a child node) on the current device, or ``None``
+        when the switch is off, there is nothing to copy, or the driver lacks or refuses a
+        step (then nothing is left allocated). ``pointer(leaf)``: a leaf's element-0 address."""
+        handle = getattr(graph, "graph", None)  # (the cudaGraph_t of a cupy.cuda.Graph)
+        if os.environ.get(ENV_SWITCH, "1") == "0" or not copy_plan or not isinstance(handle, int) or not handle:
+            return None
+        drv = driver() if drv is None else drv
+        if drv is None:
+            return None
+        vp = ctypes.c_void_p
+        top, exec_handle = vp(), vp()
+        try:
+            ctx = vp()
+            drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
+            drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
+            nodes: list[int] = []
+            for _, low, _, span in copy_plan:  # (a self-copy until the first replay sets the source)
+                node, deps = vp(), (vp * 1)(*nodes[-1:])
+                params = copy_params(low, low, span)
+                drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(params), ctx),
+                          "cuGraphAddMemcpyNode")
+                nodes.append(int(node.value or 0))
+            child, deps = vp(), (vp * 1)(nodes[-1])
+            drv.check(drv.add_child_graph_node(ctypes.byref(child), top, deps, 1, vp(handle)),
+                      "cuGraphAddChildGraphNode")
+            drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+        except DriverError:
+            _destroy(drv, [int(exec_handle.value or 0), int(top.value or 0)])
+            return None
+        return cls(drv, int(ctx.value or 0), int(top.value or 0), int(exec_handle.value or 0), nodes, copy_plan,
+                   pointer)
+
+    def launch(self, leaves: Sequence[Any], stream_ptr: int) -> None:
+        """Point every node at its leaf's source where that changed, then launch on
+        ``stream_ptr``. The sources must be device memory of this graph's device (the
+        caller checks). Raises ``DriverError`` before the launch when an update is refused
+        (nothing was launched then)."""
+        drv, sources = self._drv, self._sources
+        for k, (i, offset) in enumerate(self._leaves):
+            src = self._pointer(leaves[i]) - offset
+            if src != sources[k]:
+                params = self._params[k]
+                params.srcDevice = src
+                sources[k] = None  # unknown until the driver took it
+                drv.check(drv.exec_memcpy_set_params(self._exec, self._nodes[k], ctypes.byref(params), self._ctx),
+                          "cuGraphExecMemcpyNodeSetParams")
+                sources[k] = src
+                self.updates += 1
+        drv.check(drv.launch(self._exec, ctypes.c_void_p(stream_ptr)), "cuGraphLaunch")
+
+    def close(self) -> None:
+        """Destroy the executable and its graph. Idempotent."""
+        self._finalizer()

@@ -1,0 +1,189 @@
+"""The replay input copies as memcpy nodes (``runtime._input_nodes``) on a fake driver: the
+graph they build, the updates a replay issues, failures, and the program's use of them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.runtime import _input_nodes
+from fhelium_cupy.runtime._input_nodes import DriverError, InputCopyGraph
+from tests.helpers.fake_cupy import FakeArray, build_program, install
+from tests.helpers.fake_driver import FakeDriver
+
+GRAPH = 0xABC0
+# (leaf index, target low address, low offset, bytes), as ReusableValueBuffer's copy plan
+PLAN = ((0, 0x10000, 0, 256), (2, 0x20000, 64, 512))
+
+
+class _Leaf:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+def _pointer(leaf: _Leaf) -> int:
+    return leaf.ptr
+
+
+def _built(drv: FakeDriver, plan=PLAN) -> InputCopyGraph:
+    nodes = InputCopyGraph.build(SimpleNamespace(graph=GRAPH), plan, _pointer, drv=drv)
+    assert nodes is not None
+    return nodes
+
+
+def test_the_copies_are_a_chain_of_memcpy_nodes_ahead_of_the_captured_graph():
+    drv = FakeDriver()
+    nodes = _built(drv)
+    names = [entry[0] for entry in drv.log]
+    assert names == ["cuCtxGetCurrent", "cuGraphCreate", "cuGraphAddMemcpyNode", "cuGraphAddMemcpyNode",
+                     "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"]
+    top = drv.log[1][1]
+    first, second, child = drv.log[2], drv.log[3], drv.log[4]
+    assert first[2:] == (top, [], (0x10000, 0x10000, 256), FakeDriver.CONTEXT)  # a self-copy until a replay
+    assert second[2:] == (top, [first[1]], (0x20000, 0x20000, 512), FakeDriver.CONTEXT)  # after the first
+    assert child[2:] == (top, [second[1]], GRAPH)  # the captured graph after the last copy: one root
+    assert drv.log[5][1] == top
+    assert len(drv.alive) == 2  # the top graph and its executable
+    del nodes  # a dropped object destroys them too (its finalizer)
+    assert not drv.alive
+
+
+def test_a_replay_updates_only_the_sources_whose_address_changed():
+    drv = FakeDriver()
+    nodes = _built(drv)
+    node_ids = [drv.log[2][1], drv.log[3][1]]
+    exec_handle = next(iter(drv.alive - {drv.log[1][1]}))
+    leaves = [_Leaf(0x9000), None, _Leaf(0x7040)]
+    drv.log.clear()
+    nodes.launch(leaves, 0x55)
+    assert drv.log == [
+        ("cuGraphExecMemcpyNodeSetParams", exec_handle, node_ids[0], (0x10000, 0x9000, 256), FakeDriver.CONTEXT),
+        ("cuGraphExecMemcpyNodeSetParams", exec_handle, node_ids[1], (0x20000, 0x7000, 512), FakeDriver.CONTEXT),
+        ("cuGraphLaunch", exec_handle, 0x55),
+    ]
+    drv.log.clear()
+    nodes.launch(leaves, 0x55)  # the same sources: the launch alone
+    assert drv.log == [("cuGraphLaunch", exec_handle, 0x55)]
+    drv.log.clear()
+    nodes.launch([_Leaf(0x9000), None, _Leaf(0x8040)], 0)
+    assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams", "cuGraphLaunch"]
+    assert drv.log[0][3] == (0x20000, 0x8000, 512) and drv.log[1][2] == 0
+    assert nodes.updates == 3
+
+
+def test_a_refused_update_launches_nothing_and_is_retried_next_time():
+    drv = FakeDriver()
+    nodes = _built(drv)
+    leaves = [_Leaf(0x9000), None, _Leaf(0x7040)]
+    drv.fail["cuGraphExecMemcpyNodeSetParams"] = 1
+    drv.log.clear()
+    with pytest.raises(DriverError, match="cuGraphExecMemcpyNodeSetParams"):
+        nodes.launch(leaves, 0)
+    assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams"]
+    del drv.fail["cuGraphExecMemcpyNodeSetParams"]
+    drv.log.clear()
+    nodes.launch(leaves, 0)
+    assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams"] * 2 + ["cuGraphLaunch"]
+
+
+def test_close_destroys_the_executable_then_its_graph_once():
+    drv = FakeDriver()
+    nodes = _built(drv)
+    top = drv.log[1][1]
+    drv.log.clear()
+    nodes.close()
+    nodes.close()
+    assert [entry[0] for entry in drv.log] == ["cuGraphExecDestroy", "cuGraphDestroy"]
+    assert drv.log[1][1] == top and not drv.alive
+
+
+@pytest.mark.parametrize("step", ["cuGraphAddMemcpyNode", "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"])
+def test_a_refused_build_step_leaves_nothing_behind(step):
+    drv = FakeDriver()
+    drv.fail[step] = 700
+    assert InputCopyGraph.build(SimpleNamespace(graph=GRAPH), PLAN, _pointer, drv=drv) is None
+    assert not drv.alive
+
+
+def test_no_nodes_when_switched_off_nothing_to_copy_no_graph_handle_or_no_driver(monkeypatch):
+    drv = FakeDriver()
+    graph = SimpleNamespace(graph=GRAPH)
+    assert InputCopyGraph.build(graph, (), _pointer, drv=drv) is None
+    assert InputCopyGraph.build(SimpleNamespace(), PLAN, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(SimpleNamespace(graph=0), PLAN, _pointer, drv=drv) is None
+    monkeypatch.setenv(_input_nodes.ENV_SWITCH, "0")
+    assert InputCopyGraph.build(graph, PLAN, _pointer, drv=drv) is None
+    monkeypatch.delenv(_input_nodes.ENV_SWITCH)
+    monkeypatch.setattr(_input_nodes, "driver", lambda: None)
+    assert InputCopyGraph.build(graph, PLAN, _pointer) is None
+    assert drv.log == []
+
+
+def test_the_copy_params_are_a_one_dimensional_device_copy():
+    p = _input_nodes.copy_params(0x100, 0x200, 48)
+    assert (p.dstDevice, p.srcDevice, p.WidthInBytes, p.Height, p.Depth) == (0x100, 0x200, 48, 1, 1)
+    assert p.srcMemoryType == p.dstMemoryType == 2  # CU_MEMORYTYPE_DEVICE
+    assert (p.srcPitch, p.dstPitch, p.srcHeight, p.dstHeight) == (48, 48, 1, 1)
+
+
+# -- the program's replay path ------------------------------------------------------------
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return install(monkeypatch.setattr)
+
+
+@pytest.fixture
+def driver(fake, monkeypatch):
+    drv = FakeDriver(sink=lambda entry: fake.log.append(entry) if fake.log is not None else None)
+    monkeypatch.setattr(_input_nodes, "driver", lambda: drv)
+    return drv
+
+
+def _double(x):
+    return FakeArray(x.shape, x.dtype)
+
+
+def _names(calls):
+    return [call[0] for call in calls]
+
+
+def test_replay_of_device_sources_points_the_nodes_and_copies_nothing_itself(fake, driver):
+    program = build_program(fake, _double, (FakeArray((4, 8), np.uint64),), graph_handle=GRAPH)
+    assert program._input_nodes is not None
+    source = FakeArray((4, 8), np.uint64)
+    calls = fake.calls(lambda: program.replay(source))
+    assert _names(calls) == ["getDevice", "cuGraphExecMemcpyNodeSetParams", "cuGraphLaunch", "eventRecord"]
+    (_, low, offset, span), = program._buffer.copy_plan()
+    assert calls[1][3] == (low, source.data.ptr - offset, span)
+    calls = fake.calls(lambda: program.replay(source))  # the same source again: no driver call but the launch
+    assert _names(calls) == ["getDevice", "cuGraphLaunch", "eventRecord"]
+    program.close()
+    assert not driver.alive
+
+
+def test_host_sources_and_prepared_replays_take_the_captured_graph(fake, driver):
+    program = build_program(fake, _double, (FakeArray((4, 8), np.uint64),), graph_handle=GRAPH)
+    host = np.zeros((4, 8), dtype=np.uint64)
+    assert _names(fake.calls(lambda: program.replay(host))) == ["getDevice", "memcpyAsync", "graphLaunch", "eventRecord"]
+    assert "graphLaunch" in _names(fake.calls(lambda: program.replay_prepared()))
+    other_device = FakeArray((4, 8), np.uint64)
+    other_device.data.device_id = 1
+    assert "memcpyAsync" in _names(fake.calls(lambda: program.replay(other_device)))
+    program.close()
+
+
+def test_a_refused_update_falls_back_to_copies_for_good(fake, driver):
+    program = build_program(fake, _double, (FakeArray((4, 8), np.uint64),), graph_handle=GRAPH)
+    driver.fail["cuGraphExecMemcpyNodeSetParams"] = 1
+    source = FakeArray((4, 8), np.uint64)
+    calls = fake.calls(lambda: program.replay(source))
+    assert _names(calls) == ["getDevice", "cuGraphExecMemcpyNodeSetParams", "cuGraphExecDestroy", "cuGraphDestroy",
+                             "memcpyAsync", "graphLaunch", "eventRecord"]
+    assert program._input_nodes is None and not driver.alive
+    assert _names(fake.calls(lambda: program.replay(source))) == ["getDevice", "memcpyAsync", "graphLaunch",
+                                                                 "eventRecord"]
+    program.close()
