@@ -1,22 +1,22 @@
-"""A program's input copies as memcpy nodes of a second executable graph, updated per replay.
+"""A program's input copies as memcpy nodes of further executables of its graph.
 
 ``replay()`` copies each input leaf into the fixed input storage and then launches the graph.
 Issued as ``cudaMemcpyAsync`` calls, the copies cost 4-6 us of host time each (measured on the
 H200, any size: ``bench/results/2026-11-30-s20/replay_steps``), the largest part of a replay's
 host time. Here the copies are nodes of the graph instead: a top-level graph holds one memcpy
-node per non-empty leaf, in a chain, and the captured graph as a child node after them. For
-device-resident sources a replay only points each node at its source
-(``cuGraphExecMemcpyNodeSetParams``), and only when the source's address changed since the
-last replay; the launch then does the copies on the device
-(``bench/results/2026-11-30-s21/memcpy_node.log``: update and launch 6.4 us against copy and
-launch 9.5 us on a slow vCPU, the launch alone 2.8 us).
+node per non-empty leaf, in a chain, and the captured graph as a child node after them; it is
+instantiated a few times. For device-resident sources a replay launches the executable whose
+nodes already copy from those addresses, or points the least recently used one's nodes at
+them first (``cuGraphExecMemcpyNodeSetParams``); the launch then does the copies on the
+device (``bench/results/2026-11-30-s21/memcpy_node.log``: update and launch 6.4 us against
+copy and launch 9.5 us on a slow vCPU, the launch alone 2.8 us).
 
 The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
 installs); CuPy wraps none of these calls. Anything missing or refused makes
 ``InputCopyGraph.build`` return ``None`` and the program keeps its ``cudaMemcpyAsync`` copies.
 ``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the nodes off (A/B measurements).
 
-Ownership: the object owns the top-level graph and its executable and destroys both in
+Ownership: the object owns the top-level graph and its executables and destroys them in
 ``close()`` (idempotent; an executable still in flight is freed by the driver when it
 completes). The captured graph is cloned into the child node, so the caller's graph may go
 away first. Stream semantics: ``launch`` enqueues on the stream it is given, like
@@ -108,44 +108,59 @@ def driver() -> _Driver | None:
 
 
 def _destroy(drv: Any, handles: list[int]) -> None:
-    """Finalizer of an ``InputCopyGraph``: executable first, then its graph (never raises)."""
-    exec_handle, graph_handle = handles
-    handles[:] = [0, 0]
-    if exec_handle:
-        drv.exec_destroy(ctypes.c_void_p(exec_handle))
-    if graph_handle:
-        drv.graph_destroy(ctypes.c_void_p(graph_handle))
+    """Finalizer of an ``InputCopyGraph``: ``handles`` = its executables, then their graph
+    last (never raises)."""
+    *execs, graph = handles
+    handles[:] = [0] * len(handles)
+    for exec_handle in execs:
+        if exec_handle:
+            drv.exec_destroy(ctypes.c_void_p(exec_handle))
+    if graph:
+        drv.graph_destroy(ctypes.c_void_p(graph))
 
 
 class InputCopyGraph:
-    """The captured graph behind one memcpy node per input leaf, as its own executable.
+    """The captured graph behind one memcpy node per input leaf, as its own executables.
 
     ``copy_plan`` is the input buffer's: ``(leaf index, target address, low offset, bytes)``
     per non-empty leaf, the source of leaf ``i`` being ``data_pointer(leaf) - offset``. The
     nodes form a chain (the first copy is the graph's only root: the driver launches a graph
     with one kernel or memcpy root quickest, ``perf_notes`` round 23) ahead of the child node.
 
+    The graph is instantiated ``EXECUTABLES`` times, each executable keeping the sources its
+    nodes were last pointed at: a replay takes the one whose sources are the replay's (no
+    update), else updates the least recently used one. So a pipeline that cycles through up to
+    that many input arrays (a new ciphertext per call, its storage reused by CuPy's pool once
+    the replay that read it completed) never updates a node once each executable has seen its
+    array. The executables share the graph's memory: replays are serialized by the program's
+    stream order and events, never concurrent.
+
     Not thread-safe: one program replays from one host thread (its documented contract).
     """
 
-    def __init__(self, drv: Any, ctx: int, graph: int, exec_handle: int, nodes: Sequence[int],
+    EXECUTABLES = 4
+
+    def __init__(self, drv: Any, ctx: int, graph: int, execs: Sequence[int], nodes: Sequence[int],
                  copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int]) -> None:
         self._drv = drv
         self._ctx = ctypes.c_void_p(ctx)
-        self._exec = ctypes.c_void_p(exec_handle)
-        self._handles = [exec_handle, graph]
+        self._handles = [*execs, graph]
         self._nodes = tuple(ctypes.c_void_p(node) for node in nodes)
         self._params = tuple(copy_params(low, low, span) for _, low, _, span in copy_plan)
+        self._refs = tuple(ctypes.byref(params) for params in self._params)
         self._leaves = tuple((i, offset) for i, _, offset, _ in copy_plan)
-        self._sources: list[int | None] = [None] * len(copy_plan)  # each node's source now; None: not set yet
+        # [executable, the source each of its nodes copies now (None: not set yet)], most
+        # recently launched first
+        self._slots: list[tuple[ctypes.c_void_p, list[int | None]]] = [
+            (ctypes.c_void_p(e), [None] * len(copy_plan)) for e in execs]
         self._pointer = pointer
-        self.updates = 0  # node updates issued (a replay from the same sources issues none)
+        self.updates = 0  # node updates issued (a replay from sources an executable holds issues none)
         self._finalizer = weakref.finalize(self, _destroy, drv, self._handles)
 
     @classmethod
     def build(cls, graph: Any, copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int],
               drv: Any = None) -> InputCopyGraph | None:
-        """The input-copy executable of the captured ``cupy.cuda.Graph`` ``graph`` (its
+        """The input-copy executables of the captured ``cupy.cuda.Graph`` ``graph`` (its
         ``graph`` handle is cloned into a child node) on the current device, or ``None``
         when the switch is off, there is nothing to copy, or the driver lacks or refuses a
         step (then nothing is left allocated). ``pointer(leaf)``: a leaf's element-0 address."""
@@ -156,13 +171,13 @@ class InputCopyGraph:
         if drv is None:
             return None
         vp = ctypes.c_void_p
-        top, exec_handle = vp(), vp()
+        top, execs = vp(), []
         try:
             ctx = vp()
             drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
             drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
             nodes: list[int] = []
-            for _, low, _, span in copy_plan:  # (a self-copy until the first replay sets the source)
+            for _, low, _, span in copy_plan:  # (a self-copy until a replay sets the source)
                 node, deps = vp(), (vp * 1)(*nodes[-1:])
                 params = copy_params(low, low, span)
                 drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(params), ctx),
@@ -171,31 +186,47 @@ class InputCopyGraph:
             child, deps = vp(), (vp * 1)(nodes[-1])
             drv.check(drv.add_child_graph_node(ctypes.byref(child), top, deps, 1, vp(handle)),
                       "cuGraphAddChildGraphNode")
-            drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+            for _ in range(cls.EXECUTABLES):
+                exec_handle = vp()
+                drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+                execs.append(int(exec_handle.value or 0))
         except DriverError:
-            _destroy(drv, [int(exec_handle.value or 0), int(top.value or 0)])
+            _destroy(drv, [*execs, int(top.value or 0)])
             return None
-        return cls(drv, int(ctx.value or 0), int(top.value or 0), int(exec_handle.value or 0), nodes, copy_plan,
-                   pointer)
+        return cls(drv, int(ctx.value or 0), int(top.value or 0), execs, nodes, copy_plan, pointer)
 
     def launch(self, leaves: Sequence[Any], stream_ptr: int) -> None:
-        """Point every node at its leaf's source where that changed, then launch on
-        ``stream_ptr``. The sources must be device memory of this graph's device (the
-        caller checks). Raises ``DriverError`` before the launch when an update is refused
-        (nothing was launched then)."""
-        drv, sources = self._drv, self._sources
-        for k, (i, offset) in enumerate(self._leaves):
-            src = self._pointer(leaves[i]) - offset
+        """Launch on ``stream_ptr`` the executable whose nodes copy from ``leaves`` already, or
+        the least recently used one after pointing its nodes at them. The sources must be
+        device memory of this graph's device (the caller checks). Raises ``DriverError``
+        before the launch when an update is refused (nothing was launched then)."""
+        pointer = self._pointer
+        wanted = [pointer(leaves[i]) - offset for i, offset in self._leaves]
+        slots = self._slots
+        for position, slot in enumerate(slots):
+            if slot[1] == wanted:
+                if position:
+                    slots.insert(0, slots.pop(position))
+                break
+        else:
+            slot = slots.pop()  # the least recently used
+            slots.insert(0, slot)
+            self._point(slot, wanted)
+        self._drv.check(self._drv.launch(slot[0], ctypes.c_void_p(stream_ptr)), "cuGraphLaunch")
+
+    def _point(self, slot: tuple[ctypes.c_void_p, list[int | None]], wanted: list[int]) -> None:
+        exec_handle, sources = slot
+        drv = self._drv
+        for k, src in enumerate(wanted):
             if src != sources[k]:
                 params = self._params[k]
                 params.srcDevice = src
                 sources[k] = None  # unknown until the driver took it
-                drv.check(drv.exec_memcpy_set_params(self._exec, self._nodes[k], ctypes.byref(params), self._ctx),
+                drv.check(drv.exec_memcpy_set_params(exec_handle, self._nodes[k], self._refs[k], self._ctx),
                           "cuGraphExecMemcpyNodeSetParams")
                 sources[k] = src
                 self.updates += 1
-        drv.check(drv.launch(self._exec, ctypes.c_void_p(stream_ptr)), "cuGraphLaunch")
 
     def close(self) -> None:
-        """Destroy the executable and its graph. Idempotent."""
+        """Destroy the executables and their graph. Idempotent."""
         self._finalizer()

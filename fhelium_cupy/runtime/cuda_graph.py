@@ -150,7 +150,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._enqueue_copies = input_buffer._enqueue_copies
         self._memcpy_async = self._runtime.memcpyAsync
         # replay() of device-resident sources: the copies as memcpy nodes ahead of the graph,
-        # pointed at each replay's sources (None: the driver lacks them; cudaMemcpyAsync then)
+        # in executables pointed at recent sources (None: the driver lacks them; cudaMemcpyAsync then)
         self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, data_pointer)
         self._input_torch_targets = input_buffer._torch_targets
         self._borrow = output.borrow
@@ -409,9 +409,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         The whole tree is validated before the first byte moves. Sources may be on the
         host or on any CUDA device; a CUDA source produced on another stream must be
         ready (or use ``copy_inputs_from(..., wait_for=...)``). When every source is
-        device memory of the program's device, the copies are memcpy nodes of a second
-        executable of the graph, pointed at the sources (a driver call only for a source
-        whose address changed since the last replay); otherwise one ``cudaMemcpyAsync`` per
+        device memory of the program's device, the copies are memcpy nodes of further
+        executables of the graph (``runtime._input_nodes``: a driver call only when none of
+        them copies from these addresses already); otherwise one ``cudaMemcpyAsync`` per
         leaf precedes the launch. Either way the copies run in stream order before the
         graph's work. A successful replay supersedes an outstanding ``copy_inputs_from``
         handle. ``copy_output`` and ``synchronize`` are as for :meth:`replay_prepared`.

@@ -83,7 +83,7 @@ class FakeDriver:
         if "cuGraphInstantiateWithFlags" not in self.fail:
             _out(ref, handle)
             self.alive.add(handle)
-        return self._result("cuGraphInstantiateWithFlags", _value(graph))
+        return self._result("cuGraphInstantiateWithFlags", handle, _value(graph))
 
     def exec_memcpy_set_params(self, exec_handle: Any, node: Any, params: Any, ctx: Any) -> int:
         return self._result("cuGraphExecMemcpyNodeSetParams", _value(exec_handle), _value(node), _params(params),

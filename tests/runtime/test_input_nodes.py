@@ -33,44 +33,73 @@ def _built(drv: FakeDriver, plan=PLAN) -> InputCopyGraph:
     return nodes
 
 
+EXECS = InputCopyGraph.EXECUTABLES
+
+
+def _execs(drv: FakeDriver) -> list[int]:
+    return [entry[1] for entry in drv.log if entry[0] == "cuGraphInstantiateWithFlags"]
+
+
 def test_the_copies_are_a_chain_of_memcpy_nodes_ahead_of_the_captured_graph():
     drv = FakeDriver()
     nodes = _built(drv)
     names = [entry[0] for entry in drv.log]
     assert names == ["cuCtxGetCurrent", "cuGraphCreate", "cuGraphAddMemcpyNode", "cuGraphAddMemcpyNode",
-                     "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"]
+                     "cuGraphAddChildGraphNode"] + ["cuGraphInstantiateWithFlags"] * EXECS
     top = drv.log[1][1]
     first, second, child = drv.log[2], drv.log[3], drv.log[4]
     assert first[2:] == (top, [], (0x10000, 0x10000, 256), FakeDriver.CONTEXT)  # a self-copy until a replay
     assert second[2:] == (top, [first[1]], (0x20000, 0x20000, 512), FakeDriver.CONTEXT)  # after the first
     assert child[2:] == (top, [second[1]], GRAPH)  # the captured graph after the last copy: one root
-    assert drv.log[5][1] == top
-    assert len(drv.alive) == 2  # the top graph and its executable
+    assert all(entry[2] == top for entry in drv.log[5:])
+    assert len(drv.alive) == 1 + EXECS  # the top graph and its executables
     del nodes  # a dropped object destroys them too (its finalizer)
     assert not drv.alive
 
 
-def test_a_replay_updates_only_the_sources_whose_address_changed():
+def test_a_replay_takes_the_executable_holding_its_sources_else_updates_the_least_recent():
     drv = FakeDriver()
     nodes = _built(drv)
     node_ids = [drv.log[2][1], drv.log[3][1]]
-    exec_handle = next(iter(drv.alive - {drv.log[1][1]}))
-    leaves = [_Leaf(0x9000), None, _Leaf(0x7040)]
+    execs = _execs(drv)
+    first = [_Leaf(0x9000), None, _Leaf(0x7040)]
     drv.log.clear()
-    nodes.launch(leaves, 0x55)
+    nodes.launch(first, 0x55)  # every executable is new: the last one gets the sources
     assert drv.log == [
-        ("cuGraphExecMemcpyNodeSetParams", exec_handle, node_ids[0], (0x10000, 0x9000, 256), FakeDriver.CONTEXT),
-        ("cuGraphExecMemcpyNodeSetParams", exec_handle, node_ids[1], (0x20000, 0x7000, 512), FakeDriver.CONTEXT),
-        ("cuGraphLaunch", exec_handle, 0x55),
+        ("cuGraphExecMemcpyNodeSetParams", execs[-1], node_ids[0], (0x10000, 0x9000, 256), FakeDriver.CONTEXT),
+        ("cuGraphExecMemcpyNodeSetParams", execs[-1], node_ids[1], (0x20000, 0x7000, 512), FakeDriver.CONTEXT),
+        ("cuGraphLaunch", execs[-1], 0x55),
     ]
     drv.log.clear()
-    nodes.launch(leaves, 0x55)  # the same sources: the launch alone
-    assert drv.log == [("cuGraphLaunch", exec_handle, 0x55)]
+    nodes.launch([_Leaf(0x9000), None, _Leaf(0x7040)], 0x55)  # the same addresses: the launch alone
+    assert drv.log == [("cuGraphLaunch", execs[-1], 0x55)]
+    second = [_Leaf(0x9000), None, _Leaf(0x8040)]
     drv.log.clear()
-    nodes.launch([_Leaf(0x9000), None, _Leaf(0x8040)], 0)
-    assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams", "cuGraphLaunch"]
-    assert drv.log[0][3] == (0x20000, 0x8000, 512) and drv.log[1][2] == 0
-    assert nodes.updates == 3
+    nodes.launch(second, 0)  # new addresses: the least recently used executable, both its nodes set
+    assert [entry[:3] for entry in drv.log] == [("cuGraphExecMemcpyNodeSetParams", execs[-2], node_ids[0]),
+                                                ("cuGraphExecMemcpyNodeSetParams", execs[-2], node_ids[1]),
+                                                ("cuGraphLaunch", execs[-2], 0)]
+    assert nodes.updates == 4
+    drv.log.clear()
+    for _ in range(3):  # two arrays alternating: each has its executable, no update
+        nodes.launch(first, 0)
+        nodes.launch(second, 0)
+    assert drv.log == [("cuGraphLaunch", execs[-1], 0), ("cuGraphLaunch", execs[-2], 0)] * 3
+    assert nodes.updates == 4
+
+
+def test_more_source_sets_than_executables_update_the_least_recently_used():
+    drv = FakeDriver()
+    nodes = _built(drv, plan=PLAN[:1])
+    execs = _execs(drv)
+    sets = [[_Leaf(0x1000 * (k + 1))] for k in range(EXECS + 1)]
+    launched = []
+    for leaves in sets * 2:
+        drv.log.clear()
+        nodes.launch(leaves, 0)
+        launched.append(drv.log[-1][1])
+    assert nodes.updates == 2 * len(sets)  # one set more than executables: every launch updates (LRU)
+    assert launched[:EXECS] == execs[::-1] and launched[EXECS] == execs[-1]
 
 
 def test_a_refused_update_launches_nothing_and_is_retried_next_time():
@@ -88,15 +117,15 @@ def test_a_refused_update_launches_nothing_and_is_retried_next_time():
     assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams"] * 2 + ["cuGraphLaunch"]
 
 
-def test_close_destroys_the_executable_then_its_graph_once():
+def test_close_destroys_the_executables_then_their_graph_once():
     drv = FakeDriver()
     nodes = _built(drv)
-    top = drv.log[1][1]
+    top, execs = drv.log[1][1], _execs(drv)
     drv.log.clear()
     nodes.close()
     nodes.close()
-    assert [entry[0] for entry in drv.log] == ["cuGraphExecDestroy", "cuGraphDestroy"]
-    assert drv.log[1][1] == top and not drv.alive
+    assert drv.log == [("cuGraphExecDestroy", e) for e in execs] + [("cuGraphDestroy", top)]
+    assert not drv.alive
 
 
 @pytest.mark.parametrize("step", ["cuGraphAddMemcpyNode", "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"])
@@ -181,8 +210,8 @@ def test_a_refused_update_falls_back_to_copies_for_good(fake, driver):
     driver.fail["cuGraphExecMemcpyNodeSetParams"] = 1
     source = FakeArray((4, 8), np.uint64)
     calls = fake.calls(lambda: program.replay(source))
-    assert _names(calls) == ["getDevice", "cuGraphExecMemcpyNodeSetParams", "cuGraphExecDestroy", "cuGraphDestroy",
-                             "memcpyAsync", "graphLaunch", "eventRecord"]
+    assert _names(calls) == ["getDevice", "cuGraphExecMemcpyNodeSetParams"] + ["cuGraphExecDestroy"] * EXECS + [
+        "cuGraphDestroy", "memcpyAsync", "graphLaunch", "eventRecord"]
     assert program._input_nodes is None and not driver.alive
     assert _names(fake.calls(lambda: program.replay(source))) == ["getDevice", "memcpyAsync", "graphLaunch",
                                                                  "eventRecord"]
