@@ -154,6 +154,8 @@ class InputCopyGraph:
         self._slots: list[tuple[ctypes.c_void_p, list[int | None]]] = [
             (ctypes.c_void_p(e), [None] * len(copy_plan)) for e in execs]
         self._pointer = pointer
+        self._launch = drv.launch
+        self._stream = (0, ctypes.c_void_p(0))  # the last stream launched on, and its ctypes argument
         self.updates = 0  # node updates issued (a replay from sources an executable holds issues none)
         self._finalizer = weakref.finalize(self, _destroy, drv, self._handles)
 
@@ -202,17 +204,28 @@ class InputCopyGraph:
         before the launch when an update is refused (nothing was launched then)."""
         pointer = self._pointer
         wanted = [pointer(leaves[i]) - offset for i, offset in self._leaves]
+        slot = self._slots[0]
+        if slot[1] != wanted:  # (the common case, the same sources again, costs one comparison)
+            slot = self._select(wanted)
+        stream = self._stream
+        if stream[0] != stream_ptr:
+            stream = self._stream = (stream_ptr, ctypes.c_void_p(stream_ptr))
+        result = self._launch(slot[0], stream[1])
+        if result:
+            self._drv.check(result, "cuGraphLaunch")
+
+    def _select(self, wanted: list[int]) -> tuple[ctypes.c_void_p, list[int | None]]:
+        """The executable whose nodes copy from ``wanted``, else the least recently used one
+        pointed at it; moved to the front either way."""
         slots = self._slots
         for position, slot in enumerate(slots):
             if slot[1] == wanted:
-                if position:
-                    slots.insert(0, slots.pop(position))
-                break
-        else:
-            slot = slots.pop()  # the least recently used
-            slots.insert(0, slot)
-            self._point(slot, wanted)
-        self._drv.check(self._drv.launch(slot[0], ctypes.c_void_p(stream_ptr)), "cuGraphLaunch")
+                slots.insert(0, slots.pop(position))
+                return slot
+        slot = slots.pop()
+        slots.insert(0, slot)
+        self._point(slot, wanted)
+        return slot
 
     def _point(self, slot: tuple[ctypes.c_void_p, list[int | None]], wanted: list[int]) -> None:
         exec_handle, sources = slot
