@@ -47,6 +47,18 @@ def make_sets():
     }
 
 
+def capture_private(cp, fn, stream) -> tuple:
+    """``fn()`` captured on ``stream`` into a ``cupy.cuda.Graph`` with its allocations from a
+    pool of its own (graph-internal blocks are never handed to eager code): ``(graph, pool)``;
+    keep the pool as long as the graph."""
+    pool = cp.cuda.MemoryPool()
+    with stream, cp.cuda.using_allocator(pool.malloc):
+        stream.begin_capture()
+        fn()
+        graph = stream.end_capture()
+    return graph, pool
+
+
 def bench_op(cp, backend, fn, reps: int) -> dict:
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -57,15 +69,10 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
         fn()
         launches = backend.launch_count - before
         eager = device_median_us(fn, runs=reps)
-        pool = cp.cuda.MemoryPool()  # private: graph-internal blocks are never handed to eager code
-        with cp.cuda.using_allocator(pool.malloc):
-            stream.begin_capture()
-            keep = fn()
-            graph = stream.end_capture()
+        graph, pool = capture_private(cp, fn, stream)
         graph.launch(stream)
         stream.synchronize()
         replay = device_median_us(lambda: graph.launch(stream), runs=reps)
-        del keep
     return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
 
 

@@ -234,3 +234,44 @@ def test_compare_backends_checks_each_backend_then_alternates_the_measurements(m
     assert [key for key, _ in measured] == ["own device_us", "other device_us", "other device_us", "own device_us"]
     assert values == {"own device_us": [1.0, 1.0], "other device_us": [1.0, 1.0]}
     assert "other: eager and graph bit-identical" in capsys.readouterr().out
+
+
+def test_capture_private_captures_on_the_stream_with_a_pool_of_its_own():
+    """``bench.kernels_gpu.capture_private``: ``fn`` runs between ``begin_capture`` and
+    ``end_capture`` of the given stream, current and with a new pool's allocator, and the
+    pool comes back with the graph."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from bench.kernels_gpu import capture_private
+
+    events: list = []
+
+    class Stream:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+        def begin_capture(self):
+            events.append("begin")
+
+        def end_capture(self):
+            events.append("end")
+            return "graph"
+
+    class Pool:
+        def malloc(self, nbytes):
+            return nbytes
+
+    @contextlib.contextmanager
+    def using_allocator(malloc):
+        events.append(("allocator", type(malloc.__self__).__name__))
+        yield
+        events.append("allocator off")
+
+    cp = SimpleNamespace(cuda=SimpleNamespace(MemoryPool=Pool, using_allocator=using_allocator))
+    graph, pool = capture_private(cp, lambda: events.append("fn"), Stream())
+    assert graph == "graph" and isinstance(pool, Pool)
+    assert events == ["enter", ("allocator", "Pool"), "begin", "fn", "end", "allocator off", "exit"]

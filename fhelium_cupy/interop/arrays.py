@@ -279,16 +279,18 @@ def data_pointer(leaf: Any) -> int:
     return int(leaf.data_ptr())
 
 
-def on_cuda_device(leaf: Any, index: int) -> bool:
-    """Whether a leaf's memory is CUDA device memory of device ``index`` (a CuPy array or a
-    torch CUDA tensor there). Cheap for CuPy arrays: replay calls it per leaf."""
+def device_pointer(leaf: Any, index: int) -> int | None:
+    """``data_pointer(leaf)`` when the leaf's memory is CUDA device memory of device ``index``
+    (a CuPy array or a torch CUDA tensor there), else ``None``. One kind lookup: replay calls
+    it per leaf."""
     kind = _KIND_OF_CLASS.get(type(leaf)) or leaf_kind(leaf)
     if kind == "cupy":
-        return leaf.data.device_id == index  # type: ignore[no-any-return]
+        memory = leaf.data
+        return memory.ptr if memory.device_id == index else None  # type: ignore[no-any-return]
     if kind == "torch":
         device = leaf.device
-        return device.type == "cuda" and device.index == index  # type: ignore[no-any-return]
-    return False
+        return int(leaf.data_ptr()) if device.type == "cuda" and device.index == index else None
+    return None
 
 
 def leaf_span(leaf: Any) -> tuple[int, int]:

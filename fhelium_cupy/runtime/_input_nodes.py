@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..interop.arrays import device_pointer
+
 __all__ = ["InputCopyGraph", "driver"]
 
 ENV_SWITCH = "FHELIUM_CUPY_GRAPH_INPUT_NODES"
@@ -141,12 +143,13 @@ class InputCopyGraph:
     EXECUTABLES = 4
 
     def __init__(self, drv: Any, ctx: int, graph: int, execs: Sequence[int], nodes: Sequence[int],
-                 copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int]) -> None:
+                 copy_plan: Sequence[tuple[int, int, int, int]], params: Sequence[_Memcpy3D], device_index: int,
+                 pointer: Callable[[Any, int], int | None]) -> None:
         self._drv = drv
         self._ctx = ctypes.c_void_p(ctx)
         self._handles = [*execs, graph]
         self._nodes = tuple(ctypes.c_void_p(node) for node in nodes)
-        self._params = tuple(copy_params(low, low, span) for _, low, _, span in copy_plan)
+        self._params = tuple(params)  # each node's CUDA_MEMCPY3D, its srcDevice set by updates
         self._refs = tuple(ctypes.byref(params) for params in self._params)
         self._leaves = tuple((i, offset) for i, _, offset, _ in copy_plan)
         # [executable, the source each of its nodes copies now (None: not set yet)], most
@@ -154,18 +157,21 @@ class InputCopyGraph:
         self._slots: list[tuple[ctypes.c_void_p, list[int | None]]] = [
             (ctypes.c_void_p(e), [None] * len(copy_plan)) for e in execs]
         self._pointer = pointer
+        self._device_index = device_index
         self._launch = drv.launch
         self._stream = (0, ctypes.c_void_p(0))  # the last stream launched on, and its ctypes argument
         self.updates = 0  # node updates issued (a replay from sources an executable holds issues none)
         self._finalizer = weakref.finalize(self, _destroy, drv, self._handles)
 
     @classmethod
-    def build(cls, graph: Any, copy_plan: Sequence[tuple[int, int, int, int]], pointer: Callable[[Any], int],
-              drv: Any = None) -> InputCopyGraph | None:
+    def build(cls, graph: Any, copy_plan: Sequence[tuple[int, int, int, int]], device_index: int,
+              pointer: Callable[[Any, int], int | None] = device_pointer, drv: Any = None) -> InputCopyGraph | None:
         """The input-copy executables of the captured ``cupy.cuda.Graph`` ``graph`` (its
-        ``graph`` handle is cloned into a child node) on the current device, or ``None``
-        when the switch is off, there is nothing to copy, or the driver lacks or refuses a
-        step (then nothing is left allocated). ``pointer(leaf)``: a leaf's element-0 address."""
+        ``graph`` handle is cloned into a child node) on the current device, ``device_index``,
+        or ``None`` when the switch is off, there is nothing to copy, or the driver lacks or
+        refuses a step (then nothing is left allocated). ``pointer(leaf, device_index)``: a
+        leaf's element-0 address when it is device memory there, else None
+        (``interop.arrays.device_pointer``)."""
         handle = getattr(graph, "graph", None)  # (the cudaGraph_t of a cupy.cuda.Graph)
         if os.environ.get(ENV_SWITCH, "1") == "0" or not copy_plan or not isinstance(handle, int) or not handle:
             return None
@@ -179,11 +185,11 @@ class InputCopyGraph:
             drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
             drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
             nodes: list[int] = []
-            for _, low, _, span in copy_plan:  # (a self-copy until a replay sets the source)
+            params = [copy_params(low, low, span) for _, low, _, span in copy_plan]  # (self-copies until a replay)
+            for node_params in params:
                 node, deps = vp(), (vp * 1)(*nodes[-1:])
-                params = copy_params(low, low, span)
-                drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(params), ctx),
-                          "cuGraphAddMemcpyNode")
+                drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(node_params),
+                                              ctx), "cuGraphAddMemcpyNode")
                 nodes.append(int(node.value or 0))
             child, deps = vp(), (vp * 1)(nodes[-1])
             drv.check(drv.add_child_graph_node(ctypes.byref(child), top, deps, 1, vp(handle)),
@@ -195,15 +201,26 @@ class InputCopyGraph:
         except DriverError:
             _destroy(drv, [*execs, int(top.value or 0)])
             return None
-        return cls(drv, int(ctx.value or 0), int(top.value or 0), execs, nodes, copy_plan, pointer)
+        return cls(drv, int(ctx.value or 0), int(top.value or 0), execs, nodes, copy_plan, params, device_index,
+                   pointer)
 
-    def launch(self, leaves: Sequence[Any], stream_ptr: int) -> None:
-        """Launch on ``stream_ptr`` the executable whose nodes copy from ``leaves`` already, or
-        the least recently used one after pointing its nodes at them. The sources must be
-        device memory of this graph's device (the caller checks). Raises ``DriverError``
-        before the launch when an update is refused (nothing was launched then)."""
-        pointer = self._pointer
-        wanted = [pointer(leaves[i]) - offset for i, offset in self._leaves]
+    def device_sources(self, leaves: Sequence[Any]) -> list[int] | None:
+        """Each node's source address for the validated ``leaves``, or ``None`` when a leaf is
+        not device memory of this graph's device (the copies are then the caller's)."""
+        pointer, index = self._pointer, self._device_index
+        sources = []
+        for i, offset in self._leaves:
+            address = pointer(leaves[i], index)
+            if address is None:
+                return None
+            sources.append(address - offset)
+        return sources
+
+    def launch(self, wanted: list[int], stream_ptr: int) -> None:
+        """Launch on ``stream_ptr`` the executable whose nodes copy from ``wanted``
+        (``device_sources``) already, or the least recently used one after pointing its nodes
+        at them. Raises ``DriverError`` before the launch when an update is refused (nothing
+        was launched then)."""
         slot = self._slots[0]
         if slot[1] != wanted:  # (the common case, the same sources again, costs one comparison)
             slot = self._select(wanted)

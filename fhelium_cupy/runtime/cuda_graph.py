@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
-from ..interop.arrays import bump_autograd_versions, data_pointer, leaf_kind, on_cuda_device
+from ..interop.arrays import bump_autograd_versions, leaf_kind
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
@@ -153,7 +153,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._memcpy_async = self._runtime.memcpyAsync
         # replay() of device-resident sources: the copies as memcpy nodes ahead of the graph,
         # in executables pointed at recent sources (None: the driver lacks them; cudaMemcpyAsync then)
-        self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, data_pointer)
+        self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, self._device_index)
         self._input_torch_targets = input_buffer._torch_targets
         self._borrow = output.borrow
         # torch output leaves: each launch rewrites them, so their autograd version moves on
@@ -445,26 +445,24 @@ class CudaGraphProgram(Generic[_OutputT]):
             runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
         nodes = self._input_nodes
         if nodes is not None:
-            index = self._device_index
-            for leaf in leaves:
-                if not on_cuda_device(leaf, index):
-                    break
-            else:  # every source is device memory of this device: the graph copies them itself
-                return self._launch_graph(stream, sptr, leaves, copy_output, synchronize, nodes)
+            sources = nodes.device_sources(leaves)
+            if sources is not None:  # every source is device memory of this device: the graph copies them itself
+                return self._launch_graph(stream, sptr, leaves, copy_output, synchronize, sources)
         self._enqueue_copies(leaves, sptr, self._memcpy_async)
         return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
 
     def _launch_graph(self, stream: Any, sptr: int, sources: Any, copy_output: bool, synchronize: bool,
-                      nodes: InputCopyGraph | None = None) -> _OutputT:
-        """Launch on ``stream`` and return the output: the captured graph, or with ``nodes``
-        the input-copy graph, which copies ``sources`` (device-resident leaves) itself."""
+                      node_sources: list[int] | None = None) -> _OutputT:
+        """Launch on ``stream`` and return the output: the captured graph, or with
+        ``node_sources`` (``InputCopyGraph.device_sources`` of ``sources``) the input-copy
+        graph, which copies them itself."""
         pool = self._pool
         if pool is not None:
             pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
-        if nodes is None:
+        if node_sources is None:
             self._launch(stream)
         else:
-            self._launch_with_input_nodes(nodes, stream, sptr, sources)
+            self._launch_with_input_nodes(node_sources, stream, sptr, sources)
         try:
             if self._torch_outputs:
                 bump_autograd_versions(self._torch_outputs)
@@ -486,9 +484,11 @@ class CudaGraphProgram(Generic[_OutputT]):
             self._runtime.deviceSynchronize()
         return result  # type: ignore[return-value]
 
-    def _launch_with_input_nodes(self, nodes: InputCopyGraph, stream: Any, sptr: int, sources: Any) -> None:
+    def _launch_with_input_nodes(self, node_sources: list[int], stream: Any, sptr: int, sources: Any) -> None:
+        nodes = self._input_nodes
+        assert nodes is not None
         try:
-            nodes.launch(sources, sptr)
+            nodes.launch(node_sources, sptr)
         except DriverError:
             # the driver refused a source (nothing launched): from now on this program's
             # copies are cudaMemcpyAsync calls again

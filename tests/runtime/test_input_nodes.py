@@ -23,12 +23,12 @@ class _Leaf:
         self.ptr = ptr
 
 
-def _pointer(leaf: _Leaf) -> int:
-    return leaf.ptr
+def _pointer(leaf: _Leaf, index: int) -> int | None:
+    return leaf.ptr if index == 0 else None
 
 
 def _built(drv: FakeDriver, plan=PLAN) -> InputCopyGraph:
-    nodes = InputCopyGraph.build(SimpleNamespace(graph=GRAPH), plan, _pointer, drv=drv)
+    nodes = InputCopyGraph.build(SimpleNamespace(graph=GRAPH), plan, 0, _pointer, drv=drv)
     assert nodes is not None
     return nodes
 
@@ -64,28 +64,36 @@ def test_a_replay_takes_the_executable_holding_its_sources_else_updates_the_leas
     execs = _execs(drv)
     first = [_Leaf(0x9000), None, _Leaf(0x7040)]
     drv.log.clear()
-    nodes.launch(first, 0x55)  # every executable is new: the last one gets the sources
+    nodes.launch(nodes.device_sources(first), 0x55)  # every executable is new: the last one gets the sources
     assert drv.log == [
         ("cuGraphExecMemcpyNodeSetParams", execs[-1], node_ids[0], (0x10000, 0x9000, 256), FakeDriver.CONTEXT),
         ("cuGraphExecMemcpyNodeSetParams", execs[-1], node_ids[1], (0x20000, 0x7000, 512), FakeDriver.CONTEXT),
         ("cuGraphLaunch", execs[-1], 0x55),
     ]
     drv.log.clear()
-    nodes.launch([_Leaf(0x9000), None, _Leaf(0x7040)], 0x55)  # the same addresses: the launch alone
+    nodes.launch(nodes.device_sources([_Leaf(0x9000), None, _Leaf(0x7040)]), 0x55)  # the same addresses: the launch alone
     assert drv.log == [("cuGraphLaunch", execs[-1], 0x55)]
     second = [_Leaf(0x9000), None, _Leaf(0x8040)]
     drv.log.clear()
-    nodes.launch(second, 0)  # new addresses: the least recently used executable, both its nodes set
+    nodes.launch(nodes.device_sources(second), 0)  # new addresses: the least recently used executable, both its nodes set
     assert [entry[:3] for entry in drv.log] == [("cuGraphExecMemcpyNodeSetParams", execs[-2], node_ids[0]),
                                                 ("cuGraphExecMemcpyNodeSetParams", execs[-2], node_ids[1]),
                                                 ("cuGraphLaunch", execs[-2], 0)]
     assert nodes.updates == 4
     drv.log.clear()
     for _ in range(3):  # two arrays alternating: each has its executable, no update
-        nodes.launch(first, 0)
-        nodes.launch(second, 0)
+        nodes.launch(nodes.device_sources(first), 0)
+        nodes.launch(nodes.device_sources(second), 0)
     assert drv.log == [("cuGraphLaunch", execs[-1], 0), ("cuGraphLaunch", execs[-2], 0)] * 3
     assert nodes.updates == 4
+
+
+def test_sources_elsewhere_than_the_graphs_device_are_left_to_the_caller():
+    drv = FakeDriver()
+    nodes = InputCopyGraph.build(SimpleNamespace(graph=GRAPH), PLAN, 1, _pointer, drv=drv)  # (_pointer: device 0)
+    assert nodes is not None
+    assert nodes.device_sources([_Leaf(0x9000), None, _Leaf(0x7040)]) is None
+    nodes.close()
 
 
 def test_more_source_sets_than_executables_update_the_least_recently_used():
@@ -96,7 +104,7 @@ def test_more_source_sets_than_executables_update_the_least_recently_used():
     launched = []
     for leaves in sets * 2:
         drv.log.clear()
-        nodes.launch(leaves, 0)
+        nodes.launch(nodes.device_sources(leaves), 0)
         launched.append(drv.log[-1][1])
     assert nodes.updates == 2 * len(sets)  # one set more than executables: every launch updates (LRU)
     assert launched[:EXECS] == execs[::-1] and launched[EXECS] == execs[-1]
@@ -109,11 +117,11 @@ def test_a_refused_update_launches_nothing_and_is_retried_next_time():
     drv.fail["cuGraphExecMemcpyNodeSetParams"] = 1
     drv.log.clear()
     with pytest.raises(DriverError, match="cuGraphExecMemcpyNodeSetParams"):
-        nodes.launch(leaves, 0)
+        nodes.launch(nodes.device_sources(leaves), 0)
     assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams"]
     del drv.fail["cuGraphExecMemcpyNodeSetParams"]
     drv.log.clear()
-    nodes.launch(leaves, 0)
+    nodes.launch(nodes.device_sources(leaves), 0)
     assert [entry[0] for entry in drv.log] == ["cuGraphExecMemcpyNodeSetParams"] * 2 + ["cuGraphLaunch"]
 
 
@@ -132,21 +140,21 @@ def test_close_destroys_the_executables_then_their_graph_once():
 def test_a_refused_build_step_leaves_nothing_behind(step):
     drv = FakeDriver()
     drv.fail[step] = 700
-    assert InputCopyGraph.build(SimpleNamespace(graph=GRAPH), PLAN, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(SimpleNamespace(graph=GRAPH), PLAN, 0, _pointer, drv=drv) is None
     assert not drv.alive
 
 
 def test_no_nodes_when_switched_off_nothing_to_copy_no_graph_handle_or_no_driver(monkeypatch):
     drv = FakeDriver()
     graph = SimpleNamespace(graph=GRAPH)
-    assert InputCopyGraph.build(graph, (), _pointer, drv=drv) is None
-    assert InputCopyGraph.build(SimpleNamespace(), PLAN, _pointer, drv=drv) is None
-    assert InputCopyGraph.build(SimpleNamespace(graph=0), PLAN, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(graph, (), 0, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(SimpleNamespace(), PLAN, 0, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(SimpleNamespace(graph=0), PLAN, 0, _pointer, drv=drv) is None
     monkeypatch.setenv(_input_nodes.ENV_SWITCH, "0")
-    assert InputCopyGraph.build(graph, PLAN, _pointer, drv=drv) is None
+    assert InputCopyGraph.build(graph, PLAN, 0, _pointer, drv=drv) is None
     monkeypatch.delenv(_input_nodes.ENV_SWITCH)
     monkeypatch.setattr(_input_nodes, "driver", lambda: None)
-    assert InputCopyGraph.build(graph, PLAN, _pointer) is None
+    assert InputCopyGraph.build(graph, PLAN, 0, _pointer) is None
     assert drv.log == []
 
 

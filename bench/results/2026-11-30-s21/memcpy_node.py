@@ -7,6 +7,9 @@ that ``replay()`` issues before ``Graph.launch`` today (round 25: 4.2-4.5 us of 
 buffers so every update changes the node, and the copied values are checked after each
 variant. Device time of both graphs beside it.
 
+(It ran with its own copy of ``bench.kernels_gpu.capture_private``: one private pool for both
+graphs instead of one each.)
+
 Usage, from the repository root (pinned, as the other probes):
     taskset -c "$(python3 bench/quiet_cpu.py --count 2)" python3 bench/results/2026-11-30-s21/memcpy_node.py
 """
@@ -26,6 +29,7 @@ import cupy  # noqa: E402
 
 from bench._example18 import alternate, graph_device_us  # noqa: E402
 from bench._timing import host_loop_us, time_host_pipelined  # noqa: E402
+from bench.kernels_gpu import capture_private  # noqa: E402
 
 MEMCPY_NODE = 1  # cudaGraphNodeTypeMemcpy
 D2D = 3
@@ -71,22 +75,20 @@ def main() -> None:
     srcs = [cupy.full(nbytes // 8, i + 1, dtype=cupy.uint64) for i in range(2)]
     static = cupy.zeros(nbytes // 8, dtype=cupy.uint64)
     work = cupy.zeros(4096, dtype=cupy.uint64)
-    pool = cupy.cuda.MemoryPool()
 
     def body() -> None:
         for _ in range(46):
             work[...] += 1
 
-    graphs = {}
-    with s, cupy.cuda.using_allocator(pool.malloc):
+    def copy_then_body() -> None:
+        rt.memcpyAsync(static.data.ptr, srcs[0].data.ptr, nbytes, D2D, s.ptr)
+        body()
+
+    with s:
         body()
         s.synchronize()
-        for name, copy in (("plain", False), ("node", True)):
-            s.begin_capture()
-            if copy:
-                rt.memcpyAsync(static.data.ptr, srcs[0].data.ptr, nbytes, D2D, s.ptr)
-            body()
-            graphs[name] = s.end_capture()
+    captured = {"plain": capture_private(cupy, body, s), "node": capture_private(cupy, copy_then_body, s)}
+    graphs = {name: graph for name, (graph, _) in captured.items()}
     node = memcpy_node(lib, graphs["node"].graph)
     set_params = lib.cudaGraphExecMemcpyNodeSetParams1D
     set_params.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,

@@ -5,7 +5,8 @@ twice in one process, with the input copy as a memcpy node of the graph (``nodes
 back (``time_host_pipelined``, drained every 8, 512 runs after 32 warmups) from one source, and
 from two sources alternating (every replay points the node at a new address), with
 ``replay_prepared()`` beside them; device us of ``replay(ct)`` (CUDA events); four rounds
-alternated; both programs' outputs checked equal to the eager call first. A Python loop
+alternated; both programs' eager calls and replays checked equal to the eager call first
+(``bench._example18.capture_checked``; it ran with its own copy of that check). A Python loop
 (``host_loop_us``) gives the vCPU's speed.
 
 Usage, from the repository root (pinned, as the other probes):
@@ -26,29 +27,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import cupy  # noqa: E402
 
-from bench._example18 import alternate, example18  # noqa: E402
+from bench._example18 import alternate, capture_checked, example18  # noqa: E402
 from bench._timing import device_median_us, host_loop_us, time_host_pipelined  # noqa: E402
 from fhelium_cupy.runtime import _input_nodes  # noqa: E402
-from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
 
 def main() -> None:
     engine, _, ct, fn, want = example18()
     other = engine.encrypt_message(np.zeros(engine.num_slots))  # a second source at another address
-    programs = {"nodes": CudaGraphProgram.capture(fn, example_inputs=(ct,))}
-    os.environ[_input_nodes.ENV_SWITCH] = "0"
-    programs["memcpy"] = CudaGraphProgram.capture(fn, example_inputs=(ct,))
-    del os.environ[_input_nodes.ENV_SWITCH]
-    assert programs["nodes"]._input_nodes is not None and programs["memcpy"]._input_nodes is None
-    for name, program in programs.items():
-        got = program.replay(ct, copy_output=True, synchronize=True).data.get()
-        assert np.array_equal(got, want), f"{name}: the replay differs from the eager call"
-    print("both programs bit-identical to the eager call", flush=True)
-    from fhelium_cupy.interop.arrays import data_pointer
+    def use(name: str) -> None:  # the switch is read at capture
+        os.environ[_input_nodes.ENV_SWITCH] = "1" if name == "nodes" else "0"
 
+    programs = capture_checked(["nodes", "memcpy"], use, lambda: os.environ.pop(_input_nodes.ENV_SWITCH, None),
+                               fn, ct, want)
+    assert programs["nodes"]._input_nodes is not None and programs["memcpy"]._input_nodes is None
     start = time.perf_counter()
     extra = _input_nodes.InputCopyGraph.build(programs["nodes"].cuda_graph, programs["nodes"]._buffer._copy_plan,
-                                              data_pointer)
+                                              programs["nodes"]._device_index)
     print(f"InputCopyGraph.build ({_input_nodes.InputCopyGraph.EXECUTABLES} executables): "
           f"{(time.perf_counter() - start) * 1e3:.2f} ms", flush=True)
     extra.close()

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from bench._example18 import alternate  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402
-from bench.kernels_gpu import make_sets, random_rows  # noqa: E402
+from bench.kernels_gpu import capture_private, make_sets, random_rows  # noqa: E402
 
 
 def pair(cp, be, ctx, domain: str) -> dict:
@@ -65,15 +65,9 @@ def measure(cp, be, ctx, label: str, domain: str, rounds: int) -> dict:
         launches[key] = be.launch_count - before
     stream = cp.cuda.Stream(non_blocking=True)
     print(f"== {label}, {domain} in and out; launches {launches}; bit-identical", flush=True)
-    graphs, pools = {}, []
+    captured = {key: capture_private(cp, fn, stream) for key, fn in fns.items()}  # (graph, its pool)
+    graphs = {key: graph for key, (graph, _) in captured.items()}
     with stream:
-        for key, fn in fns.items():
-            pool = cp.cuda.MemoryPool()  # private: graph-internal blocks are never handed to eager code
-            with cp.cuda.using_allocator(pool.malloc):
-                stream.begin_capture()
-                fn()
-                graphs[key] = stream.end_capture()
-            pools.append(pool)
         print("graph device us", flush=True)
         values = alternate(list(fns), rounds,
                            lambda key: device_median_us(graphs[key].launch, runs=30, warmup=3, stream=stream))
