@@ -163,14 +163,3 @@ def copying(q_limbs: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return q._with_data(cupy.ascontiguousarray(q.data))
 
     return copied
-
-
-def without_fork_root(launch: Callable[..., None]) -> Callable[..., None]:
-    """A backend's ``_launch`` (saved before the probe replaces it) that skips
-    ``graph_fork_root``: a capture as before change 46, the branches the graph's roots."""
-
-    def filtered(name: str, *args: Any, **kwargs: Any) -> None:
-        if name != "graph_fork_root":
-            launch(name, *args, **kwargs)
-
-    return filtered

@@ -172,10 +172,12 @@ def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: 
             if i >= warmup:
                 samples.append(t1 - t0)
         result["host_replay_prepared"] = summarize(samples)
-        # the bare Graph.launch on the same stream: replay overhead = host_replay - host_graph_launch
-        graph = program.cuda_graph
-        result["host_graph_launch"] = time_host(lambda: graph.launch(cupy.cuda.get_current_stream()), runs=runs,
+        # the program's bare graph launch on the same stream (Graph.launch, or its RootedGraph's
+        # where the captured graph has several roots): replay overhead = host_replay - host_graph_launch
+        launch_graph = program._launch
+        result["host_graph_launch"] = time_host(lambda: launch_graph(cupy.cuda.get_current_stream()), runs=runs,
                                                 warmup=warmup, synchronize=sync, sync_inside=False)
+        result["graph_roots_wrapped"] = program._rooted is not None
         counter = launch_counter(workload.engine)
         before = counter()
         program.replay(ciphertext, synchronize=True)

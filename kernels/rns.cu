@@ -1,4 +1,4 @@
-// Element-wise RNS arithmetic, batch sum, tensor product and rescale; and graph_fork_root.
+// Element-wise RNS arithmetic, batch sum, tensor product and rescale.
 //
 // Axis order: [batch, limb, coeff]. Element (z, y, k) of an operand lives at
 // z * batch_stride + y * N + k (batch_stride 0 broadcasts one [L, N] operand over the batch).
@@ -161,12 +161,3 @@ extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
   out[z * out_bs + row] = centered_mod(c0[z * c0_bs + k], q0, tab[y], md);
 }
-
-// graph_fork_root: computes nothing. CupyBackend.run_independent launches it (one thread) on the
-// caller's stream before the fork when that stream is being captured, so a graph whose first
-// work is parallel branches has one kernel node as its root. Measured on the H200 (2026-11-30,
-// bench/results/2026-11-30-s18/launch_root/): Graph.launch of example 18's graph took 5.9-6.4 us
-// of host time with its seven branches as roots, 6.9-7.2 with a memset node as the root, and
-// 1.5-2.6 us with any kernel node as the root (this one, or a CuPy elementwise kernel); the node
-// costs 2-3 us of device time there, 1.4 us where other work precedes the fork (bsgs/).
-extern "C" __global__ void graph_fork_root() {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import bench._timing as timing
-from bench._example18 import alternate, without_fork_root
+from bench._example18 import alternate
 from bench.run_all import _paired
 
 
@@ -54,14 +54,6 @@ def test_alternate_and_paired_ratio_take_the_same_round_order(monkeypatch, capsy
                      "loop", "fast", "slow", "loop", "slow", "fast"]
     assert result["rounds"] == [{"host_loop_us": 1.0, "slow_ms": 3.0, "fast_ms": 2.0, "ratio": 1.5}] * 5
     assert (result["median_ratio"], result["min_ratio"], result["max_ratio"]) == (1.5, 1.5, 1.5)
-
-
-def test_without_fork_root_passes_every_launch_but_the_root():
-    launched: list[tuple] = []
-    launch = without_fork_root(lambda name, *args, **kwargs: launched.append((name, args, kwargs)))
-    launch("graph_fork_root", (1, 1, 1), 1, ())
-    launch("rns_add", (4, 2, 1), 256, ("x",), shared_mem=0)
-    assert launched == [("rns_add", ((4, 2, 1), 256, ("x",)), {"shared_mem": 0})]
 
 
 class _FakeClock:

@@ -1,4 +1,6 @@
-"""A program's input copies as memcpy nodes of further executables of its graph.
+"""Further executables of a program's captured graph, built through the CUDA driver: its input
+copies as memcpy nodes (``InputCopyGraph``) and a single root for a graph with several
+(``RootedGraph``). Both put the captured graph as a child node behind nodes of their own.
 
 ``replay()`` copies each input leaf into the fixed input storage and then launches the graph.
 Issued as ``cudaMemcpyAsync`` calls, the copies cost 4-6 us of host time each (measured on the
@@ -11,15 +13,23 @@ them first (``cuGraphExecMemcpyNodeSetParams``); the launch then does the copies
 device (``bench/results/2026-11-30-s21/memcpy_node.log``: update and launch 6.4 us against
 copy and launch 9.5 us on a slow vCPU, the launch alone 2.8 us).
 
-The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
-installs); CuPy wraps none of these calls. Anything missing or refused makes
-``InputCopyGraph.build`` return ``None`` and the program keeps its ``cudaMemcpyAsync`` copies.
-``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the nodes off (A/B measurements).
+A captured graph whose first work is a fork (CuPy work on several streams, the CKKS backend's
+parallel rotations) has every branch's first node as a root, and the driver launches it at
+three times the host time of the same graph behind one memcpy or kernel node
+(``bench/results/2026-11-30-s22/graph_root.log``: 5.8-6.7 us against 1.7-2.1 us; an empty
+node as the root does not help). Such a graph gets ``RootedGraph``: one 8-byte memcpy node
+ahead of it. The input-copy executables have a single root already: their first copy.
 
-Ownership: the object owns the top-level graph and its executables and destroys them in
-``close()`` (idempotent; an executable still in flight is freed by the driver when it
-completes). The captured graph is cloned into the child node, so the caller's graph may go
-away first. Stream semantics: ``launch`` enqueues on the stream it is given, like
+The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
+installs); CuPy wraps none of these calls. Anything missing or refused makes ``build`` return
+``None`` and the program keeps the captured graph and its ``cudaMemcpyAsync`` copies.
+``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the input nodes off and ``FHELIUM_CUPY_GRAPH_ROOT=0``
+the root (A/B measurements).
+
+Ownership: each object owns its top-level graph and executables (and the root's 16 bytes) and
+releases them in ``close()`` (idempotent; an executable still in flight is freed by the driver
+when it completes). The captured graph is cloned into the child node, so the caller's graph
+may go away first. Stream semantics: ``launch`` enqueues on the stream it is given, like
 ``Graph.launch``; ordering against earlier work is the caller's.
 """
 
@@ -33,9 +43,10 @@ from typing import Any
 
 from ..interop.arrays import device_pointer
 
-__all__ = ["InputCopyGraph", "driver"]
+__all__ = ["InputCopyGraph", "RootedGraph", "driver"]
 
 ENV_SWITCH = "FHELIUM_CUPY_GRAPH_INPUT_NODES"
+ROOT_SWITCH = "FHELIUM_CUPY_GRAPH_ROOT"
 _MEMORY_DEVICE = 2  # CU_MEMORYTYPE_DEVICE
 
 
@@ -82,6 +93,9 @@ class _Driver:
         self.launch = self._fn("cuGraphLaunch", [vp, vp])
         self.exec_destroy = self._fn("cuGraphExecDestroy", [vp])
         self.graph_destroy = self._fn("cuGraphDestroy", [vp])
+        self.get_root_nodes = self._fn("cuGraphGetRootNodes", [vp, p(vp), p(sz)])
+        self.mem_alloc = self._fn("cuMemAlloc_v2", [p(ctypes.c_uint64), sz])
+        self.mem_free = self._fn("cuMemFree_v2", [ctypes.c_uint64])
 
     def _fn(self, name: str, argtypes: list[Any]) -> Any:
         fn = getattr(self._lib, name)
@@ -259,4 +273,86 @@ class InputCopyGraph:
 
     def close(self) -> None:
         """Destroy the executables and their graph. Idempotent."""
+        self._finalizer()
+
+
+def root_count(drv: Any, graph: int) -> int:
+    """How many root nodes the ``cudaGraph_t`` ``graph`` has (raises ``DriverError``)."""
+    count = ctypes.c_size_t(0)
+    drv.check(drv.get_root_nodes(ctypes.c_void_p(graph), None, ctypes.byref(count)), "cuGraphGetRootNodes")
+    return int(count.value)
+
+
+def _release_root(drv: Any, handles: list[int]) -> None:
+    """Finalizer of a ``RootedGraph``: ``handles`` = its executable, graph and 16 bytes (never raises)."""
+    exec_handle, graph, scratch = handles
+    handles[:] = [0, 0, 0]
+    _destroy(drv, [exec_handle, graph])
+    if scratch:
+        drv.mem_free(ctypes.c_uint64(scratch))
+
+
+class RootedGraph:
+    """The captured graph behind one memcpy node, as an executable of its own: the launch of a
+    graph that has several roots (``launch(stream)`` takes the place of ``Graph.launch``).
+
+    The node copies 8 bytes between the two halves of a 16-byte allocation of its own
+    (``cuMemAlloc``; nothing reads them); example 18's graph ran 256.0 us on the device behind
+    it as without it. Replays through this executable are serialized by the program's stream
+    order and events, as those of the captured graph are. Not thread-safe (one program
+    replays from one host thread).
+    """
+
+    def __init__(self, drv: Any, graph: int, exec_handle: int, scratch: int) -> None:
+        self._drv = drv
+        self._exec = ctypes.c_void_p(exec_handle)
+        self._launch = drv.launch
+        self._stream = (0, ctypes.c_void_p(0))  # the last stream launched on, and its ctypes argument
+        self._handles = [exec_handle, graph, scratch]
+        self._finalizer = weakref.finalize(self, _release_root, drv, self._handles)
+
+    @classmethod
+    def build(cls, graph: Any, drv: Any = None) -> RootedGraph | None:
+        """The rooted executable of the captured ``cupy.cuda.Graph`` ``graph`` on the current
+        device, or ``None`` when the switch is off, the graph has one root (or none) already,
+        or the driver lacks or refuses a step (then nothing is left allocated)."""
+        handle = getattr(graph, "graph", None)  # (the cudaGraph_t of a cupy.cuda.Graph)
+        if os.environ.get(ROOT_SWITCH, "1") == "0" or not isinstance(handle, int) or not handle:
+            return None
+        drv = driver() if drv is None else drv
+        if drv is None:
+            return None
+        vp = ctypes.c_void_p
+        top, exec_handle, scratch = vp(), vp(), ctypes.c_uint64(0)
+        try:
+            if root_count(drv, handle) <= 1:
+                return None
+            ctx = vp()
+            drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
+            drv.check(drv.mem_alloc(ctypes.byref(scratch), 16), "cuMemAlloc")
+            drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
+            root, child = vp(), vp()
+            params = copy_params(scratch.value + 8, scratch.value, 8)
+            drv.check(drv.add_memcpy_node(ctypes.byref(root), top, None, 0, ctypes.byref(params), ctx),
+                      "cuGraphAddMemcpyNode")
+            drv.check(drv.add_child_graph_node(ctypes.byref(child), top, (vp * 1)(root), 1, vp(handle)),
+                      "cuGraphAddChildGraphNode")
+            drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+        except DriverError:
+            _release_root(drv, [int(exec_handle.value or 0), int(top.value or 0), int(scratch.value)])
+            return None
+        return cls(drv, int(top.value or 0), int(exec_handle.value or 0), int(scratch.value))
+
+    def launch(self, stream: Any) -> None:
+        """Launch on the CuPy stream ``stream`` (as ``Graph.launch``). Raises ``DriverError``."""
+        ptr = stream.ptr
+        cached = self._stream
+        if cached[0] != ptr:
+            cached = self._stream = (ptr, ctypes.c_void_p(ptr))
+        result = self._launch(self._exec, cached[1])
+        if result:
+            self._drv.check(result, "cuGraphLaunch")
+
+    def close(self) -> None:
+        """Destroy the executable and its graph and free the root's bytes. Idempotent."""
         self._finalizer()

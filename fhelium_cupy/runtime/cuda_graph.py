@@ -19,7 +19,7 @@ from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
 from . import _capture
-from ._input_nodes import DriverError, InputCopyGraph
+from ._input_nodes import DriverError, InputCopyGraph, RootedGraph
 from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
@@ -132,7 +132,10 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._device = device
         self._device_index = int(device.index)  # type: ignore[arg-type]
         self._graph = graph
-        self._launch = graph.launch
+        # a graph with several roots (its first work a fork) launches behind one memcpy node of
+        # a further executable (None: one root already, or no driver; Graph.launch then)
+        self._rooted = RootedGraph.build(graph)
+        self._launch = graph.launch if self._rooted is None else self._rooted.launch
         self._buffer = input_buffer
         self._signature = input_buffer.signature
         self._static_inputs = static_inputs
@@ -318,7 +321,10 @@ class CudaGraphProgram(Generic[_OutputT]):
 
         Launching it directly bypasses input validation, payload copies, event waits,
         overwrite protection and the pool's event chain; it reuses the payload currently
-        in the input buffer, and ``close()`` does not know about such launches.
+        in the input buffer, and ``close()`` does not know about such launches. A graph
+        whose first work is a fork has several roots and costs about three times the host
+        time per direct launch; the program's own replays launch it behind a single root
+        (``runtime._input_nodes.RootedGraph``).
         """
         self._require_open()
         return self._graph
@@ -519,6 +525,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         if self._input_nodes is not None:
             self._input_nodes.close()
             self._input_nodes = None
+        if self._rooted is not None:
+            self._rooted.close()
+            self._rooted = None
         self._buffer.close()  # waits for in-flight copies
         self._finalizer.detach()
         self._events.release_all()

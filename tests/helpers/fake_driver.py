@@ -43,6 +43,7 @@ class FakeDriver:
         self._sink = sink  # another log to append to as well (a FakeCupy's, while it records)
         self.fail: dict[str, int] = {}
         self.alive: set[int] = set()
+        self.roots = 1  # what cuGraphGetRootNodes reports of any graph
 
     def _result(self, name: str, *args: Any) -> int:
         self.log.append((name, *args))
@@ -99,3 +100,19 @@ class FakeDriver:
     def graph_destroy(self, handle: Any) -> int:
         self.alive.discard(_value(handle))
         return self._result("cuGraphDestroy", _value(handle))
+
+    def get_root_nodes(self, graph: Any, nodes: Any, count: Any) -> int:
+        ctypes.cast(count, ctypes.POINTER(ctypes.c_size_t))[0] = self.roots
+        return self._result("cuGraphGetRootNodes", _value(graph))
+
+    def mem_alloc(self, ref: Any, nbytes: int) -> int:
+        handle = next(_handles) << 8
+        if "cuMemAlloc" not in self.fail:
+            ctypes.cast(ref, ctypes.POINTER(ctypes.c_uint64))[0] = handle
+            self.alive.add(handle)
+        return self._result("cuMemAlloc", handle, nbytes)
+
+    def mem_free(self, address: Any) -> int:
+        value = int(address.value if hasattr(address, "value") else address)
+        self.alive.discard(value)
+        return self._result("cuMemFree", value)

@@ -20,6 +20,7 @@ and (N=2^14) with launch groups split by a small L2 budget.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from typing import Any
 
@@ -71,12 +72,6 @@ class _Kernels:
                 base = family
         method = getattr(self, base)
         return lambda grid, block, args, shared_mem=0: method(grid, args)
-
-    fork_roots: list[Any] = []  # the stream of every graph_fork_root launch (tests reset it)
-
-    def graph_fork_root(self, grid: Any, args: Any) -> None:
-        assert tuple(grid) == (1, 1, 1) and args == ()
-        _Kernels.fork_roots.append(_current_stream())
 
     # --- helpers ---------------------------------------------------------------------
     def _row(self, arg: Any, offset: int) -> np.ndarray:
@@ -750,27 +745,19 @@ def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, str
 
 
 @pytest.mark.parametrize("streams", [1, 3])
-def test_a_captured_fork_starts_with_one_kernel_on_the_callers_stream(emulated, monkeypatch, streams):
-    """In a capture (the caller's stream capturing) run_independent launches graph_fork_root on
-    the caller's stream before it records the fork, so the branches hang off one kernel node;
-    eager calls, and one stream (no fork), launch nothing extra."""
+def test_a_captured_fork_launches_nothing_of_its_own(emulated, monkeypatch, streams):
+    """In a capture (the caller's stream capturing) run_independent forks as it does eagerly:
+    the fork event on the caller's stream, every side stream waiting on it, and no launch of
+    its own (a graph whose roots are the branches gets its single root from the graph runtime,
+    ``runtime._input_nodes.RootedGraph``); one stream (no fork) runs the tasks in order."""
     gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=streams)
-    seen: list[tuple[int, int]] = []
-
-    def task(i: int):
-        return lambda: seen.append((i, len(_Kernels.fork_roots)))
-
-    monkeypatch.setattr(_Kernels, "fork_roots", [])
-    gpu.run_independent([task(i) for i in range(3)])  # eager
-    assert _Kernels.fork_roots == [] and gpu.launch_count == 0
+    seen: list[int] = []
     monkeypatch.setattr(MAIN_STREAM, "capturing", True)
     side_before = [len(s.waited) for s in gpu._side_streams(max(streams - 1, 1))[0]] if streams > 1 else []
-    gpu.run_independent([task(i) for i in range(3)])
+    gpu.run_independent([functools.partial(seen.append, i) for i in range(3)])
+    assert seen == [0, 1, 2] and gpu.launch_count == 0
     if streams == 1:
-        assert _Kernels.fork_roots == [] and gpu.launch_count == 0
         return
-    assert _Kernels.fork_roots == [MAIN_STREAM] and gpu.launch_count == 1
-    assert seen[3:] == [(0, 1), (1, 1), (2, 1)]  # before every task
     side, fork, _ = gpu._side_streams(streams - 1)
     assert fork.recorded_on is MAIN_STREAM
     assert [len(s.waited) for s in side] == [n + 1 for n in side_before]

@@ -468,3 +468,62 @@ def test_input_nodes_switched_off_keep_the_copies(cp, monkeypatch):
         assert program._input_nodes is None
         host = random_tile(rng)
         np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), affine_np(host))
+
+
+# -- a graph whose first work is a fork (runtime._input_nodes.RootedGraph) -----------------
+
+
+def _root_count(cuda_graph) -> int:
+    from fhelium_cupy.runtime import _input_nodes
+
+    return _input_nodes.root_count(_input_nodes.driver(), cuda_graph.graph)
+
+
+def test_a_fork_first_graph_replays_behind_one_root_with_exact_values(cp, monkeypatch):
+    """A function whose first work is a fork onto a side stream captures a graph with two
+    roots; the program launches it behind a memcpy root of its own for replay_prepared() and
+    host sources (device sources: the input-copy executables), every output exact; with the
+    root switched off the captured graph is launched as it is, with the same values."""
+    from fhelium_cupy.runtime import _input_nodes
+
+    side = cp.cuda.Stream(non_blocking=True)
+    fork, join = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
+
+    def fork_first(x):
+        main = cp.cuda.get_current_stream()
+        fork.record(main)  # (the input copy precedes the capture: no work before the fork)
+        side.wait_event(fork)
+        with side:
+            y = x * 2.0 + 1.0
+        z = x * 3.0 - 1.0
+        join.record(side)
+        main.wait_event(join)
+        return y + z
+
+    def want(host):
+        return (host * np.float32(2) + np.float32(1)) + (host * np.float32(3) - np.float32(1))
+
+    rng = np.random.default_rng(15)
+    for switch in ("1", "0"):
+        monkeypatch.setenv(_input_nodes.ROOT_SWITCH, switch)
+        with CudaGraphProgram.capture(fork_first, example_inputs=(cp.asarray(random_tile(rng)),)) as program:
+            assert _root_count(program.cuda_graph) == 2
+            assert (program._rooted is not None) == (switch == "1")
+            for _ in range(2):
+                host = random_tile(rng)
+                handle = program.copy_inputs_from(host)
+                np.testing.assert_array_equal(cp.asnumpy(program.replay_prepared(copy_handle=handle)), want(host))
+                host = random_tile(rng)
+                np.testing.assert_array_equal(cp.asnumpy(program.replay(host)), want(host))
+                host = random_tile(rng)
+                np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), want(host))
+            rooted = program._rooted
+        assert program._rooted is None and (rooted is None or rooted._handles == [0, 0, 0])  # released by close()
+
+
+def test_a_graph_with_one_root_launches_as_captured(cp):
+    rng = np.random.default_rng(16)
+    with CudaGraphProgram.capture(affine, example_inputs=(cp.asarray(random_tile(rng)),)) as program:
+        assert _root_count(program.cuda_graph) == 1 and program._rooted is None
+        host = random_tile(rng)
+        np.testing.assert_array_equal(cp.asnumpy(program.replay(host)), affine_np(host))

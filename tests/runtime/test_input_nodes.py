@@ -1,5 +1,6 @@
-"""The replay input copies as memcpy nodes (``runtime._input_nodes``) on a fake driver: the
-graph they build, the updates a replay issues, failures, and the program's use of them."""
+"""The driver-built executables of ``runtime._input_nodes`` on a fake driver: the replay input
+copies as memcpy nodes (the graph they build, the updates a replay issues, failures) and the
+single root of a graph with several (``RootedGraph``), and the program's use of both."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.runtime import _input_nodes
-from fhelium_cupy.runtime._input_nodes import DriverError, InputCopyGraph
+from fhelium_cupy.runtime._input_nodes import DriverError, InputCopyGraph, RootedGraph
 from tests.helpers.fake_cupy import FakeArray, build_program, install
 from tests.helpers.fake_driver import FakeDriver
 
@@ -165,6 +166,75 @@ def test_the_copy_params_are_a_one_dimensional_device_copy():
     assert (p.srcPitch, p.dstPitch, p.srcHeight, p.dstHeight) == (48, 48, 1, 1)
 
 
+# -- the root of a graph with several ----------------------------------------------------
+
+
+def test_a_graph_with_several_roots_gets_one_memcpy_root_ahead_of_it():
+    drv = FakeDriver()
+    drv.roots = 7
+    rooted = RootedGraph.build(SimpleNamespace(graph=GRAPH), drv=drv)
+    assert rooted is not None
+    names = [entry[0] for entry in drv.log]
+    assert names == ["cuGraphGetRootNodes", "cuCtxGetCurrent", "cuMemAlloc", "cuGraphCreate", "cuGraphAddMemcpyNode",
+                     "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"]
+    scratch, top = drv.log[2][1], drv.log[3][1]
+    assert drv.log[2][2] == 16
+    memcpy, child, instantiated = drv.log[4], drv.log[5], drv.log[6]
+    assert memcpy[2:] == (top, [], (scratch + 8, scratch, 8), FakeDriver.CONTEXT)  # 8 bytes within its own 16
+    assert child[2:] == (top, [memcpy[1]], GRAPH)  # the captured graph after it: one root
+    assert instantiated[2] == top
+    drv.log.clear()
+    rooted.launch(SimpleNamespace(ptr=0x55))
+    rooted.launch(SimpleNamespace(ptr=0x55))
+    assert drv.log == [("cuGraphLaunch", instantiated[1], 0x55)] * 2
+    drv.log.clear()
+    rooted.close()
+    rooted.close()
+    assert drv.log == [("cuGraphExecDestroy", instantiated[1]), ("cuGraphDestroy", top), ("cuMemFree", scratch)]
+    assert not drv.alive
+
+
+def test_no_root_of_its_own_for_one_root_the_switch_off_or_no_driver(monkeypatch):
+    drv = FakeDriver()
+    graph = SimpleNamespace(graph=GRAPH)
+    assert RootedGraph.build(graph, drv=drv) is None  # one root already
+    drv.roots = 0
+    assert RootedGraph.build(graph, drv=drv) is None
+    assert [entry[0] for entry in drv.log] == ["cuGraphGetRootNodes"] * 2
+    drv.roots = 3
+    drv.log.clear()
+    assert RootedGraph.build(SimpleNamespace(), drv=drv) is None
+    assert RootedGraph.build(SimpleNamespace(graph=0), drv=drv) is None
+    monkeypatch.setenv(_input_nodes.ROOT_SWITCH, "0")
+    assert RootedGraph.build(graph, drv=drv) is None
+    monkeypatch.delenv(_input_nodes.ROOT_SWITCH)
+    monkeypatch.setattr(_input_nodes, "driver", lambda: None)
+    assert RootedGraph.build(graph) is None
+    assert drv.log == [] and not drv.alive
+
+
+@pytest.mark.parametrize("step", ["cuGraphGetRootNodes", "cuMemAlloc", "cuGraphCreate", "cuGraphAddMemcpyNode",
+                                  "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags"])
+def test_a_refused_root_step_leaves_nothing_behind(step):
+    drv = FakeDriver()
+    drv.roots = 2
+    drv.fail[step] = 700
+    assert RootedGraph.build(SimpleNamespace(graph=GRAPH), drv=drv) is None
+    assert not drv.alive
+
+
+def test_a_refused_root_launch_raises_the_driver_error():
+    drv = FakeDriver()
+    drv.roots = 2
+    rooted = RootedGraph.build(SimpleNamespace(graph=GRAPH), drv=drv)
+    assert rooted is not None
+    drv.fail["cuGraphLaunch"] = 719
+    with pytest.raises(DriverError, match="cuGraphLaunch"):
+        rooted.launch(SimpleNamespace(ptr=0))
+    del rooted  # a dropped object releases everything too (its finalizer)
+    assert not drv.alive
+
+
 # -- the program's replay path ------------------------------------------------------------
 
 
@@ -224,3 +294,21 @@ def test_a_refused_update_falls_back_to_copies_for_good(fake, driver):
     assert _names(fake.calls(lambda: program.replay(source))) == ["getDevice", "memcpyAsync", "graphLaunch",
                                                                  "eventRecord"]
     program.close()
+
+
+def test_a_program_of_a_graph_with_several_roots_launches_it_behind_the_root(fake, driver):
+    driver.roots = 4
+    program = build_program(fake, _double, (FakeArray((4, 8), np.uint64),), graph_handle=GRAPH)
+    assert program._rooted is not None
+    assert _names(fake.calls(lambda: program.replay_prepared())) == ["getDevice", "cuGraphLaunch", "eventRecord"]
+    host = np.zeros((4, 8), dtype=np.uint64)
+    assert _names(fake.calls(lambda: program.replay(host))) == ["getDevice", "memcpyAsync", "cuGraphLaunch",
+                                                               "eventRecord"]
+    source = FakeArray((4, 8), np.uint64)  # device sources: the input-copy executables (their first copy the root)
+    assert _names(fake.calls(lambda: program.replay(source))) == ["getDevice", "cuGraphExecMemcpyNodeSetParams",
+                                                                 "cuGraphLaunch", "eventRecord"]
+    launched = [entry[1] for entry in driver.log if entry[0] == "cuGraphLaunch"]
+    assert launched[0] == launched[1] != launched[2]  # the rooted executable twice, then an input-copy one
+    program.close()
+    program.close()
+    assert program._rooted is None and not driver.alive

@@ -304,9 +304,9 @@ class CupyBackend:
         this returns (CuPy's pool and the capture arena reuse a freed block only on the
         stream that allocated it). Device tables a task builds are uploaded synchronously
         (``_upload``), so a table built in one branch is complete before another reads it.
-        In a capture a no-op kernel (``graph_fork_root``) precedes the fork: a graph whose
-        roots are the branches themselves costs about 4 us more host time per
-        ``Graph.launch`` on the H200 (``kernels/rns.cu`` has the numbers); eager calls skip it.
+        A capture whose first work is the fork has the branches as its roots; the graph
+        runtime launches such a graph behind a single root of its own
+        (``runtime._input_nodes.RootedGraph``), so nothing here depends on capturing.
         The joins happen even when a task raises (a capture must end with every stream
         joined). Not reentrant: a task does not call this again."""
         B = min(self._branch_streams, len(tasks))
@@ -316,8 +316,6 @@ class CupyBackend:
             return
         side, fork, joins = self._side_streams(B - 1)
         main = self.xp.cuda.get_current_stream()
-        if main.is_capturing():  # one kernel before the fork: the branches never the graph's roots
-            self._launch("graph_fork_root", (1, 1, 1), 1, ())
         fork.record(main)
         for stream in side:
             stream.wait_event(fork)
