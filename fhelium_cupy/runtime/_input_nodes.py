@@ -43,7 +43,7 @@ from typing import Any
 
 from ..interop.arrays import device_pointer
 
-__all__ = ["InputCopyGraph", "RootedGraph", "driver"]
+__all__ = ["InputCopyGraph", "RootedGraph", "driver", "driver_launch"]
 
 ENV_SWITCH = "FHELIUM_CUPY_GRAPH_INPUT_NODES"
 ROOT_SWITCH = "FHELIUM_CUPY_GRAPH_ROOT"
@@ -123,6 +123,20 @@ def driver() -> _Driver | None:
     return _DRIVER[0]
 
 
+def driver_launch(drv: Any) -> Callable[[int, int], None]:
+    """``launch(exec_handle, stream_ptr)`` through ``cuGraphLaunch`` (raises ``DriverError``).
+    Programs pass CuPy's ``runtime.graphLaunch`` instead: the same call without ctypes'
+    argument conversion (driver and runtime graph handles are interchangeable)."""
+    fn, vp = drv.launch, ctypes.c_void_p
+
+    def launch(exec_handle: int, stream_ptr: int) -> None:
+        result = fn(vp(exec_handle), vp(stream_ptr))
+        if result:
+            drv.check(result, "cuGraphLaunch")
+
+    return launch
+
+
 def _destroy(drv: Any, handles: list[int]) -> None:
     """Finalizer of an ``InputCopyGraph``: ``handles`` = its executables, then their graph
     last (never raises)."""
@@ -158,7 +172,7 @@ class InputCopyGraph:
 
     def __init__(self, drv: Any, ctx: int, graph: int, execs: Sequence[int], nodes: Sequence[int],
                  copy_plan: Sequence[tuple[int, int, int, int]], params: Sequence[_Memcpy3D], device_index: int,
-                 pointer: Callable[[Any, int], int | None]) -> None:
+                 pointer: Callable[[Any, int], int | None], launch: Callable[[int, int], Any]) -> None:
         self._drv = drv
         self._ctx = ctypes.c_void_p(ctx)
         self._handles = [*execs, graph]
@@ -168,24 +182,24 @@ class InputCopyGraph:
         self._leaves = tuple((i, offset) for i, _, offset, _ in copy_plan)
         # [executable, the source each of its nodes copies now (None: not set yet)], most
         # recently launched first
-        self._slots: list[tuple[ctypes.c_void_p, list[int | None]]] = [
-            (ctypes.c_void_p(e), [None] * len(copy_plan)) for e in execs]
+        self._slots: list[tuple[int, list[int | None]]] = [(e, [None] * len(copy_plan)) for e in execs]
         self._pointer = pointer
         self._device_index = device_index
-        self._launch = drv.launch
-        self._stream = (0, ctypes.c_void_p(0))  # the last stream launched on, and its ctypes argument
+        self._launch = launch
         self.updates = 0  # node updates issued (a replay from sources an executable holds issues none)
         self._finalizer = weakref.finalize(self, _destroy, drv, self._handles)
 
     @classmethod
     def build(cls, graph: Any, copy_plan: Sequence[tuple[int, int, int, int]], device_index: int,
-              pointer: Callable[[Any, int], int | None] = device_pointer, drv: Any = None) -> InputCopyGraph | None:
+              pointer: Callable[[Any, int], int | None] = device_pointer, drv: Any = None,
+              launch: Callable[[int, int], Any] | None = None) -> InputCopyGraph | None:
         """The input-copy executables of the captured ``cupy.cuda.Graph`` ``graph`` (its
         ``graph`` handle is cloned into a child node) on the current device, ``device_index``,
         or ``None`` when the switch is off, there is nothing to copy, or the driver lacks or
         refuses a step (then nothing is left allocated). ``pointer(leaf, device_index)``: a
         leaf's element-0 address when it is device memory there, else None
-        (``interop.arrays.device_pointer``)."""
+        (``interop.arrays.device_pointer``). ``launch(exec_handle, stream_ptr)`` launches an
+        executable (default ``driver_launch``)."""
         handle = getattr(graph, "graph", None)  # (the cudaGraph_t of a cupy.cuda.Graph)
         if os.environ.get(ENV_SWITCH, "1") == "0" or not copy_plan or not isinstance(handle, int) or not handle:
             return None
@@ -216,7 +230,7 @@ class InputCopyGraph:
             _destroy(drv, [*execs, int(top.value or 0)])
             return None
         return cls(drv, int(ctx.value or 0), int(top.value or 0), execs, nodes, copy_plan, params, device_index,
-                   pointer)
+                   pointer, driver_launch(drv) if launch is None else launch)
 
     def device_sources(self, leaves: Sequence[Any]) -> list[int] | None:
         """Each node's source address for the validated ``leaves``, or ``None`` when a leaf is
@@ -234,18 +248,13 @@ class InputCopyGraph:
         """Launch on ``stream_ptr`` the executable whose nodes copy from ``wanted``
         (``device_sources``) already, or the least recently used one after pointing its nodes
         at them. Raises ``DriverError`` before the launch when an update is refused (nothing
-        was launched then)."""
+        was launched then); a refused launch raises what the ``launch`` function raises."""
         slot = self._slots[0]
         if slot[1] != wanted:  # (the common case, the same sources again, costs one comparison)
             slot = self._select(wanted)
-        stream = self._stream
-        if stream[0] != stream_ptr:
-            stream = self._stream = (stream_ptr, ctypes.c_void_p(stream_ptr))
-        result = self._launch(slot[0], stream[1])
-        if result:
-            self._drv.check(result, "cuGraphLaunch")
+        self._launch(slot[0], stream_ptr)
 
-    def _select(self, wanted: list[int]) -> tuple[ctypes.c_void_p, list[int | None]]:
+    def _select(self, wanted: list[int]) -> tuple[int, list[int | None]]:
         """The executable whose nodes copy from ``wanted``, else the least recently used one
         pointed at it; moved to the front either way."""
         slots = self._slots
@@ -258,8 +267,8 @@ class InputCopyGraph:
         self._point(slot, wanted)
         return slot
 
-    def _point(self, slot: tuple[ctypes.c_void_p, list[int | None]], wanted: list[int]) -> None:
-        exec_handle, sources = slot
+    def _point(self, slot: tuple[int, list[int | None]], wanted: list[int]) -> None:
+        exec_handle, sources = slot[0], slot[1]
         drv = self._drv
         for k, src in enumerate(wanted):
             if src != sources[k]:
@@ -303,19 +312,19 @@ class RootedGraph:
     replays from one host thread).
     """
 
-    def __init__(self, drv: Any, graph: int, exec_handle: int, scratch: int) -> None:
-        self._drv = drv
-        self._exec = ctypes.c_void_p(exec_handle)
-        self._launch = drv.launch
-        self._stream = (0, ctypes.c_void_p(0))  # the last stream launched on, and its ctypes argument
+    def __init__(self, drv: Any, graph: int, exec_handle: int, scratch: int,
+                 launch: Callable[[int, int], Any]) -> None:
+        self._exec = exec_handle
+        self._launch = launch
         self._handles = [exec_handle, graph, scratch]
         self._finalizer = weakref.finalize(self, _release_root, drv, self._handles)
 
     @classmethod
-    def build(cls, graph: Any, drv: Any = None) -> RootedGraph | None:
+    def build(cls, graph: Any, drv: Any = None, launch: Callable[[int, int], Any] | None = None) -> RootedGraph | None:
         """The rooted executable of the captured ``cupy.cuda.Graph`` ``graph`` on the current
         device, or ``None`` when the switch is off, the graph has one root (or none) already,
-        or the driver lacks or refuses a step (then nothing is left allocated)."""
+        or the driver lacks or refuses a step (then nothing is left allocated).
+        ``launch(exec_handle, stream_ptr)`` launches it (default ``driver_launch``)."""
         handle = getattr(graph, "graph", None)  # (the cudaGraph_t of a cupy.cuda.Graph)
         if os.environ.get(ROOT_SWITCH, "1") == "0" or not isinstance(handle, int) or not handle:
             return None
@@ -341,17 +350,13 @@ class RootedGraph:
         except DriverError:
             _release_root(drv, [int(exec_handle.value or 0), int(top.value or 0), int(scratch.value)])
             return None
-        return cls(drv, int(top.value or 0), int(exec_handle.value or 0), int(scratch.value))
+        return cls(drv, int(top.value or 0), int(exec_handle.value or 0), int(scratch.value),
+                   driver_launch(drv) if launch is None else launch)
 
     def launch(self, stream: Any) -> None:
-        """Launch on the CuPy stream ``stream`` (as ``Graph.launch``). Raises ``DriverError``."""
-        ptr = stream.ptr
-        cached = self._stream
-        if cached[0] != ptr:
-            cached = self._stream = (ptr, ctypes.c_void_p(ptr))
-        result = self._launch(self._exec, cached[1])
-        if result:
-            self._drv.check(result, "cuGraphLaunch")
+        """Launch on the CuPy stream ``stream`` (as ``Graph.launch``); raises what the
+        ``launch`` function raises."""
+        self._launch(self._exec, stream.ptr)
 
     def close(self) -> None:
         """Destroy the executable and its graph and free the root's bytes. Idempotent."""

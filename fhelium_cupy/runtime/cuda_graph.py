@@ -134,7 +134,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._graph = graph
         # a graph with several roots (its first work a fork) launches behind one memcpy node of
         # a further executable (None: one root already, or no driver; Graph.launch then)
-        self._rooted = RootedGraph.build(graph)
+        self._rooted = RootedGraph.build(graph, launch=self._runtime.graphLaunch)
         self._launch = graph.launch if self._rooted is None else self._rooted.launch
         self._buffer = input_buffer
         self._signature = input_buffer.signature
@@ -156,7 +156,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._memcpy_async = self._runtime.memcpyAsync
         # replay() of device-resident sources: the copies as memcpy nodes ahead of the graph,
         # in executables pointed at recent sources (None: the driver lacks them; cudaMemcpyAsync then)
-        self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, self._device_index)
+        self._input_nodes = InputCopyGraph.build(graph, input_buffer._copy_plan, self._device_index,
+                                                 launch=self._runtime.graphLaunch)
         self._input_torch_targets = input_buffer._torch_targets
         self._borrow = output.borrow
         # torch output leaves: each launch rewrites them, so their autograd version moves on

@@ -150,6 +150,10 @@ class FakeCupy:
                 note("streamWaitEvent", stream, event)
 
             @staticmethod
+            def graphLaunch(exec_handle: int, stream: int) -> None:  # noqa: N802
+                note("graphLaunch", stream, exec_handle)  # (a captured graph's launch logs no handle)
+
+            @staticmethod
             def deviceSynchronize() -> None:  # noqa: N802
                 note("deviceSynchronize")
                 fake.completed = fake.recorded
