@@ -21,7 +21,9 @@ node as the root does not help). Such a graph gets ``RootedGraph``: one 8-byte m
 ahead of it. The input-copy executables have a single root already: their first copy.
 
 The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
-installs); CuPy wraps none of these calls. Anything missing or refused makes ``build`` return
+installs); CuPy wraps none of these calls but the launch, which programs pass in as CuPy's
+``runtime.graphLaunch``: through ``ctypes`` a launch costs 1.4 us more host time
+(``bench/results/2026-11-30-s22/root_ab3.log``: 3.44 against 2.00 us). Anything missing or refused makes ``build`` return
 ``None`` and the program keeps the captured graph and its ``cudaMemcpyAsync`` copies.
 ``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the input nodes off and ``FHELIUM_CUPY_GRAPH_ROOT=0``
 the root (A/B measurements).
