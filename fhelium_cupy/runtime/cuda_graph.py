@@ -51,8 +51,9 @@ class CudaGraphCaptureStats:
         warmup_iterations: number of uncaptured warmup evaluations requested.
         warmup_seconds: host time of the whole warmup stage (fresh buffers and syncs included).
         capture_seconds: host time of the capture, output validation and graph instantiation
-            (the input-copy executables ``replay()`` uses for device sources are built after
-            it: about 1 ms for a 46-kernel graph on the H200).
+            (the input-copy executables ``replay()`` uses for device sources, and the rooted
+            executable of a graph with several roots, are built after it: about 1 ms for a
+            46-kernel graph on the H200).
         first_replay_seconds: host time of the synchronized first graph launch.
         memory_allocated_bytes: CUDA allocator bytes live after capture, process-wide on
             the capture device (the spec's snapshot, not a per-graph footprint): CuPy's

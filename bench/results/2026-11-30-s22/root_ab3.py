@@ -1,5 +1,5 @@
-"""Change 53b side by side, sample by sample (``root_ab2.py`` with a third program): example
-18's program as the code captures it (``runtime``: the branches are the graph's roots, launched
+"""Change 53b side by side, sample by sample (its first form, ``root_ab2.py``, ran at 1eab593
+without the ``ctypes`` program): example 18's program as the code captures it (``runtime``: the branches are the graph's roots, launched
 behind the program's ``RootedGraph``; its executables launched with CuPy's
 ``runtime.graphLaunch``), the same with both driver-built executables rebuilt to launch through
 ``ctypes`` (``ctypes``: ``_input_nodes.driver_launch``, change 51 and 53's first form), and
