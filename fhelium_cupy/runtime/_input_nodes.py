@@ -23,8 +23,9 @@ ahead of it. The input-copy executables have a single root already: their first 
 The CUDA driver API is reached through ``ctypes`` (``libcuda.so.1``, which every driver
 installs); CuPy wraps none of these calls but the launch, which programs pass in as CuPy's
 ``runtime.graphLaunch``: through ``ctypes`` a launch costs 1.4 us more host time
-(``bench/results/2026-11-30-s22/root_ab3.log``: 3.44 against 2.00 us). Anything missing or refused makes ``build`` return
-``None`` and the program keeps the captured graph and its ``cudaMemcpyAsync`` copies.
+(``bench/results/2026-11-30-s22/root_ab3.log``: 3.44 against 2.00 us). Anything missing or
+refused makes ``build`` return ``None`` and the program keeps the captured graph and its
+``cudaMemcpyAsync`` copies.
 ``FHELIUM_CUPY_GRAPH_INPUT_NODES=0`` turns the input nodes off and ``FHELIUM_CUPY_GRAPH_ROOT=0``
 the root (A/B measurements).
 
@@ -311,7 +312,9 @@ class RootedGraph:
     (``cuMemAlloc``; nothing reads them); example 18's graph ran 256.0 us on the device behind
     it as without it. Replays through this executable are serialized by the program's stream
     order and events, as those of the captured graph are. Not thread-safe (one program
-    replays from one host thread).
+    replays from one host thread). Its owner closes it (or drops it) only after the last
+    launch completed, since the node's bytes are freed then: the program waits for its last
+    replay first, in ``close()`` and in its finalizer.
     """
 
     def __init__(self, drv: Any, graph: int, exec_handle: int, scratch: int,
