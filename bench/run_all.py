@@ -220,7 +220,7 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "torch graph ms": _fmt(torch_graph) if torch_graph is not None else "skipped",
                 "replay() µs": _fmt((_med(r.get("graph", {}).get("host_replay")) or 0) * 1e3 or None, "", 1),
                 "replay_prepared() µs": _fmt((_med(r.get("graph", {}).get("host_replay_prepared")) or 0) * 1e3 or None, "", 1),
-                "Graph.launch µs": _fmt((_med(r.get("graph", {}).get("host_graph_launch")) or 0) * 1e3 or None, "", 1),
+                "graph launch µs": _fmt((_med(r.get("graph", {}).get("host_graph_launch")) or 0) * 1e3 or None, "", 1),
                 "host loop µs": _fmt(r.get("graph", {}).get("host_loop_us"), "", 0),
                 "max abs err": f"{r['max_abs_error']:.2e}",
                 "launches": _fmt(r.get("launches_per_call")),
