@@ -199,9 +199,10 @@ def _ntt_launches(backend, batch: int, limbs: int) -> list[tuple[str, tuple, int
 
 def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_backend_factory):
     """A launch whose main chunk kernel would hold fewer threads than the GPU (132 SMs x 2048)
-    and whose chunk is at most 2^11 takes the _v4 chunk kernels, 4 coefficients per thread;
-    4096-word chunks and GPU-filling grids keep the main kernels (2^FHE_LV per thread);
-    FHE_NTT_V4_MAX_LOG_CHUNK=0 turns the _v4 kernels off."""
+    takes the _v4 chunk kernels, 4 coefficients per thread, for any chunk up to 2^12 (the
+    default FHE_NTT_V4_MAX_LOG_CHUNK=12); GPU-filling grids keep the main kernels (2^FHE_LV
+    per thread); FHE_NTT_V4_MAX_LOG_CHUNK=11 keeps them for 4096-word chunks, and 0 turns the
+    _v4 kernels off."""
     from fhelium_cupy.ckks.backends import cupy_backend as cb
 
     def launches(backend, batch, limbs):
@@ -209,7 +210,7 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
 
     ctx = gpu_cases.context("n16384")
     small = fake_backend_factory(ctx)
-    assert small._ntt_v4_max_log_chunk == 11
+    assert small._ntt_v4_max_log_chunk == 12
     lc = small._chunk_log(2 * 3)
     assert lc <= 11
     assert launches(small, 2, 3) == [("ntt_forward_chunk_stages_v4", (1 << lc) >> 2),
@@ -222,7 +223,10 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
     assert launches(small, 132, 1) == [("ntt_forward_chunk_stages", 256), ("ntt_inverse_chunk_stages", 256)]
     big = fake_backend_factory(ctx, ntt_fill_blocks=1)  # the largest chunk (2^12) for any batch
     assert big._chunk_log(6) == cb._CHUNK_LOG
-    assert launches(big, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]
+    assert launches(big, 2, 3) == [("ntt_forward_chunk_stages_v4", 1024), ("ntt_inverse_chunk_stages_v4", 1024)]
+    big11 = fake_backend_factory(ctx, ntt_fill_blocks=1,
+                                 kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_V4_MAX_LOG_CHUNK=11",)))
+    assert launches(big11, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]
 
 
 def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(fake_backend_factory):

@@ -179,7 +179,7 @@ class CupyBackend:
         options = self._library.options
         self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
         # largest log2 chunk the _v4 chunk kernels (4 coefficients per thread) run; 0 = none
-        self._ntt_v4_max_log_chunk = int(options.define("FHE_NTT_V4_MAX_LOG_CHUNK", "11"))
+        self._ntt_v4_max_log_chunk = int(options.define("FHE_NTT_V4_MAX_LOG_CHUNK", "12"))
         # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
         # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
         self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
@@ -629,10 +629,13 @@ class CupyBackend:
         """Whether ``count`` polynomials in chunks of 2^log_chunk take the ``_v4`` chunk kernels:
         the main kernels' grid would hold fewer threads than the GPU (a latency-bound launch:
         twice the threads per block help) and the chunk is at most 2^FHE_NTT_V4_MAX_LOG_CHUNK
-        (default 11; 0 turns the ``_v4`` kernels off). Measured on the H200 against the main
-        kernels (2026-11-29 s6, side by side): N=2^14 rotation 93.9 / 92.8 -> 77.6 / 73.6 us,
-        N=2^15 key switch 96 -> 87 us; 4096-word chunks and grids that fill the GPU slower
-        (N=2^16 ciphertext NTT 85.4 -> 95.3 us, N=2^15 ModUp with 3.1 M coefficients 81 -> 85)."""
+        (default 12, every chunk; 0 turns the ``_v4`` kernels off). Measured on the H200 against
+        the main kernels (2026-11-29 s6, side by side): N=2^14 rotation 93.9 / 92.8 -> 77.6 /
+        73.6 us, N=2^15 key switch 96 -> 87 us; grids that fill the GPU slower (N=2^16
+        ciphertext NTT 85.4 -> 95.3 us, N=2^15 ModUp with 3.1 M coefficients 81 -> 85), hence
+        the thread count. Only N=2^16 runs 4096-word chunks below that count (its chunk is
+        never smaller): its rescale on NTT values 121.4 -> 117.4 us, a key switch 311.6 ->
+        307.8, a rotation 838.2 -> 833.2 with the _v4 form (2026-11-30 s22, ``v4_12/``)."""
         threads = (count * self.n) >> self._ntt_values_log
         return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._gpu_threads
 
