@@ -314,3 +314,14 @@ def test_a_program_of_a_graph_with_several_roots_launches_it_behind_the_root(fak
     program.close()
     program.close()
     assert program._rooted is None and not driver.alive
+
+
+def test_a_refused_root_leaves_the_program_on_the_captured_graph(fake, driver):
+    driver.roots = 4
+    driver.fail["cuMemAlloc"] = 2  # (CUDA_ERROR_OUT_OF_MEMORY)
+    program = build_program(fake, _double, (FakeArray((4, 8), np.uint64),), graph_handle=GRAPH)
+    assert program._rooted is None and program._input_nodes is not None
+    calls = fake.calls(lambda: program.replay_prepared())
+    assert _names(calls) == ["getDevice", "graphLaunch", "eventRecord"] and len(calls[1]) == 2  # the captured graph
+    program.close()
+    assert not driver.alive
