@@ -178,6 +178,7 @@ def time_host(
     warmup: int,
     synchronize: Callable[[], None] | None = None,
     sync_inside: bool = True,
+    before: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Host wall time of ``fn()``.
 
@@ -185,15 +186,22 @@ def time_host(
         fn: the work; called ``warmup + runs`` times.
         synchronize: drains the device (``None`` on CPU).
         sync_inside: True times call + synchronize (latency); False times the call only
-            (host issue cost) and synchronizes untimed after each sample.
+            (host issue cost, each call on a drained device) and synchronizes untimed after
+            each sample.
+        before: runs untimed before each call, after the drain (e.g. a prepared input copy
+            that ``fn`` consumes).
     """
     sync = synchronize or (lambda: None)
     for _ in range(warmup):
+        if before is not None:
+            before()
         fn()
         sync()
     samples = []
     for _ in range(runs):
         sync()
+        if before is not None:
+            before()
         start = time.perf_counter()
         fn()
         if sync_inside:

@@ -38,7 +38,6 @@ from bench._timing import (
     cuda_sync,
     host_loop_us,
     paired_ratio,
-    summarize,
     time_device_cupy,
     time_device_torch,
     time_host,
@@ -160,18 +159,15 @@ def _graph_variant(workload: MatvecWorkload, source: Any, *, runs: int, warmup: 
                                         rounds=PAIRED_ROUNDS, runs=max(3, runs // 2), synchronize=sync)
         # replay_prepared: the copy is issued (untimed) on a transfer stream before each sample
         transfer = cupy.cuda.Stream(non_blocking=True)
-        samples = []
-        for i in range(warmup + runs):
-            handle = program.copy_inputs_from(ciphertext, stream=transfer)
+        handles = []
+
+        def prepared_copy() -> None:
+            handles.append(program.copy_inputs_from(ciphertext, stream=transfer))
             transfer.synchronize()
-            sync()
-            t0 = time.perf_counter()
-            program.replay_prepared(copy_handle=handle)
-            t1 = time.perf_counter()
-            sync()
-            if i >= warmup:
-                samples.append(t1 - t0)
-        result["host_replay_prepared"] = summarize(samples)
+
+        result["host_replay_prepared"] = time_host(lambda: program.replay_prepared(copy_handle=handles.pop()),
+                                                   runs=runs, warmup=warmup, synchronize=sync, sync_inside=False,
+                                                   before=prepared_copy)
         # the program's bare graph launch on the same stream (Graph.launch, or its RootedGraph's
         # where the captured graph has several roots): replay overhead = host_replay - host_graph_launch
         launch_graph = program._launch

@@ -267,3 +267,22 @@ def test_capture_private_captures_on_the_stream_with_a_pool_of_its_own():
     graph, pool = capture_private(cp, lambda: events.append("fn"), Stream())
     assert graph == "graph" and isinstance(pool, Pool)
     assert events == ["enter", ("allocator", "Pool"), "begin", "fn", "end", "allocator off", "exit"]
+
+
+def test_time_host_runs_before_untimed_after_the_drain_and_times_the_call_alone(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    calls: list[str] = []
+
+    def before() -> None:
+        calls.append("before")
+        clock.now += 1.0  # untimed
+
+    def fn() -> None:
+        calls.append("fn")
+        clock.now += 2e-3
+
+    result = timing.time_host(fn, runs=2, warmup=1, synchronize=lambda: calls.append("sync"), sync_inside=False,
+                              before=before)
+    assert calls == ["before", "fn", "sync"] + ["sync", "before", "fn", "sync"] * 2
+    assert round(result["median_ms"], 9) == 2.0

@@ -152,6 +152,36 @@ def _destroy(drv: Any, handles: list[int]) -> None:
         drv.graph_destroy(ctypes.c_void_p(graph))
 
 
+def _behind_copies(drv: Any, ctx: Any, graph: int, params: Sequence[_Memcpy3D],
+                   instances: int) -> tuple[int, list[int], list[int]]:
+    """A top-level graph holding one memcpy node per ``params`` (a chain: the first is its only
+    root) and then the captured ``cudaGraph_t`` ``graph`` as a child node, instantiated
+    ``instances`` times in context ``ctx``: ``(graph, memcpy nodes, executables)``. Raises
+    ``DriverError`` with nothing left allocated when the driver refuses a step."""
+    vp = ctypes.c_void_p
+    top = vp()
+    nodes: list[int] = []
+    execs: list[int] = []
+    try:
+        drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
+        for node_params in params:
+            node, deps = vp(), (vp * 1)(*nodes[-1:])
+            drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(node_params),
+                                          ctx), "cuGraphAddMemcpyNode")
+            nodes.append(int(node.value or 0))
+        child = vp()
+        drv.check(drv.add_child_graph_node(ctypes.byref(child), top, (vp * 1)(nodes[-1]), 1, vp(graph)),
+                  "cuGraphAddChildGraphNode")
+        for _ in range(instances):
+            exec_handle = vp()
+            drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+            execs.append(int(exec_handle.value or 0))
+    except DriverError:
+        _destroy(drv, [*execs, int(top.value or 0)])
+        raise
+    return int(top.value or 0), nodes, execs
+
+
 class InputCopyGraph:
     """The captured graph behind one memcpy node per input leaf, as its own executables.
 
@@ -209,30 +239,14 @@ class InputCopyGraph:
         drv = driver() if drv is None else drv
         if drv is None:
             return None
-        vp = ctypes.c_void_p
-        top, execs = vp(), []
+        ctx = ctypes.c_void_p()
+        params = [copy_params(low, low, span) for _, low, _, span in copy_plan]  # (self-copies until a replay)
         try:
-            ctx = vp()
             drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
-            drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
-            nodes: list[int] = []
-            params = [copy_params(low, low, span) for _, low, _, span in copy_plan]  # (self-copies until a replay)
-            for node_params in params:
-                node, deps = vp(), (vp * 1)(*nodes[-1:])
-                drv.check(drv.add_memcpy_node(ctypes.byref(node), top, deps, len(nodes[-1:]), ctypes.byref(node_params),
-                                              ctx), "cuGraphAddMemcpyNode")
-                nodes.append(int(node.value or 0))
-            child, deps = vp(), (vp * 1)(nodes[-1])
-            drv.check(drv.add_child_graph_node(ctypes.byref(child), top, deps, 1, vp(handle)),
-                      "cuGraphAddChildGraphNode")
-            for _ in range(cls.EXECUTABLES):
-                exec_handle = vp()
-                drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
-                execs.append(int(exec_handle.value or 0))
+            top, nodes, execs = _behind_copies(drv, ctx, handle, params, cls.EXECUTABLES)
         except DriverError:
-            _destroy(drv, [*execs, int(top.value or 0)])
             return None
-        return cls(drv, int(ctx.value or 0), int(top.value or 0), execs, nodes, copy_plan, params, device_index,
+        return cls(drv, int(ctx.value or 0), top, execs, nodes, copy_plan, params, device_index,
                    pointer, driver_launch(drv) if launch is None else launch)
 
     def device_sources(self, leaves: Sequence[Any]) -> list[int] | None:
@@ -336,27 +350,19 @@ class RootedGraph:
         drv = driver() if drv is None else drv
         if drv is None:
             return None
-        vp = ctypes.c_void_p
-        top, exec_handle, scratch = vp(), vp(), ctypes.c_uint64(0)
+        ctx, scratch = ctypes.c_void_p(), ctypes.c_uint64(0)
         try:
             if root_count(drv, handle) <= 1:
                 return None
-            ctx = vp()
             drv.check(drv.ctx_get_current(ctypes.byref(ctx)), "cuCtxGetCurrent")
             drv.check(drv.mem_alloc(ctypes.byref(scratch), 16), "cuMemAlloc")
-            drv.check(drv.graph_create(ctypes.byref(top), 0), "cuGraphCreate")
-            root, child = vp(), vp()
-            params = copy_params(scratch.value + 8, scratch.value, 8)
-            drv.check(drv.add_memcpy_node(ctypes.byref(root), top, None, 0, ctypes.byref(params), ctx),
-                      "cuGraphAddMemcpyNode")
-            drv.check(drv.add_child_graph_node(ctypes.byref(child), top, (vp * 1)(root), 1, vp(handle)),
-                      "cuGraphAddChildGraphNode")
-            drv.check(drv.instantiate(ctypes.byref(exec_handle), top, 0), "cuGraphInstantiateWithFlags")
+            root = copy_params(scratch.value + 8, scratch.value, 8)
+            top, _, (exec_handle,) = _behind_copies(drv, ctx, handle, [root], 1)
         except DriverError:
-            _release_root(drv, [int(exec_handle.value or 0), int(top.value or 0), int(scratch.value)])
+            if scratch.value:
+                drv.mem_free(scratch)
             return None
-        return cls(drv, int(top.value or 0), int(exec_handle.value or 0), int(scratch.value),
-                   driver_launch(drv) if launch is None else launch)
+        return cls(drv, top, exec_handle, int(scratch.value), driver_launch(drv) if launch is None else launch)
 
     def launch(self, stream: Any) -> None:
         """Launch on the CuPy stream ``stream`` (as ``Graph.launch``); raises what the

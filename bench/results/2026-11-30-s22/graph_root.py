@@ -18,9 +18,7 @@ Usage, from the repository root:
 from __future__ import annotations
 
 import ctypes
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -29,7 +27,7 @@ import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench._example18 import alternate, example18, without_fork_root  # noqa: E402
-from bench._timing import device_median_us, host_loop_us, time_host_pipelined  # noqa: E402
+from bench._timing import device_median_us, host_loop_us, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.runtime import _input_nodes  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
@@ -110,17 +108,9 @@ def main():
         assert np.array_equal(out.data.get(), want), name
     print("every launch form bit-identical to the eager call", flush=True)
 
-    def cold(call, runs=200, warmup=10):
-        samples = []
-        for i in range(warmup + runs):
-            stream.synchronize()
-            t0 = time.perf_counter()
-            call()
-            t1 = time.perf_counter()
-            if i >= warmup:
-                samples.append((t1 - t0) * 1e6)
-        stream.synchronize()
-        return statistics.median(samples)
+    def cold(call, runs=200, warmup=10):  # each call on a drained stream
+        return time_host(call, runs=runs, warmup=warmup, synchronize=stream.synchronize,
+                         sync_inside=False)["median_ms"] * 1e3
 
     def measure(key):
         if key == "host loop":

@@ -18,7 +18,6 @@ Usage, from the repository root:
 from __future__ import annotations
 
 import ctypes
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import cupy  # noqa: E402
 
 from bench._example18 import alternate, example18  # noqa: E402
-from bench._timing import host_loop_us, time_host_pipelined  # noqa: E402
+from bench._timing import host_loop_us, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.runtime import _input_nodes  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
@@ -172,20 +171,11 @@ def timings(drv):
         if program._latest_copy is not None:
             program._latest_copy = None
 
-    def cold(call, runs=200, warmup=10):
-        samples = []
-        for i in range(warmup + runs):
-            copy()
-            transfer.synchronize()
-            stream.synchronize()
-            t0 = time.perf_counter()
-            call()
-            t1 = time.perf_counter()
-            stream.synchronize()
-            if i >= warmup:
-                samples.append((t1 - t0) * 1e6)
+    def cold(call, runs=200, warmup=10):  # each call on a drained stream, its copy complete
+        value = time_host(call, runs=runs, warmup=warmup, synchronize=stream.synchronize, sync_inside=False,
+                          before=lambda: (copy(), transfer.synchronize()))["median_ms"] * 1e3
         untimed_consume()
-        return statistics.median(samples)
+        return value
 
     def measure(key):
         if key == "host loop":

@@ -14,9 +14,7 @@ Usage, from the repository root:
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -25,7 +23,7 @@ import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench._example18 import alternate, example18  # noqa: E402
-from bench._timing import device_median_us, host_loop_us, time_host_pipelined  # noqa: E402
+from bench._timing import device_median_us, host_loop_us, time_host, time_host_pipelined  # noqa: E402
 from fhelium_cupy.runtime import _input_nodes  # noqa: E402
 from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402
 
@@ -50,19 +48,15 @@ def main():
     stream = cupy.cuda.get_current_stream()
     transfer = cupy.cuda.Stream(non_blocking=True)
 
-    def prepared_cold(program, runs=200, warmup=10):
-        samples = []
-        for i in range(warmup + runs):
-            handle = program.copy_inputs_from(ct, stream=transfer)
+    def prepared_cold(program, runs=200, warmup=10):  # each call on a drained stream, its copy complete
+        handles = []
+
+        def copy():
+            handles.append(program.copy_inputs_from(ct, stream=transfer))
             transfer.synchronize()
-            stream.synchronize()
-            t0 = time.perf_counter()
-            program.replay_prepared(copy_handle=handle)
-            t1 = time.perf_counter()
-            stream.synchronize()
-            if i >= warmup:
-                samples.append((t1 - t0) * 1e6)
-        return statistics.median(samples)
+
+        return time_host(lambda: program.replay_prepared(copy_handle=handles.pop()), runs=runs, warmup=warmup,
+                         synchronize=stream.synchronize, sync_inside=False, before=copy)["median_ms"] * 1e3
 
     def measure(key):
         if key == "host loop":

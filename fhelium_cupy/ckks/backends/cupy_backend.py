@@ -630,14 +630,10 @@ class CupyBackend:
         the main kernels' grid would hold fewer threads than the GPU (a latency-bound launch:
         twice the threads per block help) and the chunk is at most 2^FHE_NTT_V4_MAX_LOG_CHUNK
         (default 12, every chunk; 0 turns the ``_v4`` kernels off). Measured on the H200 against
-        the main kernels (2026-11-29 s6, side by side): N=2^14 rotation 93.9 / 92.8 -> 77.6 /
-        73.6 us, N=2^15 key switch 96 -> 87 us; grids that fill the GPU slower (N=2^16
-        ciphertext NTT 85.4 -> 95.3 us, N=2^15 ModUp with 3.1 M coefficients 81 -> 85), hence
-        the thread count. Only N=2^16 runs 4096-word chunks below that count (its chunk is
-        never smaller): with the _v4 form its rescale on NTT values took 121.4 -> 117.4 us, a
-        key switch 311.6 -> 307.8, a rotation 838.2 -> 833.2 (35 Q + 4 P, dnum 9); at 34 Q + 6 P
-        (dnum 4) the rescale 117.2 -> 112.2 us, the key switch and rotation unchanged
-        (2026-11-30 s22, ``v4_12/``, ``v4_final/``)."""
+        the main kernels: N=2^14 rotation 93.9 -> 77.6 us, N=2^15 key switch 96 -> 87 us;
+        grids that fill the GPU slower (N=2^16 ciphertext NTT 85.4 -> 95.3 us), hence the
+        thread count; N=2^16 rescale on NTT values 117.2 -> 112.2 us with 4096-word chunks
+        (``perf_notes`` changes 24 and 54)."""
         threads = (count * self.n) >> self._ntt_values_log
         return log_chunk <= self._ntt_v4_max_log_chunk and threads < self._gpu_threads
 
