@@ -19,7 +19,7 @@ from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import current_stream_getter, event_handles, resolve_stream
 from . import _capture
-from ._input_nodes import DriverError, InputCopyGraph, RootedGraph
+from ._graph_execs import DriverError, InputCopyGraph, RootedGraph
 from ._output import OutputPlan
 from ._replay import EventRing
 from ._validate import leaf_collector
@@ -326,7 +326,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         in the input buffer, and ``close()`` does not know about such launches. A graph
         whose first work is a fork has several roots and costs about three times the host
         time per direct launch; the program's own replays launch it behind a single root
-        (``runtime._input_nodes.RootedGraph``).
+        (``runtime._graph_execs.RootedGraph``).
         """
         self._require_open()
         return self._graph
@@ -420,7 +420,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         host or on any CUDA device; a CUDA source produced on another stream must be
         ready (or use ``copy_inputs_from(..., wait_for=...)``). When every source is
         device memory of the program's device, the copies are memcpy nodes of further
-        executables of the graph (``runtime._input_nodes``: a driver call only when none of
+        executables of the graph (``runtime._graph_execs``: a driver call only when none of
         them copies from these addresses already); otherwise one ``cudaMemcpyAsync`` per
         leaf precedes the launch. Either way the copies run in stream order before the
         graph's work. A successful replay supersedes an outstanding ``copy_inputs_from``

@@ -1,4 +1,4 @@
-"""A fake CUDA driver for ``fhelium_cupy.runtime._input_nodes`` (no GPU): the entry points it
+"""A fake CUDA driver for ``fhelium_cupy.runtime._graph_execs`` (no GPU): the entry points it
 calls, with their ctypes arguments decoded, logged as plain tuples; any of them can be made
 to fail with a CUDA error code."""
 
@@ -25,7 +25,7 @@ def _out(ref: Any, value: int) -> None:
 
 
 def _params(ref: Any) -> tuple[int, int, int]:
-    from fhelium_cupy.runtime._input_nodes import _Memcpy3D
+    from fhelium_cupy.runtime._graph_execs import _Memcpy3D
 
     p = ctypes.cast(ref, ctypes.POINTER(_Memcpy3D))[0]
     return int(p.dstDevice), int(p.srcDevice), int(p.WidthInBytes)
@@ -53,7 +53,7 @@ class FakeDriver:
 
     def check(self, result: int, what: str) -> None:
         if result:
-            from fhelium_cupy.runtime._input_nodes import DriverError
+            from fhelium_cupy.runtime._graph_execs import DriverError
 
             raise DriverError(f"{what}: CUDA_ERROR_FAKE ({result})")
 

@@ -749,7 +749,7 @@ def test_a_captured_fork_launches_nothing_of_its_own(emulated, monkeypatch, stre
     """In a capture (the caller's stream capturing) run_independent forks as it does eagerly:
     the fork event on the caller's stream, every side stream waiting on it, and no launch of
     its own (a graph whose roots are the branches gets its single root from the graph runtime,
-    ``runtime._input_nodes.RootedGraph``); one stream (no fork) runs the tasks in order."""
+    ``runtime._graph_execs.RootedGraph``); one stream (no fork) runs the tasks in order."""
     gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=streams)
     seen: list[int] = []
     monkeypatch.setattr(MAIN_STREAM, "capturing", True)

@@ -396,7 +396,7 @@ def test_a_captured_branch_never_receives_a_block_another_branch_freed(cp):
             np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), want)
 
 
-# -- replay of device sources through the input-copy nodes (runtime._input_nodes) --------
+# -- replay of device sources through the input-copy nodes (runtime._graph_execs) --------
 
 
 def test_device_sources_replay_through_input_nodes_updated_only_when_their_address_changes(cp):
@@ -460,9 +460,9 @@ def test_torch_cuda_sources_take_the_input_nodes(cp):
 
 
 def test_input_nodes_switched_off_keep_the_copies(cp, monkeypatch):
-    from fhelium_cupy.runtime import _input_nodes
+    from fhelium_cupy.runtime import _graph_execs
 
-    monkeypatch.setenv(_input_nodes.ENV_SWITCH, "0")
+    monkeypatch.setenv(_graph_execs.ENV_SWITCH, "0")
     rng = np.random.default_rng(14)
     with CudaGraphProgram.capture(affine, example_inputs=(cp.asarray(random_tile(rng)),)) as program:
         assert program._input_nodes is None
@@ -470,13 +470,13 @@ def test_input_nodes_switched_off_keep_the_copies(cp, monkeypatch):
         np.testing.assert_array_equal(cp.asnumpy(program.replay(cp.asarray(host))), affine_np(host))
 
 
-# -- a graph whose first work is a fork (runtime._input_nodes.RootedGraph) -----------------
+# -- a graph whose first work is a fork (runtime._graph_execs.RootedGraph) -----------------
 
 
 def _root_count(cuda_graph) -> int:
-    from fhelium_cupy.runtime import _input_nodes
+    from fhelium_cupy.runtime import _graph_execs
 
-    return _input_nodes.root_count(_input_nodes.driver(), cuda_graph.graph)
+    return _graph_execs.root_count(_graph_execs.driver(), cuda_graph.graph)
 
 
 def test_a_fork_first_graph_replays_behind_one_root_with_exact_values(cp, monkeypatch):
@@ -484,7 +484,7 @@ def test_a_fork_first_graph_replays_behind_one_root_with_exact_values(cp, monkey
     roots; the program launches it behind a memcpy root of its own for replay_prepared() and
     host sources (device sources: the input-copy executables), every output exact; with the
     root switched off the captured graph is launched as it is, with the same values."""
-    from fhelium_cupy.runtime import _input_nodes
+    from fhelium_cupy.runtime import _graph_execs
 
     side = cp.cuda.Stream(non_blocking=True)
     fork, join = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
@@ -505,7 +505,7 @@ def test_a_fork_first_graph_replays_behind_one_root_with_exact_values(cp, monkey
 
     rng = np.random.default_rng(15)
     for switch in ("1", "0"):
-        monkeypatch.setenv(_input_nodes.ROOT_SWITCH, switch)
+        monkeypatch.setenv(_graph_execs.ROOT_SWITCH, switch)
         with CudaGraphProgram.capture(fork_first, example_inputs=(cp.asarray(random_tile(rng)),)) as program:
             assert _root_count(program.cuda_graph) == 2
             assert (program._rooted is not None) == (switch == "1")

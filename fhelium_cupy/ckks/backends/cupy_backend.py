@@ -306,7 +306,7 @@ class CupyBackend:
         (``_upload``), so a table built in one branch is complete before another reads it.
         A capture whose first work is the fork has the branches as its roots; the graph
         runtime launches such a graph behind a single root of its own
-        (``runtime._input_nodes.RootedGraph``), so nothing here depends on capturing.
+        (``runtime._graph_execs.RootedGraph``), so nothing here depends on capturing.
         The joins happen even when a task raises (a capture must end with every stream
         joined). Not reentrant: a task does not call this again."""
         B = min(self._branch_streams, len(tasks))

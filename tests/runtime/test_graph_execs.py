@@ -1,4 +1,4 @@
-"""The driver-built executables of ``runtime._input_nodes`` on a fake driver: the replay input
+"""The driver-built executables of ``runtime._graph_execs`` on a fake driver: the replay input
 copies as memcpy nodes (the graph they build, the updates a replay issues, failures) and the
 single root of a graph with several (``RootedGraph``), and the program's use of both."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fhelium_cupy.runtime import _input_nodes
-from fhelium_cupy.runtime._input_nodes import DriverError, InputCopyGraph, RootedGraph
+from fhelium_cupy.runtime import _graph_execs
+from fhelium_cupy.runtime._graph_execs import DriverError, InputCopyGraph, RootedGraph
 from tests.helpers.fake_cupy import FakeArray, build_program, install
 from tests.helpers.fake_driver import FakeDriver
 
@@ -151,16 +151,16 @@ def test_no_nodes_when_switched_off_nothing_to_copy_no_graph_handle_or_no_driver
     assert InputCopyGraph.build(graph, (), 0, _pointer, drv=drv) is None
     assert InputCopyGraph.build(SimpleNamespace(), PLAN, 0, _pointer, drv=drv) is None
     assert InputCopyGraph.build(SimpleNamespace(graph=0), PLAN, 0, _pointer, drv=drv) is None
-    monkeypatch.setenv(_input_nodes.ENV_SWITCH, "0")
+    monkeypatch.setenv(_graph_execs.ENV_SWITCH, "0")
     assert InputCopyGraph.build(graph, PLAN, 0, _pointer, drv=drv) is None
-    monkeypatch.delenv(_input_nodes.ENV_SWITCH)
-    monkeypatch.setattr(_input_nodes, "driver", lambda: None)
+    monkeypatch.delenv(_graph_execs.ENV_SWITCH)
+    monkeypatch.setattr(_graph_execs, "driver", lambda: None)
     assert InputCopyGraph.build(graph, PLAN, 0, _pointer) is None
     assert drv.log == []
 
 
 def test_the_copy_params_are_a_one_dimensional_device_copy():
-    p = _input_nodes.copy_params(0x100, 0x200, 48)
+    p = _graph_execs.copy_params(0x100, 0x200, 48)
     assert (p.dstDevice, p.srcDevice, p.WidthInBytes, p.Height, p.Depth) == (0x100, 0x200, 48, 1, 1)
     assert p.srcMemoryType == p.dstMemoryType == 2  # CU_MEMORYTYPE_DEVICE
     assert (p.srcPitch, p.dstPitch, p.srcHeight, p.dstHeight) == (48, 48, 1, 1)
@@ -205,10 +205,10 @@ def test_no_root_of_its_own_for_one_root_the_switch_off_or_no_driver(monkeypatch
     drv.log.clear()
     assert RootedGraph.build(SimpleNamespace(), drv=drv) is None
     assert RootedGraph.build(SimpleNamespace(graph=0), drv=drv) is None
-    monkeypatch.setenv(_input_nodes.ROOT_SWITCH, "0")
+    monkeypatch.setenv(_graph_execs.ROOT_SWITCH, "0")
     assert RootedGraph.build(graph, drv=drv) is None
-    monkeypatch.delenv(_input_nodes.ROOT_SWITCH)
-    monkeypatch.setattr(_input_nodes, "driver", lambda: None)
+    monkeypatch.delenv(_graph_execs.ROOT_SWITCH)
+    monkeypatch.setattr(_graph_execs, "driver", lambda: None)
     assert RootedGraph.build(graph) is None
     assert drv.log == [] and not drv.alive
 
@@ -246,7 +246,7 @@ def fake(monkeypatch):
 @pytest.fixture
 def driver(fake, monkeypatch):
     drv = FakeDriver(sink=lambda entry: fake.log.append(entry) if fake.log is not None else None)
-    monkeypatch.setattr(_input_nodes, "driver", lambda: drv)
+    monkeypatch.setattr(_graph_execs, "driver", lambda: drv)
     return drv
 
 
