@@ -520,6 +520,51 @@ def run_capture_ntt_and_modup(gpu: Any, ref: Any, ctx_name: str) -> str | None:
     return None
 
 
+def run_capture_keyswitch_ntt(gpu: Any, ref: Any, ctx_name: str, replays: int = 3) -> str | None:
+    """Capture ``keyswitch_from_digits_many(..., c0=, domain="ntt")`` with two keys (with more
+    than one special prime the backend runs the ModDown's P rows on a side stream: a fork and
+    a join in the graph); before each replay new digits and c0 are written into the captured
+    inputs, and the replay must equal the NumPy reference on them."""
+    import cupy as cp
+
+    ctx = context(ctx_name)
+    rows = _levels(ctx, ctx_name)["ks"]
+    rng = np.random.default_rng(6)
+    keys = [random_key(ctx, rng) for _ in range(2)]
+    gs = [5, pow(5, 3, 2 * ctx.ring_degree)]
+    gpu_keys = [gpu.asarray(k) for k in keys]
+
+    def inputs() -> tuple[np.ndarray, np.ndarray]:
+        c = rand(ctx, rows, (), rng)
+        return ref.modup(c, rows), ref.ntt_forward(rand(ctx, rows, (), rng), rows)
+
+    digits, c0 = inputs()
+    d_digits, d_c0 = gpu.asarray(digits), gpu.asarray(c0)
+    stream = cp.cuda.Stream(non_blocking=True)
+    pool = cp.cuda.MemoryPool()  # the graph's memory: never handed to eager code (DESIGN decision 3)
+    with stream:
+        gpu.keyswitch_from_digits_many(d_digits, gpu_keys, rows, gs, c0=d_c0, domain="ntt")  # warm up
+        stream.synchronize()
+        with cp.cuda.using_allocator(pool.malloc):
+            stream.begin_capture()
+            result = gpu.keyswitch_from_digits_many(d_digits, gpu_keys, rows, gs, c0=d_c0, domain="ntt")
+            graph = stream.end_capture()
+        for _ in range(replays):
+            digits, c0 = inputs()
+            d_digits.set(digits, stream)
+            d_c0.set(c0, stream)
+            graph.launch(stream)
+            got = result.get(stream)
+            want = np.stack([ref.keyswitch_from_digits(digits, k, rows, galois_element=g, domain="ntt")
+                             for k, g in zip(keys, gs)])
+            for i, g in enumerate(gs):
+                want[i, 0] = ref.add(want[i, 0], ref.automorphism(c0, g, rows, domain="ntt"), rows)
+            error = compare(got, want, rows, ctx)
+            if error:
+                return error
+    return None
+
+
 def run_capture_rotation(gpu: Any, ctx_name: str) -> str | None:
     """Capture automorphism + modup + keyswitch_from_digits + add; replay must equal eager."""
     import cupy as cp

@@ -216,7 +216,7 @@ class _Kernels:
     def _inner_products(self, grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows,
                         add=None) -> None:
         n, R, batch, D, key_rows = int(n), int(R), int(batch), int(D), int(key_rows)
-        assert grid[1] == R
+        assert grid[1] <= R  # rows r < grid y of views whose rows are R apart (a row range: pointers past row 0)
         key_digit = _memory(keydig, np.int32)[:D]
         plane = batch * R * n
         for ent in range(grid[2] // batch):
@@ -224,7 +224,7 @@ class _Kernels:
                           (int(key_digit.max()) + 1) * 2 * key_rows * n)
             perm = _memory(perms, np.int32)[ent * n:(ent + 1) * n].astype(np.int64)
             for b in range(batch):
-                for r in range(R):
+                for r in range(grid[1]):
                     prime_id, q = self._prime(rowmap, r)
                     for comp in range(2):
                         total = np.zeros(n, dtype=object)
@@ -557,6 +557,73 @@ def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, co
     assert len(EMULATED_CASES) >= 14
     for name in EMULATED_CASES:
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
+
+
+OVERLAP_CASES = ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt",
+                 "keyswitch_from_digits_galois_ntt_rescaled_level", "keyswitch_from_digits_many_ntt")
+
+
+def _launches_with_streams(backend: Any) -> list[tuple[str, int, Any]]:
+    """Every launch from now on as (kernel name, grid y, the stream it was enqueued on)."""
+    log: list[tuple[str, int, Any]] = []
+    launch = backend._launch
+
+    def recorded(name: str, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
+        log.append((name, grid[1], _current_stream()))
+        launch(name, grid, block, args, shared_mem=shared_mem)
+
+    backend._launch = recorded
+    return log
+
+
+def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_product(emulated):
+    """Two special primes (n4096): an NTT-output key switch computes the inner product of its K P
+    rows, forks, and a side stream takes them through the ModDown's inverse NTT and conversion
+    while the caller's stream computes the L Q rows; the caller's stream joins before the
+    forward NTT and combine. Every case as NumPy computes it."""
+    ctx = gpu_cases.context("n4096")
+    gpu, ref = emulated(ctx)
+    L, K = ctx.q_count, ctx.p_count
+    assert K > 1 and gpu._overlaps_moddown("ntt", 2, L) and not gpu._overlaps_moddown("coefficient", 2, L)
+    for name in OVERLAP_CASES:
+        waited = len(MAIN_STREAM.waited)
+        launched = _launches_with_streams(gpu)
+        assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
+        ips = [i for i, (k, _, _) in enumerate(launched) if k == "keyswitch_inner_product_many"]
+        assert ips and len(ips) % 2 == 0, name  # two launches a key switch (a case may run several)
+        (side,), fork, (join,) = gpu._side_streams(1)
+        for i, j in zip(ips[::2], ips[1::2]):
+            (_, p_rows, p_stream), (_, q_rows, q_stream) = launched[i], launched[j]
+            assert p_stream is MAIN_STREAM and q_stream is MAIN_STREAM and p_rows == K and 1 <= q_rows <= L, name
+            between = launched[i + 1:j]
+            assert between and all(stream is side for _, _, stream in between), name
+            assert between[-1][0].startswith("keyswitch_base_convert_s"), name
+        assert fork.recorded_on is MAIN_STREAM and side.waited[-1] is fork
+        assert join.recorded_on is side and MAIN_STREAM.waited[waited:] == [join] * (len(ips) // 2), name
+        on_side = {i for i, (_, _, stream) in enumerate(launched) if stream is side}
+        assert on_side == {i for a, b in zip(ips[::2], ips[1::2]) for i in range(a + 1, b)} and not _Stream.current
+
+
+@pytest.mark.parametrize("off", ["define", "one_stream", "in_branches"])
+def test_key_switch_keeps_one_stream_where_the_moddown_does_not_overlap(emulated, off):
+    """FHE_MODDOWN_OVERLAP=0, branch_streams=1, or a key switch inside run_independent's branches:
+    one inner-product launch and every launch on the caller's stream, the same values."""
+    options = {"define": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_MODDOWN_OVERLAP=0",))},
+               "one_stream": {"branch_streams": 1}, "in_branches": {}}[off]
+    gpu, ref = emulated(gpu_cases.context("n4096"), **options)
+    launched = _launches_with_streams(gpu)
+
+    def run() -> None:
+        for name in OVERLAP_CASES:
+            assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
+
+    if off == "in_branches":
+        gpu.run_independent([run, lambda: None])  # task 0 on the caller's stream, the branches open
+    else:
+        run()
+    rows = [y for k, y, _ in launched if k == "keyswitch_inner_product_many"]
+    assert rows and all(y > gpu.context.p_count for y in rows)  # each launch: a level's Q rows and the P rows
+    assert all(stream is MAIN_STREAM for _, _, stream in launched)
 
 
 def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emulated):

@@ -197,6 +197,9 @@ class CupyBackend:
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
+        # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
+        # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
+        self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -1269,8 +1272,66 @@ class CupyBackend:
             return keyswitch_from_digits_many_by_loop(
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
+        if self._overlaps_moddown(domain, 2 * E * batch, L):
+            return self._keyswitch_overlapped(digits, keys, galois_elements, t, rows, batch_shape, key_rows, c0, out,
+                                              out_strides)
         acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
         return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides)
+
+    def _overlaps_moddown(self, domain: str, entries: int, L: int) -> bool:
+        """Whether a key switch takes ``_keyswitch_overlapped``: NTT output, more than one special
+        prime (one prime divides inside the NTT's column kernel), side streams allowed and not
+        already inside ``run_independent``'s branches (those keep the GPU busy themselves), and a
+        ModDown whose forward NTT is one launch group."""
+        return (self._moddown_overlap and domain == "ntt" and len(self.p_rows) > 1 and self._branch_streams > 1
+                and not getattr(self._branches, "open", False) and len(self._groups(entries, L)) == 1)
+
+    def _keyswitch_overlapped(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
+                              t: dict[str, Any], rows: tuple[int, ...], batch_shape: tuple[int, ...], key_rows: int,
+                              c0: Any, out: Any, out_strides: tuple[int, int] | None) -> Any:
+        """``_inner_product_launch`` then ``_moddown_many`` on NTT output, bit for bit, with the
+        inner product in two launches: first its K special-prime rows, then its L Q rows on the
+        caller's stream while a side stream takes the P rows through the ModDown's inverse NTT
+        and base conversion (both small or latency-bound launches, which the DRAM-bound inner
+        product leaves room for); the caller's stream then waits for the side stream and runs
+        the forward NTT and combine. Every array either stream touches is allocated before the
+        fork and referenced here until the join; in a capture the side stream joins through the
+        fork event (parallel branches of the graph)."""
+        n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
+        L, K, batch = len(rows), len(self.p_rows), _prod(batch_shape)
+        entries = E * 2 * batch
+        key_table, perms = self._many_tables(keys, galois_elements)
+        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        if out is None:
+            out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
+        plane = batch * L * n
+        out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
+        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
+        out_map = t["out_map"]
+        sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
+                 np.int32(key_rows))
+
+        def inner_product(first: int, count: int) -> None:  # rows first .. first + count - 1 (views: R stays the stride)
+            self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), count, E * batch), _BLOCK,
+                         (digits[..., first:, :], key_table, acc[..., first:, :], out_map[first:], self._consts,
+                          t["key_digits"], perms) + sizes)
+
+        inner_product(L, K)
+        (side,), fork, (join,) = self._side_streams(1)
+        main = self.xp.cuda.get_current_stream()
+        fork.record(main)
+        side.wait_event(fork)
+        acc3 = acc.reshape(entries, R, n)
+        try:
+            with side:
+                self._ntt_launch(acc3[:, L:], acc3[:, L:], out_map[L:], True, R * n, R * n, entries, K)
+                self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
+            inner_product(0, L)
+        finally:
+            join.record(side)
+            main.wait_event(join)
+        self._ntt_combine(acc, e, out, out_map, t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
+        return out
 
     def _moddown_many(self, acc: Any, perms: Any, t: dict[str, Any], rows: tuple[int, ...],
                       galois_elements: Sequence[int | None], batch_shape: tuple[int, ...], c0: Any, domain: str,
