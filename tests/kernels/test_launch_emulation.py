@@ -14,7 +14,9 @@ Covered (``gpu_cases``' own checks, run here on emulated kernels): ``keyswitch_a
 (relinearize with rescale) and ``rescale`` in both domains, and the key switches (one key and
 several, with the rotated c0 and into a strided ``out``) whose ModDown shares the divisions'
 kernels; with the build defaults, with the fused combine off, with the batch-fast NTT grid,
-and (N=2^14) with launch groups split by a small L2 budget.
+and (N=2^14) with launch groups split by a small L2 budget. An NTT-output key switch with
+several special primes runs its ModDown's P rows on a side stream: the emulated streams
+record where each launch went (kernels still run in host order, a valid order of the fork).
 """
 
 from __future__ import annotations
