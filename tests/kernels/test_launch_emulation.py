@@ -593,7 +593,8 @@ def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_produc
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
         ips = [i for i, (k, _, _) in enumerate(launched) if k == "keyswitch_inner_product_many"]
         assert ips and len(ips) % 2 == 0, name  # two launches a key switch (a case may run several)
-        (side,), fork, (join,) = gpu._side_streams(1)
+        side, fork, join = gpu._moddown_stream()
+        assert side.priority < -1000 and side not in gpu._side_streams(1)[0]  # the highest priority, its own stream
         for i, j in zip(ips[::2], ips[1::2]):
             (_, p_rows, p_stream), (_, q_rows, q_stream) = launched[i], launched[j]
             assert p_stream is MAIN_STREAM and q_stream is MAIN_STREAM and p_rows == K and 1 <= q_rows <= L, name
