@@ -457,14 +457,13 @@ extern "C" __global__ void keyswitch_moddown_combine(const u64* x, const u64* e,
 // (+ c[k, b, r] * w_r mod q on the rows r < c_rows with WithC: keyswitch_inner_product_add_scaled).
 // key_ptrs[e] = device address of key e ([dnum, 2, key_rows, coeff], contiguous); perms [E, coeff]
 // (identity rows for no permutation). Axis order: digits [D, batch, R, coeff]; out [E, 2, batch,
-// R, coeff]; c [2, batch, c_rows, coeff]. Grid (ceil(N / 256), R, E * batch), block 256.
+// R, coeff]; c [2, batch, c_rows, coeff]. Grid (ceil(N / 256), R, E * batch), block 256: coefficient
+// k of row blockIdx.y (inner_product_at).
 template <bool WithC>
-__device__ __forceinline__ void inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
-                                                   const int* rowmap, const u64* consts, const int* keydig,
-                                                   const int* perms, const u64* c, const u64* c_scal, int num_moduli,
-                                                   int n, int R, int batch, int num_digits, int key_rows, int c_rows) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= n) return;
+__device__ __forceinline__ void inner_product_at(int k, const u64* digits, const u64* key_ptrs, u64* out,
+                                                 const int* rowmap, const u64* consts, const int* keydig,
+                                                 const int* perms, const u64* c, const u64* c_scal, int num_moduli,
+                                                 int n, int R, int batch, int num_digits, int key_rows, int c_rows) {
   const int r = blockIdx.y;
   const int e = blockIdx.z / batch;
   const int b = blockIdx.z % batch;
@@ -495,14 +494,18 @@ __device__ __forceinline__ void inner_product_many(const u64* digits, const u64*
 }
 
 // keyswitch_inner_product_many: the key inner products of one set of digits with E (key, Galois
-// permutation) pairs in one launch (one key switch is E = 1; inner_product_many). In canonical,
-// out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
+// permutation) pairs in one launch (one key switch is E = 1; inner_product_at). In canonical,
+// out canonical. Launch: grid (X, R, E * batch), block 256, any X >= 1: each thread takes the
+// coefficients k, k + 256 X, .. of its row (X = ceil(N / 256): one each). A smaller X leaves SMs
+// to work on other streams (CupyBackend._keyswitch_overlapped, FHE_MODDOWN_KIP_BLOCKS).
 extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
                                                         const int* rowmap, const u64* consts, const int* keydig,
                                                         const int* perms, int num_moduli, int n, int R, int batch,
                                                         int num_digits, int key_rows) {
-  inner_product_many<false>(digits, key_ptrs, out, rowmap, consts, keydig, perms, nullptr, nullptr, num_moduli, n, R,
-                            batch, num_digits, key_rows, 0);
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+    inner_product_at<false>(k, digits, key_ptrs, out, rowmap, consts, keydig, perms, nullptr, nullptr, num_moduli, n,
+                            R, batch, num_digits, key_rows, 0);
+  }
 }
 
 // Occupancy floor of keyswitch_inner_product_add_scaled: blocks of 256 per SM handed to ptxas
@@ -530,8 +533,10 @@ extern "C" __global__ void FHE_KIP_ADD_BOUNDS keyswitch_inner_product_add_scaled
     const u64* key_ptrs, u64* out, const int* rowmap, const u64* consts, const int* keydig, const int* perms,
     const u64* c, const u64* c_scal, int num_moduli, int n, int R, int batch, int num_digits, int key_rows,
     int c_rows) {
-  inner_product_many<true>(digits, key_ptrs, out, rowmap, consts, keydig, perms, c, c_scal, num_moduli, n, R, batch,
-                           num_digits, key_rows, c_rows);
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  inner_product_at<true>(k, digits, key_ptrs, out, rowmap, consts, keydig, perms, c, c_scal, num_moduli, n, R, batch,
+                         num_digits, key_rows, c_rows);
 }
 
 // keyswitch_linear_transform_accumulate: the QP-basis accumulator of a double-hoisted linear

@@ -206,7 +206,9 @@ class _Kernels:
 
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
+        """Any grid x: the kernel's threads stride over the row (a smaller grid covers it all)."""
         digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
+        assert 1 <= grid[0] <= -(-int(n) // 256)
         self._inner_products(grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows)
 
     def keyswitch_inner_product_add_scaled(self, grid, a):
@@ -565,31 +567,38 @@ OVERLAP_CASES = ("keyswitch_from_digits_ntt", "keyswitch_from_digits_galois_ntt"
                  "keyswitch_from_digits_galois_ntt_rescaled_level", "keyswitch_from_digits_many_ntt")
 
 
-def _launches_with_streams(backend: Any) -> list[tuple[str, int, Any]]:
-    """Every launch from now on as (kernel name, grid y, the stream it was enqueued on)."""
+def _launches_with_streams(backend: Any, grids: list | None = None) -> list[tuple[str, int, Any]]:
+    """Every launch from now on as (kernel name, grid y, the stream it was enqueued on); the
+    whole grids appended to ``grids`` when given."""
     log: list[tuple[str, int, Any]] = []
     launch = backend._launch
 
     def recorded(name: str, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         log.append((name, grid[1], _current_stream()))
+        if grids is not None:
+            grids.append(grid)
         launch(name, grid, block, args, shared_mem=shared_mem)
 
     backend._launch = recorded
     return log
 
 
-def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_product(emulated):
+@pytest.mark.parametrize("kip_blocks", [0, 2])
+def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_product(emulated, kip_blocks):
     """Two special primes (n4096): an NTT-output key switch computes the inner product of its K P
     rows, forks, and a side stream takes them through the ModDown's inverse NTT and conversion
-    while the caller's stream computes the L Q rows; the caller's stream joins before the
+    while the caller's stream computes the L Q rows (FHE_MODDOWN_KIP_BLOCKS=2: in a grid of about
+    2 blocks per SM, whose threads stride over the rows); the caller's stream joins before the
     forward NTT and combine. Every case as NumPy computes it."""
     ctx = gpu_cases.context("n4096")
-    gpu, ref = emulated(ctx)
+    gpu, ref = emulated(ctx, kernel_options=kernels.KernelOptions(extra=(f"-DFHE_MODDOWN_KIP_BLOCKS={kip_blocks}",)))
+    gpu._sm_count = 4  # (a small GPU: 8 blocks are fewer than a 4096-coefficient row's 16)
     L, K = ctx.q_count, ctx.p_count
     assert K > 1 and gpu._overlaps_moddown("ntt", 2, L) and not gpu._overlaps_moddown("coefficient", 2, L)
     for name in OVERLAP_CASES:
         waited = len(MAIN_STREAM.waited)
-        launched = _launches_with_streams(gpu)
+        grids: list = []
+        launched = _launches_with_streams(gpu, grids)
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
         ips = [i for i, (k, _, _) in enumerate(launched) if k == "keyswitch_inner_product_many"]
         assert ips and len(ips) % 2 == 0, name  # two launches a key switch (a case may run several)
@@ -601,6 +610,9 @@ def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_produc
             between = launched[i + 1:j]
             assert between and all(stream is side for _, _, stream in between), name
             assert between[-1][0].startswith("keyswitch_base_convert_s"), name
+            full = ctx.ring_degree // 256
+            bounded = max(1, min(full, -(-8 // (grids[j][1] * grids[j][2]))))  # about 2 x 4 SMs blocks in all
+            assert grids[i][0] == full and grids[j][0] == (full if kip_blocks == 0 else bounded) and bounded < full, name
         assert fork.recorded_on is MAIN_STREAM and side.waited[-1] is fork
         assert join.recorded_on is side and MAIN_STREAM.waited[waited:] == [join] * (len(ips) // 2), name
         on_side = {i for i, (_, _, stream) in enumerate(launched) if stream is side}

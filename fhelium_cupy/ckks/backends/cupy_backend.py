@@ -204,6 +204,9 @@ class CupyBackend:
         # a side stream while the inner product of its Q rows runs (_overlaps_moddown): 0 = in
         # turn, 1 = a side stream of default priority, 2 = of the device's highest priority
         self._moddown_overlap = int(options.define("FHE_MODDOWN_OVERLAP", "2"))
+        # blocks of 256 per SM the Q rows' inner product launches there (its grid-stride loop takes
+        # the rest), leaving SMs for the side stream; 0 = one block per 256 coefficients
+        self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "0"))
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -1332,8 +1335,13 @@ class CupyBackend:
         sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                  np.int32(key_rows))
 
-        def inner_product(first: int, count: int) -> None:  # rows first .. first + count - 1 (views: R stays the stride)
-            self._launch("keyswitch_inner_product_many", (-(-n // _BLOCK), count, E * batch), _BLOCK,
+        def inner_product(first: int, count: int, blocks: int = 0) -> None:
+            """Rows first .. first + count - 1 (views: R stays the stride), in about ``blocks``
+            blocks (0: one per 256 coefficients)."""
+            x = -(-n // _BLOCK)
+            if blocks > 0:
+                x = max(1, min(x, -(-blocks // (count * E * batch))))
+            self._launch("keyswitch_inner_product_many", (x, count, E * batch), _BLOCK,
                          (digits[..., first:, :], key_table, acc[..., first:, :], out_map[first:], self._consts,
                           t["key_digits"], perms) + sizes)
 
@@ -1347,7 +1355,7 @@ class CupyBackend:
             with side:
                 self._ntt_launch(acc3[:, L:], acc3[:, L:], out_map[L:], True, R * n, R * n, entries, K)
                 self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-            inner_product(0, L)
+            inner_product(0, L, self._moddown_kip_blocks * self._sm_count)
         finally:
             join.record(side)
             main.wait_event(join)
