@@ -41,8 +41,7 @@ class _Stream:
     current: list[_Stream] = []  # the stack of `with stream` blocks (empty: the main stream)
     capturing = False  # what is_capturing() answers (a test sets it on a stream to act as a capture)
 
-    def __init__(self, *args: Any, priority: int = 0, **kwargs: Any) -> None:
-        self.priority = priority
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.waited: list[_Event] = []
         self.entered = 0
         self.synchronized = 0

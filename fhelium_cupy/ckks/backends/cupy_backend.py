@@ -83,9 +83,6 @@ _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu ke
 _CONVERT_COMBINE_SIZES = (1, 2, 3, 4, 5, 6, 7, 8)  # keyswitch.cu keyswitch_moddown_convert_combine_s* (s0: any)
 
 
-_HIGHEST_STREAM_PRIORITY = -(1 << 16)  # lower is higher; the driver clamps it to the device's greatest
-
-
 def _base_convert_kernel(size: int, family: str = "keyswitch_base_convert",
                          sizes: tuple[int, ...] = _BASE_CONVERT_SIZES) -> str:
     """The ``{family}_s*`` instantiation for groups of at most ``size`` sources (the smallest
@@ -201,12 +198,11 @@ class CupyBackend:
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
         # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
-        # a side stream while the inner product of its Q rows runs (_overlaps_moddown): 0 = in
-        # turn, 1 = a side stream of default priority, 2 = of the device's highest priority
-        self._moddown_overlap = int(options.define("FHE_MODDOWN_OVERLAP", "2"))
-        # blocks of 256 per SM the Q rows' inner product launches there (its grid-stride loop takes
-        # the rest), leaving SMs for the side stream; 0 = one block per 256 coefficients
-        self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "0"))
+        # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
+        self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
+        # blocks of 256 per SM the Q rows' inner product then launches (its threads stride over
+        # the rows), leaving SMs to the side stream; 0 = one block per 256 coefficients
+        self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "4"))
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
         self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
@@ -301,18 +297,12 @@ class CupyBackend:
 
     def _moddown_stream(self) -> tuple[Any, Any, Any]:
         """The calling thread's side stream of ``_keyswitch_overlapped`` with its fork and join
-        events (made on first use, kept per thread). With ``FHE_MODDOWN_OVERLAP=2`` it has the
-        device's highest priority, so the block scheduler hands it the SMs the inner product's
-        blocks free as they retire."""
+        events (made on first use, kept per thread; not ``run_independent``'s streams)."""
         made = getattr(self._branches, "moddown", None)
         if made is None:
             cuda = self.xp.cuda
             with self._device:
-                # CUDA clamps a priority past the device's range to its greatest (CuPy does not wrap
-                # cudaDeviceGetStreamPriorityRange)
-                priority = _HIGHEST_STREAM_PRIORITY if self._moddown_overlap == 2 else 0
-                made = (cuda.Stream(non_blocking=True, priority=priority), cuda.Event(disable_timing=True),
-                        cuda.Event(disable_timing=True))
+                made = (cuda.Stream(non_blocking=True), cuda.Event(disable_timing=True), cuda.Event(disable_timing=True))
             self._branches.moddown = made
         return made
 
@@ -1307,7 +1297,7 @@ class CupyBackend:
         prime (one prime divides inside the NTT's column kernel), side streams allowed and not
         already inside ``run_independent``'s branches (those keep the GPU busy themselves), and a
         ModDown whose forward NTT is one launch group."""
-        return (self._moddown_overlap > 0 and domain == "ntt" and len(self.p_rows) > 1 and self._branch_streams > 1
+        return (self._moddown_overlap and domain == "ntt" and len(self.p_rows) > 1 and self._branch_streams > 1
                 and not getattr(self._branches, "open", False) and len(self._groups(entries, L)) == 1)
 
     def _keyswitch_overlapped(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
