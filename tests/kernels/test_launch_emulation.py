@@ -619,6 +619,17 @@ def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_produc
         assert on_side == {i for a, b in zip(ips[::2], ips[1::2]) for i in range(a + 1, b)} and not _Stream.current
 
 
+@pytest.mark.parametrize("define, digits, blocks", [(None, 2, 4 * 132), (None, 3, 0), (0, 2, 0), (2, 1, 2 * 132)])
+def test_q_rows_inner_product_is_bounded_only_with_no_more_digits_than_special_primes(emulated, define, digits,
+                                                                                       blocks):
+    """The bounded grid (FHE_MODDOWN_KIP_BLOCKS per SM, default 4) where D <= K (the side chain is
+    as long as the inner product); the full grid with more digits, or with the define at 0."""
+    extra = () if define is None else (f"-DFHE_MODDOWN_KIP_BLOCKS={define}",)
+    gpu, _ = emulated(gpu_cases.context("n4096"), kernel_options=kernels.KernelOptions(extra=extra))
+    assert len(gpu.p_rows) == 2 and gpu._sm_count == 132
+    assert gpu._q_rows_kip_blocks(digits) == blocks
+
+
 @pytest.mark.parametrize("off", ["define", "one_stream", "in_branches"])
 def test_key_switch_keeps_one_stream_where_the_moddown_does_not_overlap(emulated, off):
     """FHE_MODDOWN_OVERLAP=0, branch_streams=1, or a key switch inside run_independent's branches:

@@ -200,8 +200,9 @@ class CupyBackend:
         # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
         # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
         self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
-        # blocks of 256 per SM the Q rows' inner product then launches (its threads stride over
-        # the rows), leaving SMs to the side stream; 0 = one block per 256 coefficients
+        # blocks of 256 per SM the Q rows' inner product then launches where it has no more digits
+        # than there are special primes (its threads stride over the rows), leaving SMs to the side
+        # stream; 0 = one block per 256 coefficients (_keyswitch_overlapped)
         self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "4"))
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
@@ -1300,6 +1301,11 @@ class CupyBackend:
         return (self._moddown_overlap and domain == "ntt" and len(self.p_rows) > 1 and self._branch_streams > 1
                 and not getattr(self._branches, "open", False) and len(self._groups(entries, L)) == 1)
 
+    def _q_rows_kip_blocks(self, num_digits: int) -> int:
+        """Blocks for the Q rows' inner product of ``_keyswitch_overlapped`` (0: the full grid):
+        ``FHE_MODDOWN_KIP_BLOCKS`` per SM where there are no more digits than special primes."""
+        return self._moddown_kip_blocks * self._sm_count if num_digits <= len(self.p_rows) else 0
+
     def _keyswitch_overlapped(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
                               t: dict[str, Any], rows: tuple[int, ...], batch_shape: tuple[int, ...], key_rows: int,
                               c0: Any, out: Any, out_strides: tuple[int, int] | None) -> Any:
@@ -1310,7 +1316,15 @@ class CupyBackend:
         product leaves room for); the caller's stream then waits for the side stream and runs
         the forward NTT and combine. Every array either stream touches is allocated before the
         fork and referenced here until the join; in a capture the side stream joins through the
-        fork event (parallel branches of the graph)."""
+        fork event (parallel branches of the graph).
+
+        Where there are no more digits than special primes, the Q rows' inner product runs in
+        about ``FHE_MODDOWN_KIP_BLOCKS`` (4) blocks per SM, so the side stream finds SMs free.
+        Measured on the H200 (``bench/results/2026-11-30-s23``, graph replay, against the two
+        in turn): 34 Q + 6 P primes, dnum 4: rotation 517 -> 506 us, key switch 242 -> 232, 7
+        keys 1475 -> 1382 (with the full grid: -2 to -3 us, -3 to -11). 35 Q + 4 P, dnum 9, whose
+        inner product is more than twice as long as its side chain: the bounded grid made the
+        key switch 23 us slower, the full grid 2-3 us faster (7 keys: -48 us)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
         L, K, batch = len(rows), len(self.p_rows), _prod(batch_shape)
         entries = E * 2 * batch
@@ -1345,7 +1359,7 @@ class CupyBackend:
             with side:
                 self._ntt_launch(acc3[:, L:], acc3[:, L:], out_map[L:], True, R * n, R * n, entries, K)
                 self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-            inner_product(0, L, self._moddown_kip_blocks * self._sm_count)
+            inner_product(0, L, self._q_rows_kip_blocks(D))
         finally:
             join.record(side)
             main.wait_event(join)
