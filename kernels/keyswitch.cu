@@ -495,13 +495,27 @@ __device__ __forceinline__ void inner_product_at(int k, const u64* digits, const
 
 // keyswitch_inner_product_many: the key inner products of one set of digits with E (key, Galois
 // permutation) pairs in one launch (one key switch is E = 1; inner_product_at). In canonical,
-// out canonical. Launch: grid (X, R, E * batch), block 256, any X >= 1: each thread takes the
-// coefficients k, k + 256 X, .. of its row (X = ceil(N / 256): one each). A smaller X leaves SMs
-// to work on other streams (CupyBackend._keyswitch_overlapped, FHE_MODDOWN_KIP_BLOCKS).
+// out canonical. Launch: grid (ceil(N / 256), R, E * batch), block 256.
 extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const u64* key_ptrs, u64* out,
                                                         const int* rowmap, const u64* consts, const int* keydig,
                                                         const int* perms, int num_moduli, int n, int R, int batch,
                                                         int num_digits, int key_rows) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  inner_product_at<false>(k, digits, key_ptrs, out, rowmap, consts, keydig, perms, nullptr, nullptr, num_moduli, n, R,
+                          batch, num_digits, key_rows, 0);
+}
+
+// keyswitch_inner_product_many_strided: keyswitch_inner_product_many in a grid (X, R, E * batch) of
+// any X >= 1, each thread taking the coefficients k, k + 256 X, .. of its row: a small X leaves
+// SMs to another stream (CupyBackend._keyswitch_overlapped, FHE_MODDOWN_KIP_BLOCKS). Its own entry
+// point: the loop made the full-grid launches of the kernel above slower (N=2^16 rotation +8-10
+// us, H200 2026-11-30 s23).
+extern "C" __global__ void keyswitch_inner_product_many_strided(const u64* digits, const u64* key_ptrs, u64* out,
+                                                                const int* rowmap, const u64* consts,
+                                                                const int* keydig, const int* perms, int num_moduli,
+                                                                int n, int R, int batch, int num_digits,
+                                                                int key_rows) {
   for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
     inner_product_at<false>(k, digits, key_ptrs, out, rowmap, consts, keydig, perms, nullptr, nullptr, num_moduli, n,
                             R, batch, num_digits, key_rows, 0);

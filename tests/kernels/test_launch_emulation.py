@@ -206,9 +206,14 @@ class _Kernels:
 
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
+        digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
+        assert grid[0] == -(-int(n) // 256)
+        self._inner_products(grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows)
+
+    def keyswitch_inner_product_many_strided(self, grid, a):
         """Any grid x: the kernel's threads stride over the row (a smaller grid covers it all)."""
         digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
-        assert 1 <= grid[0] <= -(-int(n) // 256)
+        assert 1 <= grid[0] < -(-int(n) // 256)
         self._inner_products(grid, digits, key_ptrs, out, rowmap, keydig, perms, n, R, batch, D, key_rows)
 
     def keyswitch_inner_product_add_scaled(self, grid, a):
@@ -600,8 +605,10 @@ def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_produc
         grids: list = []
         launched = _launches_with_streams(gpu, grids)
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
-        ips = [i for i, (k, _, _) in enumerate(launched) if k == "keyswitch_inner_product_many"]
+        ips = [i for i, (k, _, _) in enumerate(launched) if k.startswith("keyswitch_inner_product_many")]
         assert ips and len(ips) % 2 == 0, name  # two launches a key switch (a case may run several)
+        assert all(launched[i][0] == "keyswitch_inner_product_many" for i in ips[::2]), name
+        assert all(launched[j][0].endswith("_strided") == (kip_blocks > 0) for j in ips[1::2]), name
         side, fork, join = gpu._moddown_stream()
         assert side not in gpu._side_streams(1)[0]  # its own stream, not run_independent's
         for i, j in zip(ips[::2], ips[1::2]):

@@ -1342,10 +1342,10 @@ class CupyBackend:
         def inner_product(first: int, count: int, blocks: int = 0) -> None:
             """Rows first .. first + count - 1 (views: R stays the stride), in about ``blocks``
             blocks (0: one per 256 coefficients)."""
-            x = -(-n // _BLOCK)
+            x = full = -(-n // _BLOCK)
             if blocks > 0:
-                x = max(1, min(x, -(-blocks // (count * E * batch))))
-            self._launch("keyswitch_inner_product_many", (x, count, E * batch), _BLOCK,
+                x = max(1, min(full, -(-blocks // (count * E * batch))))
+            self._launch("keyswitch_inner_product_many" + ("" if x == full else "_strided"), (x, count, E * batch), _BLOCK,
                          (digits[..., first:, :], key_table, acc[..., first:, :], out_map[first:], self._consts,
                           t["key_digits"], perms) + sizes)
 
