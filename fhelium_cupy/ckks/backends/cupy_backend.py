@@ -1319,12 +1319,14 @@ class CupyBackend:
         fork event (parallel branches of the graph).
 
         Where there are no more digits than special primes, the Q rows' inner product runs in
-        about ``FHE_MODDOWN_KIP_BLOCKS`` (4) blocks per SM, so the side stream finds SMs free.
-        Measured on the H200 (``bench/results/2026-11-30-s23``, graph replay, against the two
-        in turn): 34 Q + 6 P primes, dnum 4: rotation 517 -> 506 us, key switch 242 -> 232, 7
-        keys 1475 -> 1382 (with the full grid: -2 to -3 us, -3 to -11). 35 Q + 4 P, dnum 9, whose
-        inner product is more than twice as long as its side chain: the bounded grid made the
-        key switch 23 us slower, the full grid 2-3 us faster (7 keys: -48 us)."""
+        about ``FHE_MODDOWN_KIP_BLOCKS`` (4) blocks per SM (``keyswitch_inner_product_many_strided``),
+        so the side stream finds SMs free. Measured on the H200, graph replay, side by side
+        (``bench/results/2026-11-30-s23/final_ab/``), against the two in turn: 34 Q + 6 P primes,
+        dnum 4: key switch 231.9 -> 228.8 us, 7 keys 1393 -> 1373, rotation unchanged (504-507);
+        35 Q + 4 P, dnum 9 (full grid): key switch 306.6 -> 303.8, 7 keys 1927 -> 1880, rotation
+        832.5 -> 830.4. The bounded grid alone (against the full one) gains only at 34 + 6 with 7
+        keys (1397 -> 1373); at 35 + 4, dnum 9, it made the key switch 23 us slower, hence the
+        rule."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
         L, K, batch = len(rows), len(self.p_rows), _prod(batch_shape)
         entries = E * 2 * batch
