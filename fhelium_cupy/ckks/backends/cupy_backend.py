@@ -1312,9 +1312,9 @@ class CupyBackend:
         """``_inner_product_launch`` then ``_moddown_many`` on NTT output, bit for bit, with the
         inner product in two launches: first its K special-prime rows, then its L Q rows on the
         caller's stream while a side stream takes the P rows through the ModDown's inverse NTT
-        and base conversion (both small or latency-bound launches, which the DRAM-bound inner
-        product leaves room for); the caller's stream then waits for the side stream and runs
-        the forward NTT and combine. Every array either stream touches is allocated before the
+        and base conversion (small or latency-bound launches: they overlap as far as the inner
+        product leaves SMs free, hence the bounded grid below); the caller's stream then waits
+        for the side stream and runs the forward NTT and combine. Every array either stream touches is allocated before the
         fork and referenced here until the join; in a capture the side stream joins through the
         fork event (parallel branches of the graph).
 
@@ -1323,7 +1323,7 @@ class CupyBackend:
         so the side stream finds SMs free. Measured on the H200, graph replay, side by side
         (``bench/results/2026-11-30-s23/final_ab/``), against the two in turn: 34 Q + 6 P primes,
         dnum 4: key switch 231.9 -> 228.8 us, 7 keys 1393 -> 1373, rotation unchanged (504-507);
-        35 Q + 4 P, dnum 9 (full grid): key switch 306.6 -> 303.8, 7 keys 1927 -> 1880, rotation
+        35 Q + 4 P, dnum 9 (full grid): key switch 306.6 -> 304.5, 7 keys 1927 -> 1882, rotation
         832.5 -> 830.4. The bounded grid alone (against the full one) gains only at 34 + 6 with 7
         keys (1397 -> 1373); at 35 + 4, dnum 9, it made the key switch 23 us slower, hence the
         rule."""
