@@ -1314,9 +1314,9 @@ class CupyBackend:
         caller's stream while a side stream takes the P rows through the ModDown's inverse NTT
         and base conversion (small or latency-bound launches: they overlap as far as the inner
         product leaves SMs free, hence the bounded grid below); the caller's stream then waits
-        for the side stream and runs the forward NTT and combine. Every array either stream touches is allocated before the
-        fork and referenced here until the join; in a capture the side stream joins through the
-        fork event (parallel branches of the graph).
+        for the side stream and runs the forward NTT and combine. Every array either stream
+        touches is allocated before the fork and referenced here until the join; in a capture
+        the side stream joins through the fork event (parallel branches of the graph).
 
         Where there are no more digits than special primes, the Q rows' inner product runs in
         about ``FHE_MODDOWN_KIP_BLOCKS`` (4) blocks per SM (``keyswitch_inner_product_many_strided``),
