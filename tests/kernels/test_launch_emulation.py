@@ -592,19 +592,20 @@ def _launches_with_streams(backend: Any, grids: list | None = None) -> list[tupl
 def test_ntt_output_key_switch_overlaps_its_moddown_with_the_q_rows_inner_product(emulated, kip_blocks):
     """Two special primes (n4096): an NTT-output key switch computes the inner product of its K P
     rows, forks, and a side stream takes them through the ModDown's inverse NTT and conversion
-    while the caller's stream computes the L Q rows (by default in a grid of about 4 blocks per SM,
-    whose threads stride over the rows; FHE_MODDOWN_KIP_BLOCKS=0: the full grid); the caller's stream joins before the
-    forward NTT and combine. Every case as NumPy computes it."""
+    while the caller's stream computes the L Q rows (by default in a grid of about 4 blocks per
+    SM, whose threads stride over the rows; FHE_MODDOWN_KIP_BLOCKS=0: the full grid); the
+    caller's stream joins before the forward NTT and combine. Every case as NumPy computes it."""
     ctx = gpu_cases.context("n4096")
     gpu, ref = emulated(ctx, kernel_options=kernels.KernelOptions(extra=(f"-DFHE_MODDOWN_KIP_BLOCKS={kip_blocks}",)))
     gpu._sm_count = 2  # (a small GPU: 8 blocks are fewer than a 4096-coefficient row's 16)
     L, K = ctx.q_count, ctx.p_count
     assert K > 1 and gpu._overlaps_moddown("ntt", 2, L) and not gpu._overlaps_moddown("coefficient", 2, L)
+    all_grids: list = []
+    log = _launches_with_streams(gpu, all_grids)
     for name in OVERLAP_CASES:
-        waited = len(MAIN_STREAM.waited)
-        grids: list = []
-        launched = _launches_with_streams(gpu, grids)
+        waited, first = len(MAIN_STREAM.waited), len(log)
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
+        launched, grids = log[first:], all_grids[first:]
         ips = [i for i, (k, _, _) in enumerate(launched) if k.startswith("keyswitch_inner_product_many")]
         assert ips and len(ips) % 2 == 0, name  # two launches a key switch (a case may run several)
         assert all(launched[i][0] == "keyswitch_inner_product_many" for i in ips[::2]), name
