@@ -508,7 +508,7 @@ extern "C" __global__ void keyswitch_inner_product_many(const u64* digits, const
 
 // keyswitch_inner_product_many_strided: keyswitch_inner_product_many in a grid (X, R, E * batch) of
 // any X >= 1, each thread taking the coefficients k, k + 256 X, .. of its row: a small X leaves
-// SMs to another stream (CupyBackend._keyswitch_overlapped, FHE_MODDOWN_KIP_BLOCKS). Its own entry
+// SMs to another stream (CupyBackend._q_rows_kip_blocks, FHE_MODDOWN_KIP_BLOCKS). Its own entry
 // point: with the loop in the kernel above, its full-grid launches ran slower (H200, 2026-11-30
 // s23, across runs: the N=2^16 dnum-4 rotation 516-520 us against 504-507 without it).
 extern "C" __global__ void keyswitch_inner_product_many_strided(const u64* digits, const u64* key_ptrs, u64* out,

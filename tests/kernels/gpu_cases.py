@@ -527,6 +527,8 @@ def run_capture_keyswitch_ntt(gpu: Any, ref: Any, ctx_name: str, replays: int = 
     inputs, and the replay must equal the NumPy reference on them."""
     import cupy as cp
 
+    from bench.kernels_gpu import capture_private
+
     ctx = context(ctx_name)
     rows = _levels(ctx, ctx_name)["ks"]
     rng = np.random.default_rng(6)
@@ -541,14 +543,14 @@ def run_capture_keyswitch_ntt(gpu: Any, ref: Any, ctx_name: str, replays: int = 
     digits, c0 = inputs()
     d_digits, d_c0 = gpu.asarray(digits), gpu.asarray(c0)
     stream = cp.cuda.Stream(non_blocking=True)
-    pool = cp.cuda.MemoryPool()  # the graph's memory: never handed to eager code (DESIGN decision 3)
+    captured: list = []
     with stream:
         gpu.keyswitch_from_digits_many(d_digits, gpu_keys, rows, gs, c0=d_c0, domain="ntt")  # warm up
         stream.synchronize()
-        with cp.cuda.using_allocator(pool.malloc):
-            stream.begin_capture()
-            result = gpu.keyswitch_from_digits_many(d_digits, gpu_keys, rows, gs, c0=d_c0, domain="ntt")
-            graph = stream.end_capture()
+    graph, _pool = capture_private(cp, lambda: captured.append(  # (its own pool: DESIGN decision 3)
+        gpu.keyswitch_from_digits_many(d_digits, gpu_keys, rows, gs, c0=d_c0, domain="ntt")), stream)
+    (result,) = captured
+    with stream:
         for _ in range(replays):
             digits, c0 = inputs()
             d_digits.set(digits, stream)

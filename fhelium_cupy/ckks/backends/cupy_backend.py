@@ -202,7 +202,7 @@ class CupyBackend:
         self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
         # blocks of 256 per SM the Q rows' inner product then launches where it has no more digits
         # than there are special primes (its threads stride over the rows), leaving SMs to the side
-        # stream; 0 = one block per 256 coefficients (_keyswitch_overlapped)
+        # stream; 0 = one block per 256 coefficients (_q_rows_kip_blocks)
         self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "4"))
         self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
@@ -283,29 +283,25 @@ class CupyBackend:
     def branch_streams(self, value: int) -> None:
         self._branch_streams = _check_branch_streams(value)
 
-    def _side_streams(self, count: int) -> tuple[list[Any], Any, list[Any]]:
+    def _side_streams(self, count: int, slot: str = "made") -> tuple[list[Any], Any, list[Any]]:
         """The calling thread's first ``count`` side streams on this backend's device, the
         fork event and one join event per side stream (made on first use, kept per thread:
-        threads sharing the backend never wait on each other's events)."""
-        made = getattr(self._branches, "made", None)
+        threads sharing the backend never wait on each other's events). ``slot`` names the
+        set: ``run_independent``'s, or ``"moddown"`` (``_moddown_stream``)."""
+        made = getattr(self._branches, slot, None)
         if made is None or len(made[0]) < count:
             cuda = self.xp.cuda
             with self._device:
                 made = ([cuda.Stream(non_blocking=True) for _ in range(count)], cuda.Event(disable_timing=True),
                         [cuda.Event(disable_timing=True) for _ in range(count)])
-            self._branches.made = made
+            setattr(self._branches, slot, made)
         return made[0][:count], made[1], made[2][:count]
 
     def _moddown_stream(self) -> tuple[Any, Any, Any]:
-        """The calling thread's side stream of ``_keyswitch_overlapped`` with its fork and join
-        events (made on first use, kept per thread; not ``run_independent``'s streams)."""
-        made = getattr(self._branches, "moddown", None)
-        if made is None:
-            cuda = self.xp.cuda
-            with self._device:
-                made = (cuda.Stream(non_blocking=True), cuda.Event(disable_timing=True), cuda.Event(disable_timing=True))
-            self._branches.moddown = made
-        return made
+        """The calling thread's side stream of an overlapped ModDown (``_moddown_launch``'s
+        ``beside``) with its fork and join events: a set of its own, not ``run_independent``'s."""
+        (side,), fork, (join,) = self._side_streams(1, "moddown")
+        return side, fork, join
 
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run ``tasks`` (their launches) side by side: task ``i`` on stream ``i % B`` with
@@ -1135,7 +1131,7 @@ class CupyBackend:
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None,
-                        out_strides: tuple[int, int] | None = None) -> None:
+                        out_strides: tuple[int, int] | None = None, beside: Callable[[], None] | None = None) -> None:
         """Rounding ModDown of the NTT-domain inner product ``acc [entries, R, N]`` into
         ``out`` in ``domain``; ``acc`` is overwritten (inverse NTT in place).
 
@@ -1148,7 +1144,14 @@ class CupyBackend:
         kernel (``ntt_forward_chunk_stages_moddown_combine``: one launch and a store and reload
         of NTT(e) fewer). Entries are ordered ``[E, 2, batch]``; ``out`` is ``[entries, L, N]``
         contiguous, or with ``out_strides = (entry, component)`` element strides any layout
-        whose ``[batch, L, N]`` blocks are contiguous."""
+        whose ``[batch, L, N]`` blocks are contiguous.
+
+        ``beside`` (NTT output, K > 1: ``_overlaps_moddown``): launches on the caller's stream
+        that run while a side stream takes the P rows through their inverse NTT and base
+        conversion (a key switch's Q-row inner product, which must not touch the P rows or
+        ``out``); the caller's stream joins the side stream before the forward NTT and combine.
+        Everything either stream touches is allocated before the fork and referenced by the
+        caller until this returns; in a capture the side stream joins through the fork event."""
         if c0 is not None and domain != "ntt":
             raise ValueError("ModDown: the rotated c0 is added on NTT output only")
         R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
@@ -1159,18 +1162,38 @@ class CupyBackend:
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
             self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
             return
+        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
         spread = None
         if K == 1:  # a division by one prime: the conversion in the NTT's column kernel where it fits
             p_row = acc3[:, L:]
             spread = self._one_prime_division(p_row, p_row, t["out_map"][L:], R * n, R * n, entries, L,
                                               t["out_map"], t["pinv"], self.p_rows[0])
+            if spread is None:
+                self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)
+        elif beside is None:
+            self._p_rows_converted(acc, e, t, L, entries)
         else:
-            self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
-        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
-        if spread is None:
-            self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
+            side, fork, join = self._moddown_stream()
+            main = self.xp.cuda.get_current_stream()
+            fork.record(main)
+            side.wait_event(fork)
+            try:
+                with side:
+                    self._p_rows_converted(acc, e, t, L, entries)
+                beside()
+            finally:
+                join.record(side)
+                main.wait_event(join)
         self._ntt_combine(acc, e, out, t["out_map"], t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms,
                           column_input=spread)
+
+    def _p_rows_converted(self, acc: Any, e: Any, t: dict[str, Any], L: int, entries: int) -> None:
+        """A ModDown's inverse NTT of the P rows of ``acc [entries, R, N]`` (in place) and their
+        base conversion into the L Q rows of ``e`` (no P row is a Q row)."""
+        R, n, K = len(t["out_rows"]), self.n, len(self.p_rows)
+        acc3 = acc.reshape(entries, R, n)
+        self._ntt_launch(acc3[:, L:], acc3[:, L:], t["out_map"][L:], True, R * n, R * n, entries, K)
+        self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)
 
     def _convert_combine(self, src: Any, x: Any, out: Any, table: tuple[Any, int], pinv: Any, targets: int,
                          entries: int, batch: int, entry_stride: int, out_es: int, out_cs: int) -> None:
@@ -1287,99 +1310,57 @@ class CupyBackend:
             return keyswitch_from_digits_many_by_loop(
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
-        if self._overlaps_moddown(domain, 2 * E * batch, L):
-            return self._keyswitch_overlapped(digits, keys, galois_elements, t, rows, batch_shape, key_rows, c0, out,
-                                              out_strides)
-        acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
-        return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides)
+        if not self._overlaps_moddown(domain, 2 * E * batch, L):
+            acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
+            return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides)
+        # the special primes' rows first; the Q rows' launch runs beside the ModDown's work on them
+        R, K = len(t["out_rows"]), len(self.p_rows)
+        key_table, perms = self._many_tables(keys, galois_elements)
+        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, L, K)
+        return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides,
+                                  beside=lambda: self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, 0,
+                                                                          L, self._q_rows_kip_blocks(t["num_digits"])))
 
     def _overlaps_moddown(self, domain: str, entries: int, L: int) -> bool:
-        """Whether a key switch takes ``_keyswitch_overlapped``: NTT output, more than one special
-        prime (one prime divides inside the NTT's column kernel), side streams allowed and not
-        already inside ``run_independent``'s branches (those keep the GPU busy themselves), and a
-        ModDown whose forward NTT is one launch group."""
+        """Whether a key switch overlaps its ModDown with its inner product (``_moddown_launch``'s
+        ``beside``): NTT output, more than one special prime (one prime divides inside the NTT's
+        column kernel), side streams allowed and not already inside ``run_independent``'s branches
+        (those keep the GPU busy themselves), and a ModDown whose forward NTT is one launch group.
+
+        The inner product of the K special-prime rows runs first; a side stream takes them through
+        the ModDown's inverse NTT and base conversion (small or latency-bound launches: they
+        overlap as far as the inner product leaves SMs free) while the caller's stream computes
+        the L Q rows, in a bounded grid where there are no more digits than special primes
+        (``_q_rows_kip_blocks``). Measured on the H200, graph replay, side by side
+        (``bench/results/2026-11-30-s23/final_ab/``), against the two in turn: 34 Q + 6 P primes,
+        dnum 4: key switch 231.9 -> 228.8 us, 7 keys 1393 -> 1373, rotation unchanged (504-507);
+        35 Q + 4 P, dnum 9 (full grid): key switch 306.6 -> 304.5, 7 keys 1927 -> 1882, rotation
+        832.5 -> 830.4."""
         return (self._moddown_overlap and domain == "ntt" and len(self.p_rows) > 1 and self._branch_streams > 1
                 and not getattr(self._branches, "open", False) and len(self._groups(entries, L)) == 1)
 
     def _q_rows_kip_blocks(self, num_digits: int) -> int:
-        """Blocks for the Q rows' inner product of ``_keyswitch_overlapped`` (0: the full grid):
-        ``FHE_MODDOWN_KIP_BLOCKS`` per SM where there are no more digits than special primes."""
+        """Blocks for the Q rows' inner product of an overlapped ModDown (0: the full grid):
+        ``FHE_MODDOWN_KIP_BLOCKS`` per SM where there are no more digits than special primes
+        (``keyswitch_inner_product_many_strided``), so the side stream finds SMs free. Against
+        the full grid it gains at 34 Q + 6 P, dnum 4, with 7 keys (1397 -> 1373 us); at 35 Q + 4 P,
+        dnum 9, it made the key switch 23 us slower, hence the rule (``2026-11-30-s23``)."""
         return self._moddown_kip_blocks * self._sm_count if num_digits <= len(self.p_rows) else 0
-
-    def _keyswitch_overlapped(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
-                              t: dict[str, Any], rows: tuple[int, ...], batch_shape: tuple[int, ...], key_rows: int,
-                              c0: Any, out: Any, out_strides: tuple[int, int] | None) -> Any:
-        """``_inner_product_launch`` then ``_moddown_many`` on NTT output, bit for bit, with the
-        inner product in two launches: first its K special-prime rows, then its L Q rows on the
-        caller's stream while a side stream takes the P rows through the ModDown's inverse NTT
-        and base conversion (small or latency-bound launches: they overlap as far as the inner
-        product leaves SMs free, hence the bounded grid below); the caller's stream then waits
-        for the side stream and runs the forward NTT and combine. Every array either stream
-        touches is allocated before the fork and referenced here until the join; in a capture
-        the side stream joins through the fork event (parallel branches of the graph).
-
-        Where there are no more digits than special primes, the Q rows' inner product runs in
-        about ``FHE_MODDOWN_KIP_BLOCKS`` (4) blocks per SM (``keyswitch_inner_product_many_strided``),
-        so the side stream finds SMs free. Measured on the H200, graph replay, side by side
-        (``bench/results/2026-11-30-s23/final_ab/``), against the two in turn: 34 Q + 6 P primes,
-        dnum 4: key switch 231.9 -> 228.8 us, 7 keys 1393 -> 1373, rotation unchanged (504-507);
-        35 Q + 4 P, dnum 9 (full grid): key switch 306.6 -> 304.5, 7 keys 1927 -> 1882, rotation
-        832.5 -> 830.4. The bounded grid alone (against the full one) gains only at 34 + 6 with 7
-        keys (1397 -> 1373); at 35 + 4, dnum 9, it made the key switch 23 us slower, hence the
-        rule."""
-        n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
-        L, K, batch = len(rows), len(self.p_rows), _prod(batch_shape)
-        entries = E * 2 * batch
-        key_table, perms = self._many_tables(keys, galois_elements)
-        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
-        if out is None:
-            out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
-        plane = batch * L * n
-        out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
-        e = out if out_strides is None else self.xp.empty((entries, L, n), dtype=np.uint64)
-        out_map = t["out_map"]
-        sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
-                 np.int32(key_rows))
-
-        def inner_product(first: int, count: int, blocks: int = 0) -> None:
-            """Rows first .. first + count - 1 (views: R stays the stride), in about ``blocks``
-            blocks (0: one per 256 coefficients)."""
-            x = full = -(-n // _BLOCK)
-            if blocks > 0:
-                x = max(1, min(full, -(-blocks // (count * E * batch))))
-            self._launch("keyswitch_inner_product_many" + ("" if x == full else "_strided"), (x, count, E * batch), _BLOCK,
-                         (digits[..., first:, :], key_table, acc[..., first:, :], out_map[first:], self._consts,
-                          t["key_digits"], perms) + sizes)
-
-        inner_product(L, K)
-        side, fork, join = self._moddown_stream()
-        main = self.xp.cuda.get_current_stream()
-        fork.record(main)
-        side.wait_event(fork)
-        acc3 = acc.reshape(entries, R, n)
-        try:
-            with side:
-                self._ntt_launch(acc3[:, L:], acc3[:, L:], out_map[L:], True, R * n, R * n, entries, K)
-                self._base_convert(acc, e, t["down"], L, 1, entries, R * n, L * n)  # no P row is a Q row
-            inner_product(0, L, self._q_rows_kip_blocks(D))
-        finally:
-            join.record(side)
-            main.wait_event(join)
-        self._ntt_combine(acc, e, out, out_map, t["pinv"], L, K, entries, batch, out_es, out_cs, c0, perms)
-        return out
 
     def _moddown_many(self, acc: Any, perms: Any, t: dict[str, Any], rows: tuple[int, ...],
                       galois_elements: Sequence[int | None], batch_shape: tuple[int, ...], c0: Any, domain: str,
-                      out: Any, out_strides: tuple[int, int] | None) -> Any:
+                      out: Any, out_strides: tuple[int, int] | None,
+                      beside: Callable[[], None] | None = None) -> Any:
         """``keyswitch_from_digits_many`` after its inner product: the ModDown of ``acc [E, 2,
         batch, R, N]`` into ``out`` (``None``: new ``[E, 2, *batch_shape, L, N]``) in ``domain``,
         plus ``c0`` through each element's automorphism (``perms``: their NTT-domain
-        permutations)."""
+        permutations). ``beside``: see ``_moddown_launch`` (NTT output only)."""
         L, n, E, batch = len(rows), self.n, len(galois_elements), _prod(batch_shape)
         if out is None:
             out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
-            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides)
+            self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides, beside)
             return out
         self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, out_strides=out_strides)
         if c0 is not None:
@@ -1407,16 +1388,32 @@ class CupyBackend:
             raise ValueError(f"the scaled add of an inner product takes one key, got {E}")
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
+        if add is None:
+            self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, 0, R)
+            return acc, perms
         head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
         sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                  np.int32(key_rows))
-        grid = (-(-n // _BLOCK), R, E * batch)
-        if add is None:
-            self._launch("keyswitch_inner_product_many", grid, _BLOCK, head + sizes)
-        else:
-            self._launch("keyswitch_inner_product_add_scaled", grid, _BLOCK,
-                         head + add + sizes + (np.int32(add[0].shape[-2]),))
+        self._launch("keyswitch_inner_product_add_scaled", (-(-n // _BLOCK), R, E * batch), _BLOCK,
+                     head + add + sizes + (np.int32(add[0].shape[-2]),))
         return acc, perms
+
+    def _inner_product_rows(self, digits: Any, key_table: Any, perms: Any, acc: Any, t: dict[str, Any],
+                            key_rows: int, first: int, count: int, blocks: int = 0) -> None:
+        """``keyswitch_inner_product_many`` into rows ``first .. first + count - 1`` of ``acc [E, 2,
+        batch, R, N]`` (views from row ``first``: R stays the row stride), in about ``blocks``
+        blocks (``keyswitch_inner_product_many_strided``; 0: one per 256 coefficients)."""
+        n, R, D = self.n, len(t["out_rows"]), t["num_digits"]
+        E, batch = acc.shape[0], acc.shape[2]
+        x = full = -(-n // _BLOCK)
+        if blocks > 0:
+            x = max(1, min(full, -(-blocks // (count * E * batch))))
+        rowmap = t["out_map"]
+        if first:  # (no views for the whole inner product: eager calls pay for each)
+            digits, acc, rowmap = digits[..., first:, :], acc[..., first:, :], rowmap[first:]
+        self._launch("keyswitch_inner_product_many" + ("" if x == full else "_strided"), (x, count, E * batch), _BLOCK,
+                     (digits, key_table, acc, rowmap, self._consts, t["key_digits"], perms, np.int32(self.num_moduli),
+                      np.int32(n), np.int32(R), np.int32(batch), np.int32(D), np.int32(key_rows)))
 
     def keyswitch_add_rescale(self, digits_ntt, key, rows, c, *, domain="coefficient"):
         """Relinearize and rescale with one rounding (see the contract): the inner product with
