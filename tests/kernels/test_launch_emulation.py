@@ -638,6 +638,22 @@ def test_q_rows_inner_product_is_bounded_only_with_no_more_digits_than_special_p
     assert gpu._q_rows_kip_blocks(digits) == blocks
 
 
+@pytest.mark.parametrize("ctx_name", ["n16384", "n4096"])
+def test_moddown_runs_work_given_beside_it_in_turn_where_it_has_nothing_to_overlap(emulated, monkeypatch, ctx_name):
+    """``_moddown_launch(beside=)`` with one special prime (n16384) or coefficient output (n4096):
+    the caller's work runs first, on the caller's stream, and the results are NumPy's (a key
+    switch forced down the split inner product, whose Q rows only ``beside`` computes)."""
+    gpu, ref = emulated(gpu_cases.context(ctx_name))
+    monkeypatch.setattr(gpu, "_overlaps_moddown", lambda domain, entries, L: True)
+    launched = _launches_with_streams(gpu)
+    cases = ("keyswitch_from_digits_ntt", "keyswitch_from_digits_many_ntt") if ctx_name == "n16384" else (
+        "keyswitch_from_digits_galois", "keyswitch_from_digits_many")
+    for name in cases:
+        assert gpu_cases.run_case(name, gpu, ref, ctx_name) is None, name
+    assert [k for k, _, _ in launched].count("keyswitch_inner_product_many") >= 2 * len(cases)
+    assert all(stream is MAIN_STREAM for _, _, stream in launched)
+
+
 @pytest.mark.parametrize("off", ["define", "one_stream", "in_branches"])
 def test_key_switch_keeps_one_stream_where_the_moddown_does_not_overlap(emulated, off):
     """FHE_MODDOWN_OVERLAP=0, branch_streams=1, or a key switch inside run_independent's branches:

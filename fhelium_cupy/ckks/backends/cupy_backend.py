@@ -1146,7 +1146,8 @@ class CupyBackend:
         contiguous, or with ``out_strides = (entry, component)`` element strides any layout
         whose ``[batch, L, N]`` blocks are contiguous.
 
-        ``beside`` (NTT output, K > 1: ``_overlaps_moddown``): launches on the caller's stream
+        ``beside`` (taken where NTT output and K > 1: ``_overlaps_moddown``; elsewhere it just
+        runs first): launches on the caller's stream
         that run while a side stream takes the P rows through their inverse NTT and base
         conversion (a key switch's Q-row inner product, which must not touch the P rows or
         ``out``); the caller's stream joins the side stream before the forward NTT and combine.
@@ -1158,6 +1159,9 @@ class CupyBackend:
         acc3 = acc.reshape(entries, R, n)
         plane = batch * L * n
         out_es, out_cs = (2 * plane, plane) if out_strides is None else out_strides
+        if beside is not None and (domain == "coefficient" or K == 1):
+            beside()  # no P-row work of its own to overlap with: in turn
+            beside = None
         if domain == "coefficient":
             self._ntt_launch(acc3, acc3, t["out_map"], True, R * n, R * n, entries, R)
             self._convert_combine(acc3, acc3, out, t["down"], t["pinv"], L, entries, batch, R * n, out_es, out_cs)
@@ -1355,14 +1359,14 @@ class CupyBackend:
         """``keyswitch_from_digits_many`` after its inner product: the ModDown of ``acc [E, 2,
         batch, R, N]`` into ``out`` (``None``: new ``[E, 2, *batch_shape, L, N]``) in ``domain``,
         plus ``c0`` through each element's automorphism (``perms``: their NTT-domain
-        permutations). ``beside``: see ``_moddown_launch`` (NTT output only)."""
+        permutations). ``beside``: see ``_moddown_launch``."""
         L, n, E, batch = len(rows), self.n, len(galois_elements), _prod(batch_shape)
         if out is None:
             out = self.xp.empty((E, 2) + batch_shape + (L, n), dtype=np.uint64)
         if domain == "ntt":  # the rotated c0 is added inside the combine kernel
             self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, c0, perms, out_strides, beside)
             return out
-        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, out_strides=out_strides)
+        self._moddown_launch(acc, out, t, L, E * 2 * batch, domain, batch, out_strides=out_strides, beside=beside)
         if c0 is not None:
             gs = tuple(1 if g is None else int(g) % (2 * n) for g in galois_elements)
             maps = self._cached(("coefmaps", gs),
