@@ -59,7 +59,56 @@ def capture_private(cp, fn, stream) -> tuple:
     return graph, pool
 
 
-def bench_op(cp, backend, fn, reps: int) -> dict:
+_USE_NODE_PRIORITY = 8  # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+_ATTRIBUTE_PRIORITY = 8  # CU_LAUNCH_ATTRIBUTE_PRIORITY
+_NODE_KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
+
+
+def kernel_node_priorities(graph_handle: int) -> list[int]:
+    """The priority attribute of every kernel node of the ``cudaGraph_t`` ``graph_handle``
+    (what stream capture recorded from each launch's stream), in the driver's node order."""
+    import ctypes
+
+    from fhelium_cupy.runtime._graph_execs import driver
+
+    drv = driver()
+    lib, vp, sz = drv._lib, ctypes.c_void_p, ctypes.c_size_t
+    count = sz()
+    drv.check(lib.cuGraphGetNodes(vp(graph_handle), None, ctypes.byref(count)), "cuGraphGetNodes")
+    nodes = (vp * count.value)()
+    drv.check(lib.cuGraphGetNodes(vp(graph_handle), nodes, ctypes.byref(count)), "cuGraphGetNodes")
+    priorities = []
+    for node in nodes:
+        kind = ctypes.c_int()
+        drv.check(lib.cuGraphNodeGetType(vp(node), ctypes.byref(kind)), "cuGraphNodeGetType")
+        if kind.value == _NODE_KERNEL:
+            value = (ctypes.c_int * 16)()  # CUlaunchAttributeValue (64 bytes); priority: the first int
+            drv.check(lib.cuGraphKernelNodeGetAttribute(vp(node), _ATTRIBUTE_PRIORITY, value),
+                      "cuGraphKernelNodeGetAttribute")
+            priorities.append(value[0])
+    return priorities
+
+
+def node_priority_launcher(cp, graph, stream):
+    """``graph`` (a captured ``cupy.cuda.Graph``) instantiated again with
+    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: ``(launch, destroy)``; the executable runs
+    each kernel node at its own priority attribute instead of the launch stream's."""
+    import ctypes
+
+    from fhelium_cupy.runtime._graph_execs import driver
+
+    drv = driver()
+    handle = ctypes.c_void_p()
+    drv.check(drv.instantiate(ctypes.byref(handle), ctypes.c_void_p(graph.graph), _USE_NODE_PRIORITY),
+              "cuGraphInstantiateWithFlags")
+    exec_handle = int(handle.value or 0)
+    return (lambda: cp.cuda.runtime.graphLaunch(exec_handle, stream.ptr),
+            lambda: drv.exec_destroy(ctypes.c_void_p(exec_handle)))
+
+
+def bench_op(cp, backend, fn, reps: int, node_priority: bool = False) -> dict:
+    """Eager and graph-replay medians of ``fn`` (CUDA events on a stream of the lowest
+    priority). ``node_priority``: replay an executable instantiated with node priorities."""
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         for _ in range(3):
@@ -70,10 +119,16 @@ def bench_op(cp, backend, fn, reps: int) -> dict:
         launches = backend.launch_count - before
         eager = device_median_us(fn, runs=reps)
         graph, pool = capture_private(cp, fn, stream)
-        graph.launch(stream)
+        launch, destroy = (node_priority_launcher(cp, graph, stream) if node_priority
+                           else (lambda: graph.launch(stream), lambda: None))
+        priorities = kernel_node_priorities(graph.graph) if node_priority else []
+        launch()
         stream.synchronize()
-        replay = device_median_us(lambda: graph.launch(stream), runs=reps)
-    return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph}
+        replay = device_median_us(launch, runs=reps)
+        stream.synchronize()
+        destroy()
+    return {"launches": launches, "eager_us": eager, "graph_us": replay, "_pool": pool, "_graph": graph,
+            "priorities": sorted(set(priorities))}
 
 
 def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -117,12 +172,16 @@ def variant_outputs(cp, be, ctx) -> list:
 
 def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str, ...] = (), tile: int = 0,
             fill: int = 1056, variant: tuple[str, tuple[str, ...]] = ("default", ()),
-            reference: list | None = None, lt_parts: int = 0) -> list[dict]:
+            reference: list | None = None, lt_parts: int = 0, priority: bool = False) -> list[dict]:
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend, active_digits
     from fhelium_cupy.runtime.kernels import KernelOptions
 
     be = CupyBackend(ctx, l2_group_bytes=l2_group_bytes, base_convert_tile=tile, ntt_fill_blocks=fill,
                      linear_transform_parts=lt_parts, kernel_options=KernelOptions(extra=variant[1]))
+    if priority:  # the overlapped ModDown's side stream at the device's greatest priority
+        greatest = cp.cuda.runtime.deviceGetStreamPriorityRange()[1]
+        be._branches.moddown = ([cp.cuda.Stream(non_blocking=True, priority=greatest)],
+                                cp.cuda.Event(disable_timing=True), [cp.cuda.Event(disable_timing=True)])
     outputs = variant_outputs(cp, be, ctx)
     if reference is not None and not reference:
         reference.extend(outputs)
@@ -271,18 +330,20 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
     for name, (fn, limbs_moved) in ops.items():
         if fn is None or (only and not any(name.startswith(o) for o in only)):
             continue
-        r = bench_op(cp, be, fn, reps)
+        r = bench_op(cp, be, fn, reps, node_priority=priority)
         floor_us = limbs_moved * limb / BANDWIDTH * 1e6
         results.append({
             "set": label, "op": name, "l2_group_bytes": l2_group_bytes, "tile": tile, "fill": fill,
             "lt_parts": lt_parts,
-            "variant": variant[0], "defines": list(variant[1]), "matches_first_variant": exact,
+            "variant": variant[0] + ("+prio" if priority else ""), "defines": list(variant[1]),
+            "matches_first_variant": exact, "kernel_node_priorities": r["priorities"],
             "launches": r["launches"],
             "eager_us": round(r["eager_us"], 2), "graph_us": round(r["graph_us"], 2),
             "bytes_floor": limbs_moved * limb, "floor_us": round(floor_us, 2),
             "graph_over_floor": round(r["graph_us"] / floor_us, 2),
         })
-        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} p={lt_parts} v={variant[0]}{'' if exact else ' MISMATCH'} "
+        print(f"{label:>4} g={l2_group_bytes >> 20:>2}MiB t={tile:>2} f={fill:>4} p={lt_parts} "
+              f"v={variant[0]}{'+prio' + str(r['priorities']) if priority else ''}{'' if exact else ' MISMATCH'} "
               f"{name:<46} launches {r['launches']:>3}  eager "
               f"{r['eager_us']:9.1f} us  graph {r['graph_us']:9.1f} us  floor {floor_us:8.1f} us  "
               f"x{r['graph_us'] / floor_us:5.2f}", flush=True)
@@ -304,6 +365,9 @@ def main() -> int:
                         help='kernel builds to compare, "name=-DFLAG=V ...;name2=..." (ntt.cu macros; '
                              "every variant's NTTs, ModUp, key switch and linear transforms are checked bit-exact against the "
                              "first)")
+    parser.add_argument("--priority", default="off",
+                        help="comma list of off/on: on = the overlapped ModDown's side stream at the greatest "
+                             "priority and the graphs instantiated with node priorities (probe)")
     args = parser.parse_args()
     exit_without_gpu("bench/kernels_gpu.py")
     from fhelium_cupy.runtime.kernels import require_cuda
@@ -321,9 +385,10 @@ def main() -> int:
                 for tile in (int(v) for v in args.tiles.split(",")):
                     for fill in (int(v) for v in args.fill.split(",")):
                         for parts in (int(v) for v in args.lt_parts.split(",")):
-                            results += run_set(cp, key, ctx, args.reps, mib << 20,
-                                               tuple(o for o in args.ops.split(",") if o), tile, fill, variant,
-                                               reference, parts)
+                            for prio in args.priority.split(","):
+                                results += run_set(cp, key, ctx, args.reps, mib << 20,
+                                                   tuple(o for o in args.ops.split(",") if o), tile, fill,
+                                                   variant, reference, parts, prio == "on")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
