@@ -10,7 +10,7 @@ from .buffer import CopyHandle, ReusableValueBuffer, pin_value_tree, value_tree_
 from .cuda_graph import CudaGraphCaptureStats, CudaGraphProgram
 from .memory import MemorySnapshot, memory_snapshot
 from .pool import CudaGraphPool
-from .signature import TensorSignature, ValueSignature, ValueTreeSignature
+from .signature import TensorSignature, TreeKind, ValueSignature, ValueTreeSignature
 
 __all__ = [
     "CopyHandle",
@@ -20,6 +20,7 @@ __all__ = [
     "MemorySnapshot",
     "ReusableValueBuffer",
     "TensorSignature",
+    "TreeKind",
     "ValueSignature",
     "ValueTreeSignature",
     "memory_snapshot",

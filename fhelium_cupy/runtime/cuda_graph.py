@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
 from ..interop.arrays import bump_autograd_versions, leaf_kind
@@ -174,6 +174,30 @@ class CudaGraphProgram(Generic[_OutputT]):
             pool._register(self)
 
     # -- capture ------------------------------------------------------------------------
+
+    @overload
+    @classmethod
+    def capture(
+        cls,
+        function: Callable[..., _OutputT],
+        *,
+        example_inputs: Sequence[object],
+        warmup: int = 3,
+        check_input_liveness: bool = True,
+        pool: CudaGraphPool | None = None,
+    ) -> CudaGraphProgram[_OutputT]: ...
+
+    @overload
+    @classmethod
+    def capture(
+        cls,
+        function: None = None,
+        *,
+        example_inputs: Sequence[object],
+        warmup: int = 3,
+        check_input_liveness: bool = True,
+        pool: CudaGraphPool | None = None,
+    ) -> Callable[[Callable[..., _OutputT]], CudaGraphProgram[_OutputT]]: ...
 
     @classmethod
     def capture(

@@ -154,6 +154,31 @@ def test_cuda_graph_module_has_every_name_of_its_spec_page():
         assert getattr(module, name) is not None
 
 
+def test_capture_declares_the_spec_overloads_and_tree_kind_is_exported():
+    """The spec gives ``capture`` two typed forms (a program from a function, a decorator
+    without one), so a type checker tells them apart; ``ValueTreeSignature.kind`` is a
+    ``TreeKind``, importable from the runtime package."""
+    import inspect
+    import typing
+
+    import fhelium_cupy.runtime as runtime
+    from fhelium_cupy.runtime import CudaGraphProgram
+
+    forms = typing.get_overloads(CudaGraphProgram.capture.__func__)
+    signatures = [inspect.signature(form.__func__) for form in forms]
+    assert [str(sig.parameters["function"].annotation) for sig in signatures] == ["Callable[..., _OutputT]", "None"]
+    assert [str(sig.return_annotation) for sig in signatures] == [
+        "CudaGraphProgram[_OutputT]", "Callable[[Callable[..., _OutputT]], CudaGraphProgram[_OutputT]]"]
+    for sig in signatures:  # everything after function keyword-only, with the spec's defaults
+        rest = list(sig.parameters.values())[2:]
+        keyword, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
+        assert [(q.name, q.kind, q.default) for q in rest] == [
+            ("example_inputs", keyword, empty), ("warmup", keyword, 3),
+            ("check_input_liveness", keyword, True), ("pool", keyword, None)]
+    assert "TreeKind" in runtime.__all__
+    assert typing.get_args(runtime.TreeKind) == ("tensor", "value", "list", "tuple", "dict")
+
+
 def test_container_subclasses_and_bare_example_arrays_are_refused():
     """Buffers and outputs are rebuilt as plain containers (FHElium bug 7.8 erased a
     namedtuple's type silently); a bare array as example_inputs would be split into rows."""
