@@ -25,12 +25,15 @@ using namespace fhe;
 #define FHE_RO __restrict__
 #endif
 
-// Chunk-kernel grid order. 0: (chunk, limb, batch entry). 1: (batch entry, chunk, limb), so
-// the blocks of one chunk of every batch entry (same prime, same twiddles) run back to back;
-// measured within the noise of 0 on the H200 (0-5%), kept as a variant (the host must match:
-// CupyBackend._ntt_batch_fast).
-#ifndef FHE_NTT_BATCH_FAST
-#define FHE_NTT_BATCH_FAST 0
+// Chunk-kernel grid order: (chunk, limb, batch entry), or for log_n >= FHE_NTT_BATCH_FAST_LOG_N
+// (batch entry, chunk, limb), so that the blocks of one chunk of every batch entry (same prime,
+// same twiddles) run back to back and the entries after the first find that chunk's twiddles in
+// L2. That pays where the twiddle tables outgrow L2 beside the data: at N=2^16 (1 MiB a prime,
+// 40 primes) the ciphertext inverse NTT took 5% less time, the dnum-4 rotation 2.4% less; at
+// N=2^14 and 2^15 (tables that stay in L2) it was 0-1.7% slower (H200, 2026-11-30 s24,
+// `ntt_order/`). 0 = always, 99 = never. The host must match (CupyBackend._ntt_batch_fast).
+#ifndef FHE_NTT_BATCH_FAST_LOG_N
+#define FHE_NTT_BATCH_FAST_LOG_N 16
 #endif
 
 // Occupancy floors: minimum resident blocks per SM handed to ptxas through __launch_bounds__
@@ -387,16 +390,13 @@ __device__ __forceinline__ void after_round_load() {
 #endif
 }
 
-// (chunk, limb, batch entry) of this block of a chunk kernel (FHE_NTT_BATCH_FAST grid order).
+// (chunk, limb, batch entry) of this block of a chunk kernel (grid order: FHE_NTT_BATCH_FAST_LOG_N).
 struct ChunkCoords {
   int chunk, limb, entry;
 };
-__device__ __forceinline__ ChunkCoords chunk_coords() {
-#if FHE_NTT_BATCH_FAST
-  return {(int)blockIdx.y, (int)blockIdx.z, (int)blockIdx.x};
-#else
+__device__ __forceinline__ ChunkCoords chunk_coords(int log_n) {
+  if (log_n >= FHE_NTT_BATCH_FAST_LOG_N) return {(int)blockIdx.y, (int)blockIdx.z, (int)blockIdx.x};
   return {(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z};
-#endif
 }
 
 // Chunk position of register (g, k) of thread `tid` in a round of RS stages, smallest
@@ -627,7 +627,7 @@ __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const in
 // C = 2^log_chunk coefficients (registers + shared memory); output canonical.
 // Axis [batch, limb, coeff]. In: [0, 4q) (output of the column stages, or canonical when
 // log_chunk == log_n). Out: canonical [0, q). May run in place (in == out).
-// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block
+// Launch: grid (N / C, limbs, batch) ((batch, N / C, limbs) from FHE_NTT_BATCH_FAST_LOG_N), block
 // C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes; row-skip
 // table as in ntt_forward_column_stages.
 // ntt_forward_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4, up to
@@ -641,7 +641,7 @@ __device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, co
                                                      const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                      const int* FHE_RO skip, int num_moduli, int log_n,
                                                      int log_chunk, i64 in_bs, i64 out_bs) {
-  const ChunkCoords at = chunk_coords();
+  const ChunkCoords at = chunk_coords(log_n);
   const int limb = skipped_row(skip, at.entry, at.limb);
   if (limb < 0) return;  // uniform per block: before any barrier
   const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
@@ -700,7 +700,7 @@ __device__ __forceinline__ void forward_chunk_stages_moddown_combine(
     const u64* FHE_RO tw2, const u64* FHE_RO pinv, const u64* c0, const int* perms, int num_moduli, int log_n,
     int log_chunk, int L, int batch, i64 in_bs, i64 x_bs, i64 out_es, i64 out_cs) {
   const int N = 1 << log_n;
-  const ChunkCoords at = chunk_coords();
+  const ChunkCoords at = chunk_coords(log_n);
   const int i = at.limb;
   const ForwardChunk c = forward_chunk_of(e, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, i);
   const int ent = at.entry / (2 * batch);
@@ -869,7 +869,7 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 // transform and the output is multiplied by N^-1 and canonical; otherwise the output is lazy
 // [0, 2q). Axis [batch, limb, coeff]. In: canonical. May run in place. With a row-skip table
 // (skipped_row) grid rows count the transformed rows, as in the forward kernels.
-// Launch: grid (N / C, limbs, batch) (FHE_NTT_BATCH_FAST: (batch, N / C, limbs)), block
+// Launch: grid (N / C, limbs, batch) ((batch, N / C, limbs) from FHE_NTT_BATCH_FAST_LOG_N), block
 // C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes.
 // ntt_inverse_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4; as
 // ntt_forward_chunk_stages_v4).
@@ -881,7 +881,7 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int tid = threadIdx.x;
-  const ChunkCoords at = chunk_coords();
+  const ChunkCoords at = chunk_coords(log_n);
   const int limb = skipped_row(skip, at.entry, at.limb);
   if (limb < 0) return;  // uniform per block: before any barrier
   const int id = rowmap[limb];

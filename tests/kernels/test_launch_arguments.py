@@ -126,21 +126,25 @@ def test_batched_key_switch_does_not_keep_dropped_keys_alive(fake_backend_factor
 
 
 def test_chunk_launch_geometry_follows_the_kernel_build_defines(fake_backend_factory):
-    """FHE_LV and FHE_NTT_BATCH_FAST change the chunk kernels' block and grid: the backend reads
-    them from its library's options (one source of truth), and still launches every primitive
-    with matching arguments."""
+    """FHE_LV and FHE_NTT_BATCH_FAST_LOG_N change the chunk kernels' block and grid: the backend
+    reads them from its library's options (one source of truth), and still launches every
+    primitive with matching arguments. The grid takes batch entries first from N=2^16 on by
+    default (ntt.cu chunk_coords)."""
     ctx = gpu_cases.context("n16384")
     default = fake_backend_factory(ctx)
     assert (default._ntt_values_log, default._ntt_batch_fast) == (3, False)
     variant = fake_backend_factory(
-        ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_LV=4", "-DFHE_NTT_BATCH_FAST=1"))
+        ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_LV=4", "-DFHE_NTT_BATCH_FAST_LOG_N=14"))
     )
     assert (variant._ntt_values_log, variant._ntt_batch_fast) == (4, True)
+    assert fake_backend_factory(gpu_cases.context("n65536"))._ntt_batch_fast is True
+    never = kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST_LOG_N=99",))
+    assert fake_backend_factory(gpu_cases.context("n65536"), kernel_options=never)._ntt_batch_fast is False
     assert kernels.KernelOptions(extra=("-DFHE_LV=2", "-DFHE_LV=5")).define("FHE_LV", "3") == "5"
     assert kernels.KernelOptions().define("FHE_LV", "3") == "3"
     # every form NVRTC takes: a macro without a value is 1, -U restores the source's default
-    flag = kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST",))
-    assert flag.define("FHE_NTT_BATCH_FAST", "0") == "1"
+    flag = kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST_LOG_N",))
+    assert flag.define("FHE_NTT_BATCH_FAST_LOG_N", "16") == "1"
     assert fake_backend_factory(ctx, kernel_options=flag)._ntt_batch_fast is True
     long_form = kernels.KernelOptions(extra=("--define-macro=FHE_LV=4", "-lineinfo", "-DFHE_LVX=9"))
     assert long_form.define("FHE_LV", "3") == "4"

@@ -64,7 +64,8 @@ class _Kernels:
 
         self.ctx, self.n = ctx, ctx.ring_degree
         self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
-        self.batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
+        # ntt.cu chunk_coords: batch entries first from FHE_NTT_BATCH_FAST_LOG_N on
+        self.batch_fast = self.n.bit_length() - 1 >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
         self.first_pass: tuple | None = None  # the first kernel of a two-kernel NTT, awaiting the second
 
     def function(self, name: str) -> Any:
@@ -538,7 +539,7 @@ class _Kernels:
 CONFIGS = {
     "defaults": {},
     "fused combine off": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_MODDOWN_FUSED_COMBINE=0",))},
-    "batch-fast NTT grid": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST=1",))},
+    "batch-fast NTT grid": {"kernel_options": kernels.KernelOptions(extra=("-DFHE_NTT_BATCH_FAST_LOG_N=0",))},
     "base conversions in tiles of 2 targets": {"base_convert_tile": 2},
 }
 

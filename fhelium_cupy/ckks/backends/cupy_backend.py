@@ -136,7 +136,7 @@ class CupyBackend:
         kernel_options: a ``runtime.kernels.KernelOptions`` for the kernel library (default:
             the standard build). Its ``-D`` defines select build-time variants of
             ``kernels/*.cu`` for A/B measurements (``bench/kernels_gpu.py --ntt-variants``);
-            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST``, and
+            the chunk kernels' launch geometry follows ``FHE_LV`` and ``FHE_NTT_BATCH_FAST_LOG_N``, and
             ``FHE_MODDOWN_FUSED_COMBINE=0`` restores the separate combine kernel of the
             NTT-output divisions (coefficient-output divisions always combine in their base
             conversion, ``keyswitch_moddown_convert_combine_s*``). ``FHE_BC_BYTES_MIN_SOURCES``
@@ -183,7 +183,9 @@ class CupyBackend:
         # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
         # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
         self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
-        self._ntt_batch_fast = options.define("FHE_NTT_BATCH_FAST", "0") != "0"
+        # the chunk kernels' grid order (ntt.cu FHE_NTT_BATCH_FAST_LOG_N): batch entries first from
+        # this ring degree's log on (the default 16: where the twiddle tables outgrow L2)
+        self._ntt_batch_fast_log_n = int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
@@ -213,6 +215,7 @@ class CupyBackend:
             raise ValueError(f"ring_degree must be a power of two, got {n}")
         self.n = n
         self.log_n = n.bit_length() - 1
+        self._ntt_batch_fast = self.log_n >= self._ntt_batch_fast_log_n
         if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < self._ntt_values_log:
             raise ValueError(
                 f"ring_degree {n} is outside the NTT kernels' range [2^{self._ntt_values_log}, "
