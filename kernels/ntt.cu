@@ -29,9 +29,10 @@ using namespace fhe;
 // (batch entry, chunk, limb), so that the blocks of one chunk of every batch entry (same prime,
 // same twiddles) run back to back and the entries after the first find that chunk's twiddles in
 // L2. That pays where the twiddle tables outgrow L2 beside the data: at N=2^16 (1 MiB a prime,
-// 40 primes) the ciphertext inverse NTT took 5% less time, the dnum-4 rotation 2.4% less; at
-// N=2^14 and 2^15 (tables that stay in L2) it was 0-1.7% slower (H200, 2026-11-30 s24,
-// `ntt_order/`). 0 = always, 99 = never. The host must match (CupyBackend._ntt_batch_fast).
+// 40 primes) the ciphertext inverse NTT took 5-7% less time, the dnum-4 rotation 2.3% less; at
+// N=2^14 and 2^15 (tables that stay in L2) nothing was faster (0-1.7% slower, inside the noise
+// of two identical builds there) (H200, 2026-11-30 s24, `ntt_order/`, `final/`). 0 = always,
+// 99 = never. The host must match (CupyBackend._ntt_batch_fast).
 #ifndef FHE_NTT_BATCH_FAST_LOG_N
 #define FHE_NTT_BATCH_FAST_LOG_N 16
 #endif
