@@ -183,9 +183,6 @@ class CupyBackend:
         # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
         # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
         self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
-        # the chunk kernels' grid order (ntt.cu FHE_NTT_BATCH_FAST_LOG_N): batch entries first from
-        # this ring degree's log on (the default 16: where the twiddle tables outgrow L2)
-        self._ntt_batch_fast_log_n = int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
@@ -215,7 +212,9 @@ class CupyBackend:
             raise ValueError(f"ring_degree must be a power of two, got {n}")
         self.n = n
         self.log_n = n.bit_length() - 1
-        self._ntt_batch_fast = self.log_n >= self._ntt_batch_fast_log_n
+        # the chunk kernels' grid order (ntt.cu FHE_NTT_BATCH_FAST_LOG_N): batch entries first from
+        # this ring degree's log on (the default 16: where the twiddle tables outgrow L2)
+        self._ntt_batch_fast = self.log_n >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
         if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < self._ntt_values_log:
             raise ValueError(
                 f"ring_degree {n} is outside the NTT kernels' range [2^{self._ntt_values_log}, "
@@ -1317,17 +1316,11 @@ class CupyBackend:
             return keyswitch_from_digits_many_by_loop(
                 self, digits, keys, rows, galois_elements, c0=c0, domain=domain, out=out
             )
-        if not self._overlaps_moddown(domain, 2 * E * batch, L):
-            acc, perms = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows)
-            return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides)
-        # the special primes' rows first; the Q rows' launch runs beside the ModDown's work on them
-        R, K = len(t["out_rows"]), len(self.p_rows)
-        key_table, perms = self._many_tables(keys, galois_elements)
-        acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
-        self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, L, K)
+        # overlapped: the special primes' rows first; the Q rows' launch runs beside the ModDown's work on them
+        acc, perms, q_rows = self._inner_product_launch(digits, keys, galois_elements, t, batch, key_rows,
+                                                        split=self._overlaps_moddown(domain, 2 * E * batch, L))
         return self._moddown_many(acc, perms, t, rows, galois_elements, batch_shape, c0, domain, out, out_strides,
-                                  beside=lambda: self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, 0,
-                                                                          L, self._q_rows_kip_blocks(t["num_digits"])))
+                                  beside=q_rows)
 
     def _overlaps_moddown(self, domain: str, entries: int, L: int) -> bool:
         """Whether a key switch overlaps its ModDown with its inner product (``_moddown_launch``'s
@@ -1384,26 +1377,34 @@ class CupyBackend:
 
     def _inner_product_launch(self, digits: Any, keys: Sequence[Any], galois_elements: Sequence[int | None],
                               t: dict[str, Any], batch: int, key_rows: int,
-                              add: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+                              add: tuple[Any, Any] | None = None,
+                              split: bool = False) -> tuple[Any, Any, Callable[[], None] | None]:
         """``keyswitch_inner_product_many``: the NTT-domain inner products ``[E, 2, batch, R, N]``
-        of checked digits with every (key, Galois element); returns them and the permutations.
-        ``add = (c, scalars)`` (one key; ``keyswitch_inner_product_add_scaled``): the Q rows
-        also get ``c * w_r`` (``c`` checked ``[2, batch, L, N]``, ``scalars`` a
-        ``_shoup_scalars`` table of its L rows)."""
+        of checked digits with every (key, Galois element); returns them, the permutations and
+        ``None``. ``split`` (``_overlaps_moddown``): only the K special-prime rows are launched,
+        and the third value launches the L Q rows (``_q_rows_kip_blocks``'s grid), for
+        ``_moddown_launch``'s ``beside``. ``add = (c, scalars)`` (one key;
+        ``keyswitch_inner_product_add_scaled``): the Q rows also get ``c * w_r`` (``c`` checked
+        ``[2, batch, L, N]``, ``scalars`` a ``_shoup_scalars`` table of its L rows)."""
         n, R, D, E = self.n, len(t["out_rows"]), t["num_digits"], len(keys)
-        if add is not None and E != 1:
-            raise ValueError(f"the scaled add of an inner product takes one key, got {E}")
+        if add is not None and (E != 1 or split):
+            raise ValueError(f"the scaled add of an inner product takes one key and no split, got {E} keys")
         key_table, perms = self._many_tables(keys, galois_elements)
         acc = self.xp.empty((E, 2, batch, R, n), dtype=np.uint64)
         if add is None:
-            self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, 0, R)
-            return acc, perms
+            first = R - len(self.p_rows) if split else 0  # the Q rows come first in acc
+            self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, first, R - first)
+            if not split:
+                return acc, perms, None
+            blocks = self._q_rows_kip_blocks(D)
+            return acc, perms, lambda: self._inner_product_rows(digits, key_table, perms, acc, t, key_rows, 0, first,
+                                                                blocks)
         head = (digits, key_table, acc, t["out_map"], self._consts, t["key_digits"], perms)
         sizes = (np.int32(self.num_moduli), np.int32(n), np.int32(R), np.int32(batch), np.int32(D),
                  np.int32(key_rows))
         self._launch("keyswitch_inner_product_add_scaled", (-(-n // _BLOCK), R, E * batch), _BLOCK,
                      head + add + sizes + (np.int32(add[0].shape[-2]),))
-        return acc, perms
+        return acc, perms, None
 
     def _inner_product_rows(self, digits: Any, key_table: Any, perms: Any, acc: Any, t: dict[str, Any],
                             key_rows: int, first: int, count: int, blocks: int = 0) -> None:
@@ -1438,7 +1439,7 @@ class CupyBackend:
         if 2 * batch > _MAX_GRID_YZ:
             raise ValueError(f"{op}: {batch} batch entries exceed the ModDown grid's limit of {_MAX_GRID_YZ // 2}")
         p_table = self._cached(("p_multiple", rows), lambda: self._upload(self._shoup_scalars(rows, [self._big_p] * L)))
-        acc, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows, add=(c, p_table))
+        acc, _, _ = self._inner_product_launch(digits, keys, [None], t, batch, key_rows, add=(c, p_table))
         out = self.xp.empty((2,) + batch_shape + (L - 1, n), dtype=np.uint64)
         self._moddown_rescale_launch(acc, out, rows, t, domain=domain, batch=batch)
         return out
