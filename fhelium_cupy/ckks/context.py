@@ -11,6 +11,7 @@ import hashlib
 import json
 from functools import cached_property
 
+from ..errors import InsecureParametersError
 from .params import Parameters
 from .primes import primitive_root_2n
 
@@ -23,6 +24,11 @@ class CkksContext:
     Args:
         parameters: a validated ``Parameters``.
 
+    Raises:
+        TypeError: ``parameters`` is not a ``Parameters``.
+        InsecureParametersError: the set is below 128-bit security but not marked insecure
+            (an object changed after validation, e.g. through ``object.__setattr__``).
+
     Attributes:
         context_id: first 16 hex digits of the sha256 of the canonical parameter
             description; values carry it and are refused by other contexts.
@@ -31,6 +37,12 @@ class CkksContext:
     def __init__(self, parameters: Parameters) -> None:
         if not isinstance(parameters, Parameters):
             raise TypeError(f"CkksContext needs validated Parameters, got {type(parameters).__name__}")
+        issue = parameters.security_issue()  # again: a copy or unpickled object skipped __post_init__
+        if issue is not None and not parameters.insecure:
+            raise InsecureParametersError(
+                f"parameters {parameters.name!r} are marked secure, but {issue}; build them with "
+                "Parameters.from_literal(..., insecure=True) for testing only"
+            )
         self.parameters = parameters
         self._psi = tuple(primitive_root_2n(q, parameters.ring_degree) for q in parameters.moduli)
         text = json.dumps(parameters.describe(), sort_keys=True, separators=(",", ":"))

@@ -176,6 +176,12 @@ class CkksEngine(EvaluationMixin):
         """Create (or adopt ``secret_key`` into) the engine's ``KeyChain``; replaces any previous one.
 
         Graphs captured before keep the keys they read (their programs hold them).
+
+        Raises:
+            ForeignContextError: ``secret_key`` belongs to another parameter set.
+            StateMismatchError: ``secret_key`` is not one ternary polynomial over every QP row
+                with at least N/4 non-zero coefficients (the 128-bit bounds assume a uniform
+                ternary secret); the engine keeps its previous keys.
         """
         chain = KeyChain(self.key_generator, secret_key)
         with self._keys_lock:

@@ -71,6 +71,34 @@ class KeyGenerator:
                 f"got prime_ids {sk.prime_ids} and shape {tuple(sk.data.shape)}"
             )
 
+    def check_secret_distribution(self, sk: SecretKey) -> None:
+        """Refuse a secret the 128-bit bounds do not cover: every QP row must hold the same
+        ternary polynomial (coefficients -1, 0, 1), with at least N/4 non-zero coefficients
+        (a uniform ternary secret has about 2N/3; an all-zero or constant "secret" would make
+        every ciphertext's c0 its message). Host work (one inverse NTT and a copy): for
+        adopting a secret, never inside a capture.
+
+        Raises:
+            StateMismatchError: the secret is not such a polynomial (nothing of it is printed).
+        """
+        self._check(sk)
+        be, qp = self.backend, self._qp
+        residues = be.to_numpy(be.ntt_inverse(self.secret_standard(sk), qp))  # [QP, N] coefficients
+        moduli = np.array([self.context.moduli[r] for r in qp], dtype=np.uint64)[:, None]
+        negative = residues > moduli // np.uint64(2)
+        signed = residues.astype(np.int64) - negative * moduli.astype(np.int64)
+        n = self.context.ring_degree
+        if not (np.abs(signed) <= 1).all() or not (signed == signed[:1]).all():
+            raise StateMismatchError(
+                "a secret key must be one ternary polynomial (coefficients -1, 0, 1 in every QP row): "
+                "the 128-bit bounds assume one"
+            )
+        if int(np.count_nonzero(signed[0])) < n // 4:
+            raise StateMismatchError(
+                f"a secret key needs at least N/4 = {n // 4} non-zero coefficients (a uniform ternary secret "
+                "has about 2N/3): a sparser one is not covered by the 128-bit bounds"
+            )
+
     def _small_ntt(self, coefficients: np.ndarray, rows: tuple[int, ...]):
         """Signed small integers ``[..., N]`` -> NTT (standard form) over ``rows``."""
         moduli = [self.context.moduli[r] for r in rows]
@@ -160,13 +188,19 @@ class KeyGenerator:
             rotation_step=step,
         )
 
-    def key_error_magnitude(self, sk: SecretKey, key: PublicKey | KeySwitchKey) -> int:
-        """Largest centered coefficient of the error ``key`` carries under ``sk``.
+    def _key_error_magnitude(self, sk: SecretKey, key: PublicKey | KeySwitchKey) -> int:
+        """Largest centered coefficient of the error ``key`` carries under ``sk`` (a test of the
+        generator's own keys).
 
         ``b + a*s`` for a public key; ``b_d + a_d*s - P*g_d*src`` per digit for a key-switching
         key (``src``: ``s**2``, or ``s`` under the key's Galois element). A key made under
-        ``sk`` gives a few sigma; any other key gives values near half the primes. Host
-        work (syncs on a GPU backend): for load-time checks, never inside a capture.
+        ``sk`` gives a few sigma; any other key gives values near half the primes.
+
+        Never apply it to a key from outside, nor act on its result where anyone else can see
+        the outcome: it is a decryption oracle. A forged key ``(b, a) = (H X^j, 1)`` gives
+        ``H + s_j``, so one file per coefficient (or, from accept / reject against a bound
+        alone, two) recovers the secret. ``load_value`` used it to test loaded keys until
+        that was found; it no longer does. Host work (syncs on a GPU backend).
         """
         self._check(sk)
         be, qp, ctx = self.backend, self._qp, self.context
@@ -202,12 +236,17 @@ class KeyChain:
 
     Args:
         generator: the ``KeyGenerator`` of the context/backend.
-        secret_key: an existing secret (default: a fresh one).
+        secret_key: an existing secret (default: a fresh one), adopted after
+            ``KeyGenerator.check_secret_distribution`` (StateMismatchError otherwise).
     """
 
     def __init__(self, generator: KeyGenerator, secret_key: SecretKey | None = None) -> None:
         self.generator = generator
-        self.secret_key = generator.secret_key() if secret_key is None else secret_key
+        if secret_key is None:
+            secret_key = generator.secret_key()
+        else:
+            generator.check_secret_distribution(secret_key)  # adopted: ternary, dense enough, consistent
+        self.secret_key = secret_key
         generator._check(self.secret_key)
         self.public_key = generator.public_key(self.secret_key)
         self._relin: RelinearizationKey | None = None

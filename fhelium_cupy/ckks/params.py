@@ -24,11 +24,16 @@ __all__ = [
     "preset_names",
 ]
 
-SECURITY_BOUNDS_128: dict[int, int] = {4096: 109, 8192: 218, 16384: 438, 32768: 881, 65536: 1772}
-"""Maximum log2(QP) for 128-bit security (HE standard, ternary secret) per ring degree N."""
+SECURITY_BOUNDS_128: dict[int, int] = {4096: 106, 8192: 214, 16384: 430, 32768: 868, 65536: 1747}
+"""Maximum log2(QP) for 128-bit security per ring degree N: uniform ternary secret, error of
+standard deviation 3.19 (Bossuat et al., "Security Guidelines for Implementing Homomorphic
+Encryption", 2024; the table FHElium uses). They are a few bits below the 2018 HE standard's
+109 / 218 / 438 / 881 and the 1772 for N=2^16 this project used before (DESIGN.md): where
+the sources differ, the stricter bound holds."""
 
-SIGMA_MIN_128 = 8.0 / math.sqrt(2.0 * math.pi)
-"""Smallest error standard deviation the 128-bit bounds assume (HE standard: 8/sqrt(2 pi) = 3.19)."""
+SIGMA_MIN_128 = 3.19
+"""Smallest error standard deviation the 128-bit bounds assume (the tables' 3.19, the rounded
+8/sqrt(2 pi) = 3.1915 of the 2018 standard; FHElium's default sigma)."""
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ context it will be used with before it builds anything: the header against the v
 registry, the parameter set (``ForeignContextError``), with an engine holding keys the secret
 (``ForeignKeyError``), then the residues and the claimed state (``SerializationError``).
 
-A key's ``key_id`` is a random label, so a key file edited to carry another secret's id is
-caught only where the secret is at hand: an engine holding keys checks a loaded public or
-key-switching key against its secret (``ForeignKeyError``). Without the secret (a server
-holding evaluation keys only) that check cannot be made: keep key files where only their
-owner can write them.
+A key's ``key_id`` is a random label, not an authentication: it catches keys mixed up by
+mistake, not a key file forged with the right label. Key material is deliberately *not*
+tested against the engine's secret: whether ``b + a*s`` is small for a file of the caller's
+choosing is a decryption oracle (a forged key ``(H X^j, 1)`` yields ``H + s_j``; one file
+per coefficient recovers the secret). Keep key files where only their owner can write them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ForeignContextError, ForeignKeyError, SerializationError
 from ..values import value_type_info
 from ._checks import check_ciphertext_form, check_key_layout, check_level_rows
-from .keys import KeySwitchKey, PublicKey, _Key
+from .keys import _Key
 from .values import Ciphertext, Plaintext, to_device
 
 __all__ = ["load_value", "save_value"]
@@ -144,9 +144,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         SerializationError: bad header, unknown type, schema version, malformed or corrupt
             data, or a state that contradicts the context.
         ForeignContextError: the value was made under another parameter set.
-        ForeignKeyError: the value is under another secret key than the engine's, or (an
-            engine holding keys) a public or key-switching key's material was not made under
-            the engine's secret whatever its label.
+        ForeignKeyError: the value is labelled with another secret key than the engine's.
+            The label is not authenticated and key material is never tested against the
+            secret (that test would be a decryption oracle; see the module docstring).
     """
     if engine is None and context is None:
         raise TypeError("load_value needs engine= or context=: a value is checked against the parameters it is used with")
@@ -192,27 +192,7 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         _check_state(value, context)
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
-    value = value.to(target)  # itself on the CPU; a key copied once, then checked where it lives
-    if engine is not None and engine._keys is not None and isinstance(value, (PublicKey, KeySwitchKey)):
-        _check_key_material(path, value, engine)
-    return value
-
-
-# A key made under the secret carries an error of a few sigma (the sampler's tail is 10 sigma);
-# any other key leaves values spread up to half of each prime. The bound sits far from both:
-# 2**20, or an eighth of the smallest prime for (insecure) sets of small primes.
-_KEY_ERROR_BOUND = 1 << 20
-
-
-def _check_key_material(path: Any, key: Any, engine: Any) -> None:
-    """The key's material belongs to the engine's secret (its ``key_id`` is only a label)."""
-    bound = min(_KEY_ERROR_BOUND, min(engine.context.moduli) // 8)
-    worst = engine.key_generator.key_error_magnitude(engine.keys.secret_key, key.to(engine.device))
-    if worst > bound:
-        raise ForeignKeyError(
-            f"{path}: the {type(key).__name__} is labelled with the engine's key id but was not made under its "
-            f"secret (largest error coefficient {worst} > {bound})"
-        )
+    return value.to(target)  # itself on the CPU
 
 
 def _check_state(value: Any, context: Any) -> None:

@@ -19,7 +19,7 @@ from fhelium_cupy.ckks import (
     required_rotation_steps,
     required_rotation_steps_bsgs,
 )
-from tests.helpers.ckks_engines import random_message, rewrite_saved_value
+from tests.helpers.ckks_engines import random_message
 from tests.helpers.gpu_memory import replay_over_freed_blocks
 
 pytestmark = pytest.mark.gpu
@@ -187,10 +187,13 @@ def test_gpu_encrypt_decrypt_round_trip_and_torch_cuda_messages():
     assert np.max(np.abs(got - m.real)) < 1e-6
 
 
-def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
-    """load_value(engine=<CUDA engine holding the secret>) runs the key-material check on the GPU."""
-    from fhelium_cupy.ckks import load_value, save_value
-    from fhelium_cupy.errors import ForeignKeyError
+def test_loading_keys_into_a_cuda_engine_and_adopting_a_secret_there(tmp_path):
+    """load_value(engine=<CUDA engine>) puts a key on the GPU and refuses another secret's label
+    (key material is never tested against the secret: a decryption oracle, session 25);
+    generate_keys(secret) on the CUDA engine checks the secret's distribution on its backend
+    (``engines`` adopted the CPU engine's secret that way)."""
+    from fhelium_cupy.ckks import SecretKey, load_value, save_value
+    from fhelium_cupy.errors import ForeignKeyError, StateMismatchError
 
     cpu, gpu = engines("test-n4096-scale40")
     key = cpu.rotation_key(3)
@@ -200,9 +203,13 @@ def test_loading_keys_into_a_cuda_engine_checks_their_material(tmp_path):
     stranger = CkksEngine("test-n4096-scale40", device="cpu", insecure=True)
     stranger.generate_keys()
     path = save_value(stranger.rotation_key(3), tmp_path / "foreign.npz")
-    rewrite_saved_value(path, tmp_path / "forged.npz", meta={"key_id": gpu.keys.key_id})  # relabelled
-    with pytest.raises(ForeignKeyError, match="not made under its secret"):
-        load_value(tmp_path / "forged.npz", engine=gpu)
+    with pytest.raises(ForeignKeyError, match="secret key"):
+        load_value(path, engine=gpu)
+    sk = gpu.keys.secret_key
+    zero = SecretKey(sk.data * 0, prime_ids=sk.prime_ids, context_id=sk.context_id, key_id="zero")
+    with pytest.raises(StateMismatchError, match="non-zero"):
+        gpu.generate_keys(zero)
+    assert gpu.keys.key_id == cpu.keys.key_id
 
 
 def test_a_graph_keeps_the_default_key_it_read_after_generate_keys():

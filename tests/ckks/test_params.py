@@ -60,13 +60,13 @@ def test_presets_have_the_documented_shape_and_respect_the_bound(name, n, q_coun
 
 
 def test_insecure_sets_need_an_explicit_opt_in_and_the_error_names_the_bound():
-    with pytest.raises(InsecureParametersError, match="109 bits"):
+    with pytest.raises(InsecureParametersError, match="106 bits"):
         Parameters.preset("test-n4096-scale40")
-    with pytest.raises(InsecureParametersError, match="109 bits"):
+    with pytest.raises(InsecureParametersError, match="106 bits"):
         CkksEngine("test-n4096-scale30")
     with pytest.raises(InsecureParametersError, match="no 128-bit"):
         Parameters.from_literal(ParametersLiteral(log_n=10, q_bits=(30,), p_bits=(31,)))
-    with pytest.raises(InsecureParametersError, match="438 bits"):
+    with pytest.raises(InsecureParametersError, match="430 bits"):
         Parameters.from_literal(ParametersLiteral(log_n=14, q_bits=(50,) * 8, p_bits=(60,)))
     insecure = Parameters.preset("test-n4096-scale40", insecure=True)
     with pytest.raises(InsecureParametersError):
@@ -112,12 +112,34 @@ def test_context_identity_is_stable_and_parameter_sensitive():
     assert len(a.context_id) == 16 and int(a.context_id, 16) >= 0
 
 
+def test_the_bounds_are_the_2024_guidelines_table_and_hold_at_their_edge():
+    """Bossuat et al. 2024 (ternary secret, sigma 3.19), the stricter of the published tables:
+    log2(QP) at the bound is secure, one bit above is not (primes given, so log2(QP) is exact)."""
+    assert SECURITY_BOUNDS_128 == {4096: 106, 8192: 214, 16384: 430, 32768: 868, 65536: 1747}
+    from fhelium_cupy.ckks.primes import generate_ntt_primes
+
+    n = 1 << 14
+    (p,) = generate_ntt_primes(60, 1, n, balanced=False)  # below 2**60
+    under = generate_ntt_primes(37, 10, n, balanced=False, exclude={p})  # each below 2**37: under 430 bits
+    edge = Parameters.from_literal(ParametersLiteral(log_n=14, q_moduli=under, p_moduli=(p,)))
+    assert 429.99 < edge.log2_qp <= 430 and edge.security_issue() is None
+    (extra,) = generate_ntt_primes(30, 1, n, exclude={p, *under})
+    over = ParametersLiteral(log_n=14, q_moduli=(*under, extra), p_moduli=(p,))
+    with pytest.raises(InsecureParametersError, match="430 bits"):
+        Parameters.from_literal(over)
+
+
 def test_sigma_below_the_standard_error_is_insecure():
-    """The 128-bit bounds assume sigma >= 8/sqrt(2 pi); a smaller error (e.g. 1e-6: every
-    sample 0) would let the secret follow from the public key."""
+    """The 128-bit bounds assume sigma >= 3.19 (FHElium's default; 8/sqrt(2 pi) = 3.1915
+    rounded); a smaller error (e.g. 1e-6: every sample 0) would let the secret follow from
+    the public key."""
     from fhelium_cupy.ckks.params import SIGMA_MIN_128
 
-    assert abs(SIGMA_MIN_128 - 3.1915) < 1e-4
+    assert SIGMA_MIN_128 == 3.19
+    fhelium_default = ParametersLiteral(log_n=14, q_bits=(40,) * 3, p_bits=(50,), sigma=3.19)
+    assert Parameters.from_literal(fhelium_default).security_issue() is None
+    with pytest.raises(InsecureParametersError, match="sigma"):
+        Parameters.from_literal(ParametersLiteral(log_n=14, q_bits=(40,) * 3, p_bits=(50,), sigma=3.18))
     literal = ParametersLiteral(log_n=14, q_bits=(40,) * 3, p_bits=(50,), sigma=1e-6)
     with pytest.raises(InsecureParametersError, match="sigma"):
         Parameters.from_literal(literal)

@@ -9,6 +9,7 @@ against integers recovered from the residues (exact NumPy backend).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fhelium_cupy.ckks import Ciphertext, CkksEngine
 from tests.helpers.ckks_engines import make_engine, random_message
@@ -119,3 +120,61 @@ def test_adopting_a_saved_secret_key_decrypts_the_owner_s_ciphertexts(tmp_path):
     rotated = heir.rotate_with_key(heir.encrypt_message(m), heir.rotation_key(1))  # its own keys work too
     assert np.max(np.abs(owner.decrypt_message(rotated) - np.roll(m, 1))) < 1e-6
 
+
+
+def _secret_from_coefficients(engine, coefficients):
+    """A SecretKey holding ``coefficients`` (one int64 array, or one per QP row)."""
+    from fhelium_cupy.ckks import SecretKey
+
+    kg, be, qp = engine.key_generator, engine.backend, engine.context.qp_ids
+    coefficients = np.asarray(coefficients, dtype=np.int64)
+    if coefficients.ndim == 1:
+        ntt = kg._small_ntt(coefficients, qp)
+    else:  # row r from coefficients[r]
+        ntt = np.stack([kg._small_ntt(coefficients[i], (r,))[0] for i, r in enumerate(qp)])
+    return SecretKey(be.to_montgomery(ntt, qp), prime_ids=qp, context_id=engine.context.context_id,
+                     key_id="adopted0123456789")
+
+
+def test_an_adopted_secret_must_be_one_dense_ternary_polynomial():
+    """generate_keys(secret) adopted any SecretKey: an all-zero one left every ciphertext's
+    c0 its message (security audit, session 25). Now the secret must be ternary, the same
+    polynomial in every QP row, with at least N/4 non-zero coefficients; a refused secret
+    leaves the engine's keys as they were."""
+    from fhelium_cupy.errors import StateMismatchError
+
+    e = make_engine(PRESET)
+    before = e.keys.key_id
+    n, rows = e.context.ring_degree, len(e.context.qp_ids)
+    ternary = np.array([(-1, 0, 1)[i % 3] for i in range(n)])
+    uneven = np.tile(ternary, (rows, 1))
+    uneven[-1, 7] = (uneven[-1, 7] + 2) % 3 - 1  # one row differs in one coefficient
+    sparse = np.zeros(n, np.int64)
+    sparse[: n // 4 - 1] = 1
+    for coefficients, reason in ((np.zeros(n), "ternary|non-zero"), (np.full(n, 12345), "ternary"),
+                                 (2 * ternary, "ternary"), (uneven, "ternary"), (sparse, "N/4")):
+        with pytest.raises(StateMismatchError, match=reason):
+            e.generate_keys(_secret_from_coefficients(e, coefficients))
+        assert e.keys.key_id == before
+    sparse[n // 4 - 1] = -1  # exactly N/4 non-zero: adopted
+    adopted = e.generate_keys(_secret_from_coefficients(e, sparse))
+    assert adopted.key_id == "adopted0123456789"
+    m = random_message(e, 1)
+    np.testing.assert_allclose(e.decrypt_message(e.encrypt_message(m)), m, atol=1e-6)
+
+
+def test_parameters_changed_after_validation_are_checked_again():
+    """A frozen Parameters object edited with object.__setattr__, or unpickled (no
+    __post_init__), could claim insecure=False for an insecure set; the context checks again."""
+    import pickle
+
+    from fhelium_cupy.ckks import CkksContext, Parameters
+    from fhelium_cupy.errors import InsecureParametersError
+
+    weak = Parameters.preset(PRESET, insecure=True)
+    tampered = pickle.loads(pickle.dumps(weak))
+    object.__setattr__(tampered, "insecure", False)
+    for make in (lambda: CkksContext(tampered), lambda: CkksEngine(tampered)):
+        with pytest.raises(InsecureParametersError, match="marked secure"):
+            make()
+    CkksContext(weak)  # flagged insecure: the caller's opt-in stands

@@ -182,19 +182,42 @@ def test_a_secret_key_never_goes_through_a_symlink(tmp_path, suffix):
     np.testing.assert_array_equal(load_value(path, engine=e).data, e.keys.secret_key.data)
 
 
-def test_a_relabelled_foreign_key_is_caught_by_an_engine_holding_the_secret(tmp_path):
+def test_loading_a_key_asks_nothing_of_the_secret(tmp_path):
+    """The decryption oracle load_value was (security audit, session 25): with the engine's
+    secret at hand it tested whether b + a*s of a loaded key was small, and a forged public
+    key (H X^j, 1) under the engine's label made that H + s_j, so accept / reject at H on
+    both sides of the bound (or the error's number) gave s_j. Both forgeries now load alike,
+    unchanged, with the engine as with the context alone."""
+    from fhelium_cupy.ckks import PublicKey
+
+    e = make_engine("test-n4096-scale40")
+    kg, be, qp, n = e.key_generator, e.backend, e.context.qp_ids, e.context.ring_degree
+    assert e.keys.key_id  # the engine holds its secret
+    unit = np.zeros(n, np.int64)
+    unit[0] = 1
+    a = kg._small_ntt(unit, qp)
+    for h in (1 << 20, (1 << 20) + 1):  # the old bound and one past it
+        b = np.zeros(n, np.int64)
+        b[5] = h
+        data = be.to_montgomery(be.xp.stack([kg._small_ntt(b, qp), a]), qp)
+        forged = PublicKey(data, prime_ids=qp, context_id=e.context.context_id, key_id=e.keys.key_id)
+        path = save_value(forged, tmp_path / f"pk{h}.npz")
+        for kwargs in ({"engine": e}, {"context": e.context}):
+            np.testing.assert_array_equal(load_value(path, **kwargs).data, forged.data)
+
+
+def test_a_key_labelled_for_another_secret_is_refused_and_a_relabelled_one_is_only_a_label(tmp_path):
     e = make_engine("test-n4096-scale40")
     stranger = CkksEngine("test-n4096-scale40", insecure=True)
     stranger.generate_keys()
     for name, key in (("relin", stranger.relinearization_key()), ("rot", stranger.rotation_key(3)),
-                      ("conj", stranger.conjugation_key()),
-                      ("pk", stranger.key_generator.public_key(stranger.keys.secret_key))):
-        path = rewrite_saved_value(save_value(key, tmp_path / f"{name}.npz"), tmp_path / f"{name}-forged.npz",
-                        meta={"key_id": e.keys.key_id})
-        with pytest.raises(ForeignKeyError, match="not made under its secret"):
-            load_value(path, engine=e)
-        load_value(path, context=e.context)  # without the secret the label cannot be checked
+                      ("conj", stranger.conjugation_key()), ("pk", stranger.keys.public_key)):
+        path = save_value(key, tmp_path / f"{name}.npz")
+        with pytest.raises(ForeignKeyError, match="secret key"):
+            load_value(path, engine=e)  # the label names another secret: a mix-up, caught
+        forged = rewrite_saved_value(path, tmp_path / f"{name}-forged.npz", meta={"key_id": e.keys.key_id})
+        np.testing.assert_array_equal(load_value(forged, engine=e).data, key.data)  # labels are not authentication
     for key in (e.relinearization_key(), e.rotation_key(3), e.conjugation_key()):  # own keys load
         load_value(save_value(key, tmp_path / "own.npz"), engine=e)
-    worst = e.key_generator.key_error_magnitude(e.keys.secret_key, e.relinearization_key())
+    worst = e.key_generator._key_error_magnitude(e.keys.secret_key, e.relinearization_key())
     assert 0 < worst <= 10 * e.context.parameters.sigma
