@@ -1,7 +1,8 @@
 """``fhelium-cupy bench``: find the source checkout's ``bench/`` suite, run it, print a table.
 
 The suite is not part of the installed package (it imports matplotlib, rich and, for the
-comparison, torch); the command works from a source checkout or an editable install.
+comparison, torch); the command finds it next to the package (an editable install of a
+checkout) or in the current directory (a checkout, whatever is installed).
 """
 
 from __future__ import annotations
@@ -17,12 +18,22 @@ from .errors import ConfigurationError
 __all__ = ["run"]
 
 
+def suite_root() -> Path | None:
+    """The checkout whose ``bench/run_all.py`` the command runs: next to the package, else the
+    current directory; None when neither has it."""
+    for root in (Path(__file__).resolve().parents[1], Path.cwd()):
+        if (root / "bench" / "run_all.py").is_file():
+            return root
+    return None
+
+
 def _suite() -> ModuleType:
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "bench" / "run_all.py").is_file():
+    root = suite_root()
+    if root is None:
         raise ConfigurationError(
-            f"the benchmark suite (bench/run_all.py) was not found next to {Path(__file__).parent}; "
-            "run `fhelium-cupy bench` from a source checkout (pip install -e .)"
+            "`fhelium-cupy bench` runs the benchmark suite of a source checkout (bench/run_all.py), which "
+            f"an installed wheel does not carry (not next to {Path(__file__).parent}, not in {Path.cwd()}): "
+            "run it from the repository's root directory, or install the checkout with `pip install -e .`"
         )
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))

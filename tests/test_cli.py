@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from fhelium_cupy import _bench
 from fhelium_cupy._cli import build_parser, main
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 from tests.helpers.scripts import run_python
+
+_NEEDS_SUITE = pytest.mark.skipif(
+    _bench.suite_root() is None, reason="the bench suite (bench/run_all.py) is in a source checkout only"
+)
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -80,6 +85,7 @@ def test_device_cuda_without_a_gpu_is_a_one_line_error() -> None:
     assert "needs a CUDA GPU" in result.stderr
 
 
+@_NEEDS_SUITE
 def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib", reason="the plots need the bench extra (pip install 'fhelium-cupy[bench]')")
     target = tmp_path / "bench.json"
@@ -102,6 +108,26 @@ def test_bench_on_cpu_writes_json_with_the_environment_and_plots(tmp_path: Path,
     assert "matvec" in capsys.readouterr().out
 
 
+def test_bench_without_a_checkout_says_where_the_suite_lives(tmp_path, monkeypatch, capsys) -> None:
+    """An installed wheel has no bench/: run from elsewhere, the command names the way out."""
+    monkeypatch.setattr(_bench, "__file__", str(tmp_path / "site" / "fhelium_cupy" / "_bench.py"))
+    monkeypatch.chdir(tmp_path)
+    assert _bench.suite_root() is None
+    assert main(["bench", "--device", "cpu", "--sizes", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "bench/run_all.py" in err and "pip install -e ." in err and "root directory" in err
+
+
+def test_bench_finds_the_suite_of_the_checkout_it_runs_in(tmp_path, monkeypatch) -> None:
+    checkout = Path(__file__).resolve().parents[1]
+    if not (checkout / "bench" / "run_all.py").is_file():
+        pytest.skip("the tests run outside a source checkout")
+    monkeypatch.setattr(_bench, "__file__", str(tmp_path / "site" / "fhelium_cupy" / "_bench.py"))
+    monkeypatch.chdir(checkout)
+    assert _bench.suite_root() == checkout
+
+
+@_NEEDS_SUITE
 def test_bench_says_what_it_could_not_do_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     quick = ["bench", "--device", "cpu", "--no-ops", "--runs", "1", "--warmup", "0", "--no-progress"]
     assert main([*quick, "--sizes", "3"]) == 1  # 3 does not divide the slot count: nothing measured
