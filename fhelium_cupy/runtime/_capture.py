@@ -82,11 +82,14 @@ def example_device(signature: ValueTreeSignature, inputs: tuple[Any, ...]) -> De
 
     Raises:
         ValueError: no array leaf, or leaves on the host or on several devices.
+        CudaUnavailableError: CuPy or a GPU is missing (checked after the leaves exist, so a
+            caller's mistake is named first, and before "move them to a GPU" is advised).
     """
     leaves: list[Any] = []
     signature.collect_leaves(inputs, "example_inputs", leaves)
     if not leaves:
         raise ValueError("CUDA Graph capture requires at least one tensor in example_inputs")
+    require_cupy("CUDA Graph capture")
     devices = sorted({str(leaf_device(leaf)) for leaf in leaves})
     device = leaf_device(leaves[0])
     if len(devices) != 1 or device.type != "cuda":
@@ -298,7 +301,7 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
     program's own arena and raises ``CudaGraphCaptureError`` from the original error.
     """
     signature = ValueTreeSignature.from_value(inputs)  # TypeError for unsupported leaves
-    device = example_device(signature, inputs)
+    device = example_device(signature, inputs)  # CudaUnavailableError without CuPy or a GPU
     if pool is not None and pool.device != device:
         raise ValueError(f"CudaGraphPool is on {pool.device} but the example inputs are on {device}")
     cupy = require_cupy("CUDA Graph capture")
