@@ -85,6 +85,23 @@ def check_ciphertext(engine, ct, op: str, *, domain: str | None = None, componen
     _residency(engine, ct, op)
 
 
+def _plaintext_hint(pt, domain: str, residue: str, basis: str) -> str:
+    """How to make the plaintext form an operation needs, from ``engine.encode``."""
+    if pt.modulus_basis != basis:
+        return f"; encode it with modulus_basis={basis!r}"
+    coefficient = "engine.encode(m, polynomial_domain='coefficient')"
+    if (domain, residue) == ("ntt", "montgomery"):
+        return f"; engine.encode(m) returns that form (as does engine.prepare_plaintext_for_multiplication of {coefficient})"
+    if (domain, residue) == ("coefficient", "standard"):
+        prepared = (pt.polynomial_domain, pt.residue_representation) == ("ntt", "montgomery")
+        return f"; {coefficient} gives it" + (
+            " (engine.encode(m) already returns the form multiply_plaintext takes)" if prepared else ""
+        )
+    if (domain, residue) == ("ntt", "standard"):
+        return f"; engine.coefficient_domain_to_ntt_domain({coefficient}) gives it"
+    return ""
+
+
 def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: str | None = "Q") -> None:
     """Type, context, domain, residue form and basis (``None``: either, Q or QP), prime ids of
     the level in that basis, residency."""
@@ -96,14 +113,9 @@ def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: st
         )
     basis = pt.modulus_basis if basis is None else basis
     if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != basis:
-        hint = ""
-        if residue == "montgomery" and pt.residue_representation != residue:
-            hint = "; use engine.prepare_plaintext_for_multiplication"
-        elif pt.modulus_basis != basis:
-            hint = f"; encode it with modulus_basis={basis!r}"
         raise StateMismatchError(
             f"{op} needs a plaintext in {domain}/{residue}/{basis}, got "
-            f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}" + hint
+            f"{pt.polynomial_domain}/{pt.residue_representation}/{pt.modulus_basis}" + _plaintext_hint(pt, domain, residue, basis)
         )
     check_level_rows(engine.context, pt, op)  # its basis is ``basis`` here
     _ring_degree(engine.context, pt, op)

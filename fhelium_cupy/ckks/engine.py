@@ -256,7 +256,10 @@ class CkksEngine(EvaluationMixin):
         """Encode up to ``num_slots`` complex/real values (``[*batch, k]``) at ``level`` and ``scale``.
 
         ``polynomial_domain="ntt"`` returns the NTT/Montgomery form ``multiply_plaintext``
-        takes; ``"coefficient"`` the coefficient/standard form ``encrypt`` takes.
+        takes; ``"coefficient"`` the coefficient/standard form ``encrypt`` and
+        ``add_plaintext`` of a coefficient-domain ciphertext take. ``add_plaintext`` of an
+        NTT-domain ciphertext takes NTT/standard:
+        ``coefficient_domain_to_ntt_domain(encode(m, polynomial_domain="coefficient"))``.
         ``modulus_basis="QP"`` adds the special primes' limbs (the same integer polynomial
         reduced mod P too): the weights ``linear_transform`` takes.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import CkksEngine
@@ -201,3 +202,25 @@ def test_clear_errors_for_malformed_helper_inputs(e):
     with pytest.raises(StateMismatchError, match="every Q and P prime"):
         other.generate_keys(fewer)
     assert other._keys is None
+
+
+def test_plaintext_form_errors_name_a_call_that_makes_the_form_and_it_works():
+    """add_plaintext(ct, encode(m)) is the first thing users try (a new-user walkthrough,
+    session 25); every wrong-form error names how to get the form from encode, and doing what
+    it says succeeds."""
+    e = make_engine("test-n4096-scale40")
+    m = random_message(e, 1)
+    coeff_ct = e.encrypt_message(m)
+    ntt_ct = e.coefficient_domain_to_ntt_domain(coeff_ct)
+    with pytest.raises(StateMismatchError, match=r"engine\.encode\(m, polynomial_domain='coefficient'\) gives it"):
+        e.add_plaintext(coeff_ct, e.encode(m))
+    e.add_plaintext(coeff_ct, e.encode(m, polynomial_domain="coefficient"))
+    with pytest.raises(StateMismatchError, match=r"coefficient_domain_to_ntt_domain\(engine\.encode\(m, polynomial"):
+        e.add_plaintext(ntt_ct, e.encode(m))
+    summed = e.add_plaintext(ntt_ct, e.coefficient_domain_to_ntt_domain(e.encode(m, polynomial_domain="coefficient")))
+    np.testing.assert_allclose(e.decrypt_message(summed), 2 * m, atol=1e-6)
+    with pytest.raises(StateMismatchError, match="already returns the form multiply_plaintext takes"):
+        e.prepare_plaintext_for_multiplication(e.encode(m))
+    with pytest.raises(StateMismatchError, match=r"engine\.encode\(m\) returns that form"):
+        e.multiply_plaintext(ntt_ct, e.encode(m, polynomial_domain="coefficient"))
+    e.multiply_plaintext(ntt_ct, e.encode(m))
