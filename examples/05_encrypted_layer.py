@@ -7,7 +7,8 @@ whose relinearization also rescales (``relinearize(..., rescale=True)``: one rou
 division by ``P q`` instead of a ModDown and a rescale). The whole layer is one
 ``CudaGraphProgram``; its replays decrypt to the cleartext layer.
 
-Needs a CUDA GPU (prints why and exits 0 without one).
+Without a GPU it runs the same layer eagerly on the NumPy engine (an insecure test preset,
+for speed) and says that capture needs one.
 
     python examples/05_encrypted_layer.py
 """
@@ -16,16 +17,15 @@ import sys
 
 import numpy as np
 
+from fhelium_cupy.ckks import CkksEngine, linalg
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 
-if (reason := cuda_unavailable_reason()) is not None:
-    print(f"CUDA Graph capture needs a CUDA GPU: {reason}. Try examples/01_eager_call.py on this machine.")
-    sys.exit(0)
-
-from fhelium_cupy.ckks import CkksEngine, linalg
-from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
-
-engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+reason = cuda_unavailable_reason()
+if reason is None:
+    engine = CkksEngine("slots8192-scale40-depth7", device="cuda")
+else:
+    print(f"no GPU ({reason}): the layer runs eagerly on the NumPy engine, insecure test preset; capture needs a GPU")
+    engine = CkksEngine("test-n4096-scale40", device="cpu", insecure=True)
 n = 8
 rng = np.random.default_rng(5)
 matrix = rng.uniform(-1, 1, (n, n)) / n
@@ -46,12 +46,23 @@ def encrypt(x):
     return engine.encrypt_message(linalg.periodic_message(x, engine.num_slots))
 
 
+def report(label, y, x):
+    got = engine.decrypt_message(y, real=True)[:n]
+    print(f"{label}: level {y.level}, max abs error {np.max(np.abs(got - (matrix @ x) ** 2)):.3e}")
+
+
+if reason is not None:  # no GPU: the same layer, eager
+    for i in range(3):
+        x = rng.uniform(-1, 1, n)
+        report(f"eager {i}", layer(encrypt(x)), x)
+    sys.exit(0)
+
+from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram  # noqa: E402 - the GPU path only
+
 program = CudaGraphProgram.capture(layer, example_inputs=(encrypt(np.zeros(n)),))
 print(f"captured in {program.stats.capture_seconds:.3f} s; first replay {program.stats.first_replay_seconds * 1e3:.2f} ms")
 
 with program:
     for i in range(3):
         x = rng.uniform(-1, 1, n)
-        y = program.replay(encrypt(x))  # borrowed: read it before the next replay
-        got = engine.decrypt_message(y, real=True)[:n]
-        print(f"replay {i}: level {y.level}, max abs error {np.max(np.abs(got - (matrix @ x) ** 2)):.3e}")
+        report(f"replay {i}", program.replay(encrypt(x)), x)  # borrowed: read before the next replay

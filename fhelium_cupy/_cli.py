@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -31,7 +32,13 @@ def _optional_version(name: str) -> str | None:
         module = importlib.import_module(name)
     except Exception:
         return None
-    return getattr(module, "__version__", "installed")
+    version = getattr(module, "__version__", None)
+    if version is None:  # rich has no __version__: the distribution's metadata does
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "installed"
+    return str(version)
 
 
 def _info_rows() -> list[tuple[str, str]]:

@@ -56,7 +56,7 @@ def slots_to_coefficients(message: np.ndarray, n: int, scale: float) -> np.ndarr
         raise ValueError("the message holds NaN or infinite values")
     half = n // 2
     if message.shape[-1] > half:
-        raise ValueError(f"message has {message.shape[-1]} slots but the ring has only {half}")
+        raise ValueError(f"message has {message.shape[-1]} values but the ring has only {half} slots")
     padded = np.zeros(message.shape[:-1] + (half,), dtype=np.complex128)
     padded[..., : message.shape[-1]] = message
     idx, cidx = slot_indices(n)
