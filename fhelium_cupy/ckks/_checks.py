@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..errors import ForeignContextError, ForeignKeyError, StateMismatchError
+from ..errors import ExecutionError, ForeignContextError, ForeignKeyError, StateMismatchError
 from .keys import KeySwitchKey
 from .values import Ciphertext, Plaintext
 
@@ -162,3 +162,15 @@ def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
         raise ForeignKeyError(f"{op}: key is for secret {key.key_id} but the ciphertext is under {ct.key_id}")
     check_key_layout(engine.context, key, op)
     _residency(engine, key, op)
+
+
+def check_not_capturing(backend, op: str) -> None:
+    """ExecutionError when ``op``, which draws fresh randomness on the host, is called while
+    the backend's stream records a CUDA graph: a replay would reuse the recorded randomness
+    (one encryption mask for every replay's ciphertext), and the host work cannot be
+    recorded anyway."""
+    if backend.is_capturing():
+        raise ExecutionError(
+            f"{op} draws fresh randomness on the host and cannot run inside a CUDA Graph capture (every replay "
+            "would reuse the same random values); run it outside the graph and pass its result in as an input"
+        )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_not_capturing
 from .encoding import integers_to_rns
 from .keys import PublicKey, SecretKey
 from .sampling import sample_gaussian, sample_ternary
@@ -35,7 +36,12 @@ def _host_backend(context, backend):
 
 
 def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[int, ...]):
-    """``[2, *batch, L, N]`` coefficient-domain ciphertext data of ``message [*batch, L, N]``."""
+    """``[2, *batch, L, N]`` coefficient-domain ciphertext data of ``message [*batch, L, N]``.
+
+    Raises:
+        ExecutionError: called while the backend's stream captures a CUDA graph.
+    """
+    check_not_capturing(backend, "encryption")
     xp = backend.xp
     lead = tuple(message.shape[:-2])
     n = context.ring_degree

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._once import get_or_build
 from ..errors import ForeignContextError, StateMismatchError
+from ._checks import check_not_capturing
 from ._device_scope import on_backend_device
 from .crypto import decrypt_phase
 from .encoding import integers_to_rns
@@ -110,6 +111,7 @@ class KeyGenerator:
 
     def secret_key(self) -> SecretKey:
         """Fresh ternary secret over all level-0 QP rows (NTT, Montgomery) with a new key_id."""
+        check_not_capturing(self.backend, "key generation")
         s = self._small_ntt(sample_ternary((self.context.ring_degree,)), self._qp)
         return SecretKey(
             self.backend.to_montgomery(s, self._qp),
@@ -128,6 +130,7 @@ class KeyGenerator:
     def public_key(self, sk: SecretKey) -> PublicKey:
         """``(b, a)`` over level-0 QP rows with ``b = e - a*s`` (NTT, Montgomery)."""
         self._check(sk)
+        check_not_capturing(self.backend, "key generation")
         be, q = self.backend, self._qp
         s = self.secret_standard(sk, q)
         a = self._uniform(q)
@@ -138,6 +141,7 @@ class KeyGenerator:
 
     def _keyswitch_data(self, sk: SecretKey, source_ntt):
         """``[dnum, 2, QP, N]`` with ``b_d + a_d*s = e_d + P*g_d*source`` (NTT, Montgomery)."""
+        check_not_capturing(self.backend, "key generation")
         be, qp, ctx = self.backend, self._qp, self.context
         dnum = len(ctx.digits)
         s = self.secret_standard(sk)

@@ -262,3 +262,25 @@ def test_a_warmup_0_capture_that_needs_a_table_upload_is_refused_and_publishes_n
     eager = engine.rotate_with_key(ct, key)  # builds (and publishes) its own tables
     np.testing.assert_allclose(engine.decrypt_message(eager), np.roll(m, 3), atol=1e-4)
     assert len(engine.backend._cache) > 0
+
+
+def test_capturing_an_encryption_fails_at_the_capture_stage_and_says_why():
+    """Encryption draws host randomness: in a graph every replay would reuse one mask. The
+    eager warmup encrypts; the capture refuses, names why, and the next capture works."""
+    from fhelium_cupy.errors import CudaGraphCaptureError, ExecutionError
+    from fhelium_cupy.runtime.cuda_graph import CudaGraphProgram
+
+    _, gpu = engines("test-n4096-scale40")
+    m = random_message(gpu, 1)
+    ct = gpu.encrypt_message(m)
+
+    def add_a_fresh_encryption(x):
+        return gpu.add(x, gpu.encrypt_message(m))
+
+    with pytest.raises(CudaGraphCaptureError) as info:
+        CudaGraphProgram.capture(add_a_fresh_encryption, example_inputs=(ct,))
+    assert info.value.stage == "capture"
+    assert isinstance(info.value.__cause__, ExecutionError)
+    assert "cannot run inside a CUDA Graph capture" in str(info.value.__cause__)
+    with CudaGraphProgram.capture(lambda x: gpu.add(x, x), example_inputs=(ct,)) as program:
+        np.testing.assert_allclose(gpu.decrypt_message(program.replay(ct)), 2 * m, atol=1e-6)

@@ -178,3 +178,19 @@ def test_parameters_changed_after_validation_are_checked_again():
         with pytest.raises(InsecureParametersError, match="marked secure"):
             make()
     CkksContext(weak)  # flagged insecure: the caller's opt-in stands
+
+
+def test_randomness_is_never_drawn_inside_a_graph_capture(monkeypatch):
+    """A captured encryption would replay one recorded mask and error for every ciphertext
+    (security audit, session 25): encryption and key generation refuse to run while the
+    backend's stream captures (the GPU test captures one for real)."""
+    from fhelium_cupy.errors import ExecutionError
+
+    e = make_engine(PRESET)
+    m = random_message(e, 1)
+    e.encrypt_message(m)
+    monkeypatch.setattr(e.backend, "is_capturing", lambda: True)
+    for call in (lambda: e.encrypt_message(m), lambda: e.rotation_key(5), lambda: e.generate_keys(),
+                 lambda: e.key_generator.public_key(e.keys.secret_key)):
+        with pytest.raises(ExecutionError, match="cannot run inside a CUDA Graph capture"):
+            call()

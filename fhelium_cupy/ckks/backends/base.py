@@ -124,6 +124,8 @@ class CkksBackend(Protocol):
 
     def to_numpy(self, array: Array) -> Array: ...  # backend array -> numpy (copy; may sync)
 
+    def is_capturing(self) -> bool: ...  # the current stream records a CUDA graph (host: never)
+
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run ``tasks``, which write disjoint memory and read nothing another task writes,
         side by side (the CuPy backend spreads them over streams: parallel branches in a CUDA

@@ -487,6 +487,11 @@ class CupyBackend:
     def to_numpy(self, array: Any) -> np.ndarray:
         return np.ascontiguousarray(self.xp.asnumpy(array), dtype=np.uint64)
 
+    def is_capturing(self) -> bool:
+        """Whether the current stream of the backend's device is recording a CUDA graph."""
+        with self._device:
+            return bool(self.xp.cuda.get_current_stream().is_capturing())
+
     # --- element-wise ----------------------------------------------------------------
     def _binary(self, name: str, a: Any, b: Any, rows: Sequence[int], out: Any) -> Any:
         rows, rowmap = self._rows(rows)

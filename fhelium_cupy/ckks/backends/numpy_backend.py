@@ -230,6 +230,9 @@ class NumpyBackend:
     def to_numpy(self, array) -> np.ndarray:
         return np.array(array, dtype=np.uint64, copy=True, order="C")
 
+    def is_capturing(self) -> bool:
+        return False
+
     def run_independent(self, tasks):
         for task in tasks:  # one host thread: in order
             task()
