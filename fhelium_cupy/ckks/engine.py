@@ -27,7 +27,7 @@ from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersEr
 from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
 from ..interop.devices import as_device, is_unindexed_cuda
-from ._checks import check_ciphertext, check_plaintext
+from ._checks import check_ciphertext, check_not_capturing, check_plaintext
 from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
@@ -323,7 +323,12 @@ class CkksEngine(EvaluationMixin):
 
     # --- encryption ------------------------------------------------------------------
     def encrypt(self, plaintext: Plaintext) -> Ciphertext:
-        """Public-key encryption of a coefficient/standard plaintext -> coefficient-domain CT2."""
+        """Public-key encryption of a coefficient/standard plaintext -> coefficient-domain CT2.
+
+        Raises:
+            ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
+        """
+        check_not_capturing(self.backend, "encryption")
         check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
         keys = self.keys
         data = encrypt_rns(self.context, self.backend, keys.public_key, plaintext.data, plaintext.prime_ids)
@@ -337,7 +342,12 @@ class CkksEngine(EvaluationMixin):
         )
 
     def encrypt_message(self, message: Any, *, level: int = 0, scale: float | None = None) -> Ciphertext:
-        """Encode and encrypt ``[*batch, k]`` values -> coefficient-domain CT2 at ``level``, ``scale``."""
+        """Encode and encrypt ``[*batch, k]`` values -> coefficient-domain CT2 at ``level``, ``scale``.
+
+        Raises:
+            ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
+        """
+        check_not_capturing(self.backend, "encryption")  # before encode's upload fails less clearly
         return self.encrypt(self.encode(message, level=level, scale=scale, polynomial_domain="coefficient"))
 
     def decrypt(self, ciphertext: Ciphertext) -> Plaintext:

@@ -190,7 +190,8 @@ def test_randomness_is_never_drawn_inside_a_graph_capture(monkeypatch):
     m = random_message(e, 1)
     e.encrypt_message(m)
     monkeypatch.setattr(e.backend, "is_capturing", lambda: True)
-    for call in (lambda: e.encrypt_message(m), lambda: e.rotation_key(5), lambda: e.generate_keys(),
+    pt = e.encode(m, polynomial_domain="coefficient")
+    for call in (lambda: e.encrypt_message(m), lambda: e.encrypt(pt), lambda: e.rotation_key(5), lambda: e.generate_keys(),
                  lambda: e.key_generator.public_key(e.keys.secret_key)):
         with pytest.raises(ExecutionError, match="cannot run inside a CUDA Graph capture"):
             call()
