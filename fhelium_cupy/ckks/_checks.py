@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..errors import ExecutionError, ForeignContextError, ForeignKeyError, StateMismatchError
-from .keys import KeySwitchKey
+from .keys import KeySwitchKey, PublicKey
 from .values import Ciphertext, Plaintext
 
 __all__ = [
@@ -160,6 +160,16 @@ def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
         )
     if key.key_id != ct.key_id:
         raise ForeignKeyError(f"{op}: key is for secret {key.key_id} but the ciphertext is under {ct.key_id}")
+    check_key_layout(engine.context, key, op)
+    _residency(engine, key, op)
+
+
+def check_public_key(engine, key, op: str) -> None:
+    """A ``PublicKey`` of the engine's context and layout, on the engine's device."""
+    if type(key) is not PublicKey:
+        raise StateMismatchError(f"{op} needs a PublicKey, got {type(key).__name__}")
+    if key.context_id != engine.context.context_id:
+        raise ForeignContextError(f"{op}: key belongs to context {key.context_id}, the engine to {engine.context.context_id}")
     check_key_layout(engine.context, key, op)
     _residency(engine, key, op)
 

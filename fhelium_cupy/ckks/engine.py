@@ -27,14 +27,14 @@ from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersEr
 from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
 from ..interop.devices import as_device, is_unindexed_cuda
-from ._checks import check_ciphertext, check_not_capturing, check_plaintext
+from ._checks import check_ciphertext, check_not_capturing, check_plaintext, check_public_key
 from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
 from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
 from .keygen import KeyChain, KeyGenerator
-from .keys import ConjugationKey, RelinearizationKey, RotationKey, SecretKey
+from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
 from .params import Parameters, ParametersLiteral, require_opt_in_flag
 from .values import Ciphertext, ModulusBasis, Plaintext
 
@@ -322,33 +322,50 @@ class CkksEngine(EvaluationMixin):
         return slots.real.copy() if real else slots
 
     # --- encryption ------------------------------------------------------------------
-    def encrypt(self, plaintext: Plaintext) -> Ciphertext:
+    def encrypt(self, plaintext: Plaintext, *, public_key: PublicKey | None = None) -> Ciphertext:
         """Public-key encryption of a coefficient/standard plaintext -> coefficient-domain CT2.
+
+        Args:
+            plaintext: coefficient domain, standard form (``encode(m, polynomial_domain="coefficient")``).
+            public_key: encrypt under this key (a party without the secret: a client's key
+                loaded with ``load_value``); the ciphertext carries its ``key_id``. Default:
+                the engine's own key chain (made on first use).
 
         Raises:
             ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
+            StateMismatchError: ``public_key`` is not a ``PublicKey`` of this context's layout.
+            ForeignContextError: ``public_key`` belongs to another parameter set.
         """
         check_not_capturing(self.backend, "encryption")
         check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
-        keys = self.keys
-        data = encrypt_rns(self.context, self.backend, keys.public_key, plaintext.data, plaintext.prime_ids)
+        if public_key is None:
+            public_key = self.keys.public_key
+        else:
+            check_public_key(self, public_key, "encrypt")
+        data = encrypt_rns(self.context, self.backend, public_key, plaintext.data, plaintext.prime_ids)
         return Ciphertext(
             data,
             level=plaintext.level,
             scale=plaintext.scale,
             prime_ids=plaintext.prime_ids,
             context_id=self.context.context_id,
-            key_id=keys.key_id,
+            key_id=public_key.key_id,
         )
 
-    def encrypt_message(self, message: Any, *, level: int = 0, scale: float | None = None) -> Ciphertext:
-        """Encode and encrypt ``[*batch, k]`` values -> coefficient-domain CT2 at ``level``, ``scale``.
+    def encrypt_message(
+        self, message: Any, *, level: int = 0, scale: float | None = None, public_key: PublicKey | None = None
+    ) -> Ciphertext:
+        """Encode and encrypt ``[*batch, k]`` values -> coefficient-domain CT2 at ``level``, ``scale``
+        (under ``public_key`` when given, as for :meth:`encrypt`).
 
         Raises:
             ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
         """
         check_not_capturing(self.backend, "encryption")  # before encode's upload fails less clearly
-        return self.encrypt(self.encode(message, level=level, scale=scale, polynomial_domain="coefficient"))
+        if public_key is not None:
+            check_public_key(self, public_key, "encrypt_message")  # before anything is encoded
+        plaintext = self.encode(message, level=level, scale=scale, polynomial_domain="coefficient")
+        return self.encrypt(plaintext, public_key=public_key)
 
     def decrypt(self, ciphertext: Ciphertext) -> Plaintext:
         """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale)."""

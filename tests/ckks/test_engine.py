@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fhelium_cupy.ckks import Ciphertext, Plaintext, periodic_message
+from fhelium_cupy.ckks import Ciphertext, CkksEngine, Plaintext, periodic_message
 from fhelium_cupy.errors import StateMismatchError
 from tests.helpers.ckks_engines import (
     TOLERANCE,
@@ -338,3 +338,27 @@ def test_relinearize_with_rescale_validates_before_any_work():
     with pytest.raises(TypeError, match="rescale"):
         e.relinearize(e.multiply(*(2 * [e.coefficient_domain_to_ntt_domain(e.encrypt_message(m))])), rescale=1)
     assert e.relinearize(c3).level == e.context.max_level  # without the rescale the last level is fine
+
+
+def test_a_party_holding_only_the_public_key_encrypts_for_the_owner(tmp_path):
+    """Client / server: the server loads the client's public key and encrypts with it; it never
+    makes a secret of its own, and the client decrypts (a security-audit finding, session 25:
+    encrypt used to reach for the engine's own key chain, making a fresh secret)."""
+    from fhelium_cupy.ckks import load_value, save_value
+    from fhelium_cupy.errors import ForeignContextError, StateMismatchError
+
+    client = make_engine("test-n4096-scale40")
+    server = CkksEngine("test-n4096-scale40", insecure=True)
+    pk = load_value(save_value(client.keys.public_key, tmp_path / "pk.npz"), engine=server)
+    m = random_message(client, 1)
+    ct = server.encrypt_message(m, public_key=pk)
+    assert server._keys is None and ct.key_id == client.keys.key_id
+    np.testing.assert_allclose(client.decrypt_message(ct), m, atol=1e-6)
+    pt = server.encode(m, polynomial_domain="coefficient")
+    np.testing.assert_allclose(client.decrypt_message(server.encrypt(pt, public_key=pk)), m, atol=1e-6)
+    with pytest.raises(StateMismatchError, match="needs a PublicKey"):
+        server.encrypt_message(m, public_key=client.rotation_key(1))
+    other = CkksEngine("test-n4096-scale30", insecure=True)
+    with pytest.raises(ForeignContextError, match="context"):
+        other.encrypt_message(m, public_key=pk)
+    assert server._keys is None and other._keys is None

@@ -284,3 +284,12 @@ def test_capturing_an_encryption_fails_at_the_capture_stage_and_says_why():
     assert "cannot run inside a CUDA Graph capture" in str(info.value.__cause__)
     with CudaGraphProgram.capture(lambda x: gpu.add(x, x), example_inputs=(ct,)) as program:
         np.testing.assert_allclose(gpu.decrypt_message(program.replay(ct)), 2 * m, atol=1e-6)
+
+
+def test_a_cuda_engine_without_a_secret_encrypts_under_a_loaded_public_key():
+    cpu, _ = engines("test-n4096-scale40")
+    server = CkksEngine("test-n4096-scale40", device="cuda", insecure=True)
+    m = random_message(cpu, 1)
+    ct = server.encrypt_message(m, public_key=cpu.keys.public_key.to("cuda"))
+    assert server._keys is None and type(ct.data).__module__.startswith("cupy")
+    np.testing.assert_allclose(cpu.decrypt_message(ct.to("cpu")), m, atol=1e-6)
