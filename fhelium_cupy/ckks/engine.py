@@ -332,11 +332,11 @@ class CkksEngine(EvaluationMixin):
                 the engine's own key chain (made on first use).
 
         Raises:
-            ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
+            ExecutionError: called inside a CUDA Graph capture (fresh randomness each call:
+                ``encrypt_rns`` refuses).
             StateMismatchError: ``public_key`` is not a ``PublicKey`` of this context's layout.
             ForeignContextError: ``public_key`` belongs to another parameter set.
         """
-        check_not_capturing(self.backend, "encryption")
         check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
         if public_key is None:
             public_key = self.keys.public_key

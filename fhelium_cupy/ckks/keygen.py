@@ -248,10 +248,9 @@ class KeyChain:
         self.generator = generator
         if secret_key is None:
             secret_key = generator.secret_key()
-        else:
-            generator.check_secret_distribution(secret_key)  # adopted: ternary, dense enough, consistent
+        else:  # adopted: this context's, ternary, dense enough, one polynomial in every row
+            generator.check_secret_distribution(secret_key)
         self.secret_key = secret_key
-        generator._check(self.secret_key)
         self.public_key = generator.public_key(self.secret_key)
         self._relin: RelinearizationKey | None = None
         self._conj: ConjugationKey | None = None
