@@ -106,7 +106,9 @@ class Parameters:
             to whether the set is insecure: ``security_issue()`` is not None).
 
     Raises:
-        ConfigurationError: bad ring degree, moduli, scale, sigma or digits.
+        ConfigurationError: bad ring degree, moduli, scale, sigma or digits, or special primes
+            whose product P is below half the largest digit's (key switching would amplify its
+            error by their ratio).
         InsecureParametersError: the set is below 128-bit security and ``insecure`` is False.
     """
 
@@ -151,6 +153,15 @@ class Parameters:
             raise ConfigurationError(
                 f"digits must partition the Q prime ids 0..{len(q) - 1} into contiguous non-empty groups, "
                 f"got {self.digits!r}"
+            )
+        # Hybrid key switching divides a digit's product by P: with P much smaller than a digit
+        # the key-switching error grows by their ratio and every rotation decrypts to noise.
+        digit_product = max(math.prod(q[i] for i in d) for d in self.digits)
+        if 2 * math.prod(p) < digit_product:
+            raise ConfigurationError(
+                f"the special primes' product P ({math.log2(math.prod(p)):.1f} bits) must be at least half the "
+                f"largest digit's product ({math.log2(digit_product):.1f} bits), or key switching amplifies its "
+                "error by their ratio: add special primes, make them larger, or use more digits (dnum)"
             )
         issue = self.security_issue()
         if issue is not None and not self.insecure:

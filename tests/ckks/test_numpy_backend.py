@@ -27,14 +27,15 @@ from tests.helpers.ckks_oracles import (
 N = 16
 
 
-# (q_bits, p_bits, dnum). "small-*": every modulus < 2**50, so the float-assisted products run
+# (q_bits, p_bits, dnum): digits of 2, 2 and 1 primes where dnum is 3 (P must be at least half
+# the largest digit's product: Parameters refuses less). "small-*": every modulus < 2**50, so the float-assisted products run
 # everywhere; the others mix < 2**50 Q primes with 60-bit P primes (exact 32-bit-split path
 # wherever a P prime is involved, float path elsewhere).
 SPECS = {
     "single-prime-digits": ((40, 40, 50), (60,), None),
-    "two-prime-digits-two-p": ((40, 41, 40, 50, 45), (60, 58), 2),
+    "two-prime-digits-two-p": ((40, 41, 40, 50, 45), (60, 58), 3),
     "small-single-prime-digits": ((30, 40, 45, 50), (50,), None),
-    "small-two-prime-digits-two-p": ((30, 41, 40, 50, 45), (50, 48), 2),
+    "small-two-prime-digits-two-p": ((30, 41, 40, 50, 45), (50, 48), 3),
 }
 
 

@@ -189,3 +189,15 @@ def test_the_insecure_opt_in_must_be_a_real_bool(flag):
     with pytest.raises(TypeError, match="insecure must be True or False"):
         dataclasses.replace(Parameters.preset("slots8192-scale40-depth7"), insecure=flag)
     assert Parameters.preset("test-n4096-scale40", insecure=True).insecure is True
+
+
+def test_special_primes_must_cover_half_the_largest_digit():
+    """Hybrid key switching divides a digit's product by P; a 20-bit P under one 120-bit digit
+    (a set the 128-bit bound accepts) decrypted rotations to ~1e25 (security audit, session 25).
+    Refused, with what to change; P at least half the digit passes."""
+    with pytest.raises(ConfigurationError, match="special primes' product P"):
+        Parameters.from_literal(ParametersLiteral(log_n=13, q_bits=(40, 40, 40), p_bits=(20,), dnum=1))
+    with pytest.raises(ConfigurationError, match="special primes' product P"):  # 2P ~ 2**39 < one 40-bit digit
+        Parameters.from_literal(ParametersLiteral(log_n=13, q_bits=(40, 40, 40), p_bits=(38,), dnum=3))
+    ok = Parameters.from_literal(ParametersLiteral(log_n=13, q_bits=(40, 40, 40), p_bits=(40,), dnum=3))
+    assert not ok.insecure and 2 * ok.p_moduli[0] >= max(ok.q_moduli)
