@@ -196,7 +196,8 @@ class Parameters:
 
         Raises:
             ConfigurationError: bad ring size, non-NTT-friendly / duplicate / oversize
-                primes, bad scale, sigma or digit count.
+                primes, bad scale, sigma or digit count, or special primes below half the
+                largest digit.
             InsecureParametersError: the set is below 128-bit security (``security_issue``:
                 log2(QP) above the bound for N, no tabulated bound for N, or sigma below
                 ``SIGMA_MIN_128``) and ``insecure`` is False.
