@@ -12,6 +12,8 @@ coefficient-domain residues on the host.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._checks import check_not_capturing
@@ -22,17 +24,16 @@ from .sampling import sample_gaussian, sample_ternary
 __all__ = ["decrypt_phase", "encrypt_rns"]
 
 
-_HOST: dict[str, object] = {}
-
-
 def _host_backend(context, backend):
-    if backend.xp is np:
-        return backend
-    if context.context_id not in _HOST:
-        from .backends.numpy_backend import NumpyBackend
+    """The backend itself on the host; else a NumPy backend of the context (the host ModDown)."""
+    return backend if backend.xp is np else _numpy_backend(context)
 
-        _HOST[context.context_id] = NumpyBackend(context)
-    return _HOST[context.context_id]
+
+@functools.lru_cache(maxsize=8)  # a few contexts' tables, not every context a process ever made
+def _numpy_backend(context):
+    from .backends.numpy_backend import NumpyBackend
+
+    return NumpyBackend(context)
 
 
 def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[int, ...]):
