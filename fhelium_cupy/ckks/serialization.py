@@ -92,6 +92,8 @@ def _write(path: Path, payload: bytes, *, secret: bool) -> None:
 
 def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
     """The header and a reader of the data (called only once the header is validated)."""
+    if not path.is_file():  # a missing path is the OS's error, not a corrupt value
+        raise FileNotFoundError(f"no saved value at {path}")
     try:
         if path.suffix == ".npz":
             def data() -> np.ndarray:
@@ -141,6 +143,7 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
 
     Raises:
         TypeError: neither ``engine`` nor ``context`` given.
+        FileNotFoundError: nothing (or not a file) at ``path``.
         SerializationError: bad header, unknown type, schema version, malformed or corrupt
             data, or a state that contradicts the context.
         ForeignContextError: the value was made under another parameter set.

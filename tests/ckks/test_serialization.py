@@ -221,3 +221,10 @@ def test_a_key_labelled_for_another_secret_is_refused_and_a_relabelled_one_is_on
         load_value(save_value(key, tmp_path / "own.npz"), engine=e)
     worst = e.key_generator._key_error_magnitude(e.keys.secret_key, e.relinearization_key())
     assert 0 < worst <= 10 * e.context.parameters.sigma
+
+
+def test_a_missing_file_is_file_not_found(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    for path in (tmp_path / "absent.npz", tmp_path / "absent.safetensors", tmp_path):
+        with pytest.raises(FileNotFoundError, match="no saved value"):
+            load_value(path, engine=e)
