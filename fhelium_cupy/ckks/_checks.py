@@ -174,6 +174,19 @@ def check_public_key(engine, key, op: str) -> None:
     _residency(engine, key, op)
 
 
+def check_product_scale(engine, ct, scale: float, op: str) -> float:
+    """``scale`` (a product's) below the modulus of ``ct``'s level, else a message times it
+    wraps mod Q and decrypts to garbage (a 2^60 scale over one 40-bit prime did, with no
+    error). The bound is SEAL's (scale bits below the modulus bits); returns ``scale``."""
+    bits = engine.context.level_modulus_bits[ct.level]
+    if not math.log2(scale) < bits:
+        raise StateMismatchError(
+            f"{op}: the product's scale 2^{math.log2(scale):.1f} does not fit the modulus of level {ct.level} "
+            f"(2^{bits:.1f}); rescale an operand first (rescale_to_next_level) or encode at a smaller scale"
+        )
+    return scale
+
+
 def check_not_capturing(backend, op: str) -> None:
     """ExecutionError when ``op``, which draws fresh randomness on the host, is called while
     the backend's stream records a CUDA graph: a replay would reuse the recorded randomness

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import StateMismatchError
-from ._checks import check_ciphertext, check_key, check_plaintext, check_same_state
+from ._checks import check_ciphertext, check_key, check_plaintext, check_product_scale, check_same_state
 from .backends.base import Domain, keyswitch_from_digits_many_by_loop
 from .keys import ConjugationKey, KeySwitchKey, RelinearizationKey, RotationKey
 from .values import Ciphertext, Plaintext
@@ -127,6 +127,7 @@ class EvaluationMixin:
         check_ciphertext(self, ct, "multiply_plaintext", domain="ntt")
         check_plaintext(self, pt, "multiply_plaintext", domain="ntt", residue="montgomery")
         check_same_state(ct, pt, "multiply_plaintext", check_scale=False, check_components=False)
+        scale = check_product_scale(self, ct, ct.scale * pt.scale, "multiply_plaintext")
         target = tuple(ct.data.shape[1:])
         if tuple(pt.data.shape) not in (target, target[-2:]):
             raise StateMismatchError(
@@ -137,7 +138,7 @@ class EvaluationMixin:
         out = xp.empty_like(ct.data)
         for c in range(ct.component_count):
             self.backend.mul_montgomery(ct.data[c], p, rows, out=out[c])
-        return ct._with_data(out, scale=ct.scale * pt.scale)
+        return ct._with_data(out, scale=scale)
 
     def multiply_plaintext_and_sum(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
         """``sum_ciphertext_batch(multiply_plaintext(ct, pt))`` in one pass, bit for bit.
@@ -160,14 +161,15 @@ class EvaluationMixin:
                 f"{op}: needs a ciphertext of batch shape (n,) and a plaintext of the same batch shape, got "
                 f"{ct.batch_shape} and {pt.batch_shape}"
             )
-        return ct.scale * pt.scale
+        return check_product_scale(self, ct, ct.scale * pt.scale, op)
 
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Tensor product of two NTT-domain CT2 -> CT3 ``(a0 b0, a0 b1 + a1 b0, a1 b1)``; scales multiply."""
         check_ciphertext(self, a, "multiply", domain="ntt", components=(2,))
         check_ciphertext(self, b, "multiply", domain="ntt", components=(2,))
         check_same_state(a, b, "multiply", check_scale=False)
-        return a._with_data(self.backend.tensor_product(a.data, b.data, a.prime_ids), scale=a.scale * b.scale)
+        scale = check_product_scale(self, a, a.scale * b.scale, "multiply")
+        return a._with_data(self.backend.tensor_product(a.data, b.data, a.prime_ids), scale=scale)
 
     def rescale_to_next_level(self, ct: Ciphertext) -> Ciphertext:
         """Divide by the first active prime ``q`` with rounding: level + 1, scale / q, same domain."""

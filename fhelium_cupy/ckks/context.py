@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from functools import cached_property
 
 from ..errors import InsecureParametersError
@@ -86,6 +87,12 @@ class CkksContext:
     def p_ids(self) -> tuple[int, ...]:
         """Prime ids of the special primes."""
         return tuple(range(self.q_count, self.q_count + self.p_count))
+
+    @cached_property
+    def level_modulus_bits(self) -> tuple[float, ...]:
+        """log2 of the product of the active Q primes, by level (what a scale must stay below)."""
+        q = self.parameters.q_moduli
+        return tuple(sum(math.log2(m) for m in q[level:]) for level in range(len(q)))
 
     def prime_ids(self, level: int) -> tuple[int, ...]:
         """Active Q prime ids at ``level`` (0 = full chain)."""

@@ -331,7 +331,8 @@ def test_relinearize_with_rescale_in_either_domain_from_either_domain_batched_or
 def test_relinearize_with_rescale_validates_before_any_work():
     e = make_engine("test-n4096-scale40")
     m = random_message(e, 32)
-    top = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=e.context.max_level))
+    # a product at the last level must fit its one prime: scale 2^20 squared, not 2^40 squared
+    top = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=e.context.max_level, scale=2.0**20))
     c3 = e.multiply(top, top)
     with pytest.raises(StateMismatchError, match="last level"):
         e.relinearize(c3, rescale=True)
@@ -362,3 +363,23 @@ def test_a_party_holding_only_the_public_key_encrypts_for_the_owner(tmp_path):
     with pytest.raises(ForeignContextError, match="context"):
         other.encrypt_message(m, public_key=pk)
     assert server._keys is None and other._keys is None
+
+
+def test_a_product_whose_scale_outgrows_the_level_modulus_is_refused():
+    """A 2^80 product scale over the last level's one 49-bit prime decrypted to garbage with no
+    error (security audit, session 25); multiply, multiply_plaintext and the weighted sum now
+    refuse it before any work, naming the fix. At level 0 (129 bits) the same product works."""
+    e = make_engine("test-n4096-scale40")
+    m = random_message(e, 4)
+    last = e.context.max_level
+    top = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m, level=last))
+    for call in (lambda: e.multiply(top, top), lambda: e.multiply_plaintext(top, e.encode(m, level=last))):
+        with pytest.raises(StateMismatchError, match=r"scale 2\^80.0 does not fit the modulus of level"):
+            call()
+    batch = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([m, m]), level=last))
+    with pytest.raises(StateMismatchError, match="rescale an operand first"):
+        e.multiply_plaintext_and_sum(batch, e.encode(np.stack([m, m]), level=last))
+    low = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m))
+    product = e.rescale_to_next_level(e.relinearize(e.multiply(low, low)))
+    np.testing.assert_allclose(e.decrypt_message(product), m * m, atol=1e-4)
+
