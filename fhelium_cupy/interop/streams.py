@@ -12,6 +12,7 @@ API keeps its meaning.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +26,18 @@ __all__ = [
     "event_handles",
     "resolve_stream",
     "stream_device_index",
+    "stream_identity",
 ]
+
+CUDA_STREAM_PER_THREAD = 2
+"""``cudaStreamPerThread``: one handle for a different default stream in every host thread."""
+
+
+def stream_identity(ptr: int) -> int | tuple[int, int]:
+    """What tells the stream of handle ``ptr`` (on the current device) from another: the handle,
+    except for the per-thread default stream, whose handle is the same in every thread (two
+    threads' replays on "handle 2" run on two streams and must wait on each other)."""
+    return (ptr, threading.get_ident()) if ptr == CUDA_STREAM_PER_THREAD else ptr
 
 
 class _StreamProtocolAdapter:
@@ -96,10 +108,9 @@ def _external(ptr: int, device_index: int) -> Any:
 
 def _current_stream(cupy: Any, index: int) -> Any:
     current = cupy.cuda.get_current_stream(index)
-    ptr = current.ptr
-    if ptr == 0 or ptr == 1:
+    if current.ptr <= CUDA_STREAM_PER_THREAD:  # CuPy's default stream, legacy or per-thread
         foreign = _torch_current_stream_ptr(index)
-        if foreign > 2:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
+        if foreign > CUDA_STREAM_PER_THREAD:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
             return _external(foreign, index)
     return current
 

@@ -410,16 +410,24 @@ class ReusableValueBuffer(Generic[_ValueT]):
         return handle
 
     def _submit(self, leaves: Sequence[Any], stream: Any, deps: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
+        """Enqueue the copies on ``stream`` after ``deps`` and record their event, all with the
+        buffer's device current: the default streams' handles (0, 1, 2) name the current
+        device's stream, so from another current device they would order and copy on the
+        wrong GPU (an audit found copy_inputs_from of a program on cuda:1 doing that)."""
         cupy = cupy_or_none()
         assert cupy is not None
         runtime = cupy.cuda.runtime
         sptr = stream.ptr
-        for dep in deps:
-            runtime.streamWaitEvent(sptr, dep, 0)
-        self._enqueue_copies(leaves, sptr, runtime.memcpyAsync)
         with cupy.cuda.Device(self._device.index):
+            for dep in deps:
+                runtime.streamWaitEvent(sptr, dep, 0)
+            try:
+                self._enqueue_copies(leaves, sptr, runtime.memcpyAsync)
+            except BaseException:
+                stream.synchronize()  # what was enqueued lands before the error leaves: nothing in flight untracked
+                raise
             event = cupy.cuda.Event(block=False, disable_timing=True)
-        event.record(stream)
+            event.record(stream)
         handle = CopyHandle(event=event, device=self._device, sources=tuple(leaves), bytes_copied=self._nbytes, token=self._token)
         if not non_blocking:
             handle.synchronize()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
 from ..interop.streams import resolve_stream
 
@@ -82,7 +83,8 @@ class CopyHandle:
         if self._event is None:
             return self
         target = resolve_stream(stream, self._device)
-        target.wait_event(self._event)
+        with require_cupy("CopyHandle.wait_on").cuda.Device(self._device.index):  # a default stream's handle is per device
+            target.wait_event(self._event)
         return self
 
     def synchronize(self) -> None:

@@ -17,7 +17,7 @@ from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
 from ..interop.arrays import bump_autograd_versions, leaf_kind
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
-from ..interop.streams import current_stream_getter, event_handles, resolve_stream
+from ..interop.streams import current_stream_getter, event_handles, resolve_stream, stream_identity
 from . import _capture
 from ._graph_execs import DriverError, InputCopyGraph, RootedGraph
 from ._output import OutputPlan
@@ -165,7 +165,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         # as a torch in-place op would (the buffer does the same for its input views)
         self._torch_outputs = tuple(leaf for leaf in output.leaves if leaf_kind(leaf) == "torch")
         self._latest_copy: CopyHandle | None = None
-        self._last_stream_ptr = 0  # stream of the newest replay-complete event (self._events.last)
+        # stream of the newest replay-complete event (self._events.last): stream_identity of its handle
+        self._last_stream: object = None
         self._closed = False
         # Safety net for a program dropped without close(): wait for its last replay before
         # its storage can be released (the ring does not reference the program).
@@ -385,6 +386,12 @@ class CudaGraphProgram(Generic[_OutputT]):
             leaves = self._collect(inputs)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
+        if self._runtime.getDevice() != self._device_index:  # the default streams' handles are per device
+            with self._cupy.cuda.Device(self._device_index):
+                return self._copy_inputs(leaves, stream, wait_for, non_blocking)
+        return self._copy_inputs(leaves, stream, wait_for, non_blocking)
+
+    def _copy_inputs(self, leaves: list[Any], stream: object | None, wait_for: object, non_blocking: bool) -> CopyHandle:
         copy_stream = resolve_stream(stream, self._device)
         waits = event_handles(wait_for)
         last = self._events.last
@@ -431,7 +438,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         stream = self._current_stream()
         sptr = stream.ptr
         last = self._events.last
-        if last is not None and self._last_stream_ptr != sptr:
+        if last is not None and self._last_stream != stream_identity(sptr):
             self._runtime.streamWaitEvent(sptr, last.ptr, 0)
         if copy_handle is not None:
             self._runtime.streamWaitEvent(sptr, copy_handle.event.ptr, 0)
@@ -470,7 +477,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         stream = self._current_stream()
         sptr = stream.ptr
         last = self._events.last
-        if last is not None and self._last_stream_ptr != sptr:
+        if last is not None and self._last_stream != stream_identity(sptr):
             runtime.streamWaitEvent(sptr, last.ptr, 0)  # the previous replay may still read the inputs
         latest = self._latest_copy
         if latest is not None:
@@ -508,7 +515,7 @@ class CudaGraphProgram(Generic[_OutputT]):
             # memory included): later input copies, replays and pool members order behind
             # this replay and the part of the output copy that was enqueued
             event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
-            self._last_stream_ptr = sptr
+            self._last_stream = stream_identity(sptr)
             if pool is not None:
                 pool._extend_chain(event, sptr)
             self._latest_copy = None

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import ExecutionError
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device, as_device
+from ..interop.streams import stream_identity
 from .arena import GraphArena
 
 __all__ = ["CudaGraphPool"]
@@ -51,10 +52,10 @@ class CudaGraphPool:
         self._device = resolved
         self._arena = GraphArena(resolved)
         self._members: weakref.WeakSet[Any] = weakref.WeakSet()
-        # The chain: the event recorded after the latest member replay, and the handle of
-        # the stream it was recorded on (a replay on that same stream needs no wait).
+        # The chain: the event recorded after the latest member replay, and the stream it was
+        # recorded on (stream_identity: a replay on that same stream needs no wait).
         self._last_event: Any = None
-        self._last_stream_ptr = 0
+        self._last_stream: object = None
         self._closed = False
 
     @property
@@ -85,13 +86,13 @@ class CudaGraphPool:
     def _wait_for_chain(self, runtime: Any, stream_ptr: int) -> None:
         """Order the stream ``stream_ptr`` after the newest member replay (scratch is shared);
         nothing to do on the stream that replay ran on."""
-        if self._last_event is not None and self._last_stream_ptr != stream_ptr:
+        if self._last_event is not None and self._last_stream != stream_identity(stream_ptr):
             runtime.streamWaitEvent(stream_ptr, self._last_event.ptr, 0)
 
     def _extend_chain(self, event: Any, stream_ptr: int) -> None:
         """``event`` (recorded on ``stream_ptr`` after a member replay) is now the newest."""
         self._last_event = event
-        self._last_stream_ptr = stream_ptr
+        self._last_stream = stream_identity(stream_ptr)
 
     def _register(self, program: Any) -> None:
         self._members.add(program)

@@ -119,3 +119,19 @@ def test_device_is_the_string_torch_accepts_and_equals_the_torch_device():
     assert torch.ones(2).to(buffer.device).device == torch.device("cpu")
     assert torch.zeros(1, device=buffer.device).device.type == "cpu"
     buffer.close()
+
+
+def test_stream_identity_tells_per_thread_default_streams_of_two_threads_apart():
+    """Handle 2 (cudaStreamPerThread) is a different stream in every host thread; other handles
+    are their own identity (the runtime's "same stream as the last replay: no wait" rule)."""
+    import threading
+
+    from fhelium_cupy.interop.streams import stream_identity
+
+    here = stream_identity(2)
+    there = []
+    worker = threading.Thread(target=lambda: there.append(stream_identity(2)))
+    worker.start()
+    worker.join()
+    assert here == stream_identity(2) and here != there[0]
+    assert stream_identity(0) == 0 and stream_identity(1) == 1 and stream_identity(0x7F00) == 0x7F00
