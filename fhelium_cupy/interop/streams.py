@@ -12,7 +12,6 @@ API keeps its meaning.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,11 +32,13 @@ CUDA_STREAM_PER_THREAD = 2
 """``cudaStreamPerThread``: one handle for a different default stream in every host thread."""
 
 
-def stream_identity(ptr: int) -> int | tuple[int, int]:
+def stream_identity(ptr: int) -> object:
     """What tells the stream of handle ``ptr`` (on the current device) from another: the handle,
-    except for the per-thread default stream, whose handle is the same in every thread (two
-    threads' replays on "handle 2" run on two streams and must wait on each other)."""
-    return (ptr, threading.get_ident()) if ptr == CUDA_STREAM_PER_THREAD else ptr
+    except for the per-thread default stream, whose one handle is a different stream in every
+    host thread: it gets a new identity at every call, equal to nothing, so work on it always
+    waits by event. (Keyed by thread it would not do: a thread started after another ended
+    may get its ident back, with a new stream; the H200 run of the first fix showed it.)"""
+    return object() if ptr == CUDA_STREAM_PER_THREAD else ptr
 
 
 class _StreamProtocolAdapter:
