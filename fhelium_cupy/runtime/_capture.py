@@ -116,43 +116,22 @@ def function_name(function: object) -> str:
 
 
 @contextlib.contextmanager
-def torch_stream(stream: Any, device: Device, pool: Any = None) -> Iterator[None]:
-    """Make ``stream`` torch's current stream too, when torch with CUDA is loaded; with
-    ``pool`` (a ``torch.cuda.MemPool``), route torch's allocations on the device to it.
+def torch_stream(stream: Any, device: Device) -> Iterator[None]:
+    """Make ``stream`` torch's current stream too, when torch with CUDA is loaded.
 
     A captured callable that moves arrays between CuPy and torch through DLPack then
     exchanges them on one stream (no cross-stream event, which a capture would reject),
-    and torch kernels it launches are recorded into the graph.
+    and torch kernels it launches are recorded into the graph. torch *allocations*
+    inside a capture come from torch's caching allocator, which is not capture-aware
+    for CuPy captures: captured callables should allocate through CuPy.
     """
     torch = loaded_torch()
     if torch is None or not torch.cuda.is_available():
         yield
         return
-    index = torch.device("cuda", device.index)
-    external = torch.cuda.ExternalStream(stream.ptr, device=index)
+    external = torch.cuda.ExternalStream(stream.ptr, device=torch.device("cuda", device.index))
     with torch.cuda.stream(external):
-        if pool is None:
-            yield
-        else:
-            with torch.cuda.use_mem_pool(pool, device=index):
-                yield
-
-
-def torch_capture_pool() -> Any:
-    """A ``torch.cuda.MemPool`` for torch's allocations inside one capture, or None (torch not
-    loaded, no CUDA, or a torch without ``use_mem_pool``).
-
-    torch's caching allocator knows nothing of a CuPy capture: a temporary a captured
-    callable allocates through torch and drops would go back to torch's cache, an eager
-    torch tensor could get that memory next, and every replay would overwrite it (the
-    graph keeps writing the address). A pool of the program's own, kept as long as the
-    program, takes those blocks back instead: only later allocations inside this pool,
-    which nothing outside the capture makes, can reuse them.
-    """
-    torch = loaded_torch()
-    if torch is None or not torch.cuda.is_available() or not hasattr(torch.cuda, "use_mem_pool"):
-        return None
-    return torch.cuda.MemPool()
+        yield
 
 
 def end_capture_quietly(stream: Any) -> None:
@@ -240,11 +219,8 @@ def run_capture(
     start = time.perf_counter()
     stream = cupy.cuda.Stream(non_blocking=True)  # private and non-default: never capture the legacy stream
     arena.merge_streams()  # blocks freed since the last capture: free for any of this capture's streams
-    torch_pool = torch_capture_pool()
-    if torch_pool is not None:
-        retention.retain_for_capture(torch_pool)  # the program keeps the blocks its graph writes
     try:
-        with stream, torch_stream(stream, device, torch_pool), cupy.cuda.using_allocator(arena.malloc):
+        with stream, torch_stream(stream, device), cupy.cuda.using_allocator(arena.malloc):
             # Relaxed mode: the arena may need a new chunk (cudaMalloc) in the middle of a
             # capture, which the global and thread-local modes forbid. Relaxed mode still
             # rejects what conflicts with capture (synchronization, event queries), and
