@@ -94,9 +94,14 @@ class CudaGraphProgram(Generic[_OutputT]):
     storage set and replays sequentially (one host thread); concurrent workers need
     independent programs.
 
-    Memory: captured allocations come from a graph-private arena (or the pool's shared
+    Memory: captured CuPy allocations come from a graph-private arena (or the pool's shared
     scratch), never from CuPy's default pool, so eager code can allocate and free freely
-    (``free_all_blocks()`` included) without ever receiving graph memory.
+    (``free_all_blocks()`` included) without ever receiving graph memory. torch
+    allocations are not routed: a torch temporary a captured callable allocates and drops
+    goes back to torch's caching allocator, which could hand it to an eager tensor that
+    every replay then overwrites. Captured callables allocate through CuPy (torch ops on
+    views of CuPy arrays through DLPack are fine); a torch tensor *returned* stays the
+    program's.
 
     Construct programs with :meth:`capture`; direct construction is not public.
 
