@@ -501,13 +501,13 @@ class CudaGraphProgram(Generic[_OutputT]):
         ``node_sources`` (``InputCopyGraph.device_sources`` of ``sources``) the input-copy
         graph, which copies them itself."""
         pool = self._pool
-        if pool is not None:
-            pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
-        if node_sources is None:
-            self._launch(stream)
-        else:
-            self._launch_with_input_nodes(node_sources, stream, sptr, sources)
         try:
+            if pool is not None:
+                pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
+            if node_sources is None:
+                self._launch(stream)
+            else:
+                self._launch_with_input_nodes(node_sources, stream, sptr, sources)
             if self._torch_outputs:
                 bump_autograd_versions(self._torch_outputs)
             if copy_output:
@@ -516,9 +516,10 @@ class CudaGraphProgram(Generic[_OutputT]):
             else:
                 result = self._borrow()
         finally:
-            # recorded whatever happened after the launch (an owned copy that ran out of
-            # memory included): later input copies, replays and pool members order behind
-            # this replay and the part of the output copy that was enqueued
+            # recorded whatever happened (a launch the driver refused, an owned copy that ran
+            # out of memory): later input copies, replays and pool members order behind the
+            # input copies already enqueued, this replay and the part of the output copy that
+            # was enqueued, and replay() sources stay alive until then
             event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
             self._last_stream = stream_identity(sptr)
             if pool is not None:

@@ -52,6 +52,30 @@ def test_replay_copies_each_leaf_then_launches_and_records(fake):
     program.close()
 
 
+def test_a_launch_that_fails_after_the_input_copies_still_records_their_event(fake, monkeypatch):
+    """The copies were enqueued before the launch raised (runtime audit, session 25): without an
+    event, later copies and replays would not order behind them and a host source could be
+    released mid-copy. The event is recorded and holds the source."""
+    program = build_program(fake, _add, (_ct(),))
+    source = _ct()
+
+    def refused(stream):
+        raise RuntimeError("launch refused")
+
+    monkeypatch.setattr(program, "_launch", refused)
+    fake.log = []  # what fake.calls does, kept through the exception
+    try:
+        with pytest.raises(RuntimeError, match="launch refused"):
+            program.replay(source)
+        calls = fake.log
+    finally:
+        fake.log = None
+    assert _names(calls) == ["getDevice", "memcpyAsync", "eventRecord"]
+    assert program._events.last is not None
+    monkeypatch.undo()
+    program.close()
+
+
 def test_immutable_value_output_is_one_shared_object(fake):
     program = build_program(fake, _add, (_ct(),))
     first = program.replay(_ct())
