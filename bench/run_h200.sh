@@ -2,7 +2,7 @@
 # Everything for one GPU record in one call (< 10 minutes), written into one directory:
 #   bash bench/run_h200.sh "$OUT"
 # -> results.json, results.md, up to 4 PNGs (bench/run_all.py) and demo_and_examples.txt
-#    (fhelium-cupy info, the demo, examples/01-05). Each step has its own time limit; a bench
+#    (fhelium-cupy info, the demo, examples/0*). Each step has its own time limit; a bench
 #    cut short still leaves results.json (rewritten after every size) and it is redrawn.
 # Knobs (environment): BENCH_PRESETS, BENCH_BUDGET (s, default 250), BENCH_TIMEOUT (s, default 320),
 #    BENCH_RUNS (default 20).

@@ -457,7 +457,7 @@ class EvaluationMixin:
             output_domain = "coefficient" if rescale else "ntt"
         domain = _check_output_domain(output_domain, op)
         be, rows = self.backend, ct.prime_ids
-        scale = ct.scale * weights.scale
+        scale = check_product_scale(self, ct, ct.scale * weights.scale, op)
         if not keys:  # no rotation: the plain product with the Q part of the one weight
             c_ntt = be.ntt_forward(ct.data, rows)
             data = be.mul_montgomery_sum(c_ntt[:, None], self._q_limbs(weights).data, rows)

@@ -34,7 +34,7 @@ from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
 from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
 from .keygen import KeyChain, KeyGenerator
-from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
+from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
 from .params import Parameters, ParametersLiteral, require_opt_in_flag
 from .values import Ciphertext, ModulusBasis, Plaintext
 
@@ -178,6 +178,8 @@ class CkksEngine(EvaluationMixin):
         Graphs captured before keep the keys they read (their programs hold them).
 
         Raises:
+            ExecutionError: called inside a CUDA Graph capture (key generation draws fresh
+                randomness).
             ForeignContextError: ``secret_key`` belongs to another parameter set.
             StateMismatchError: ``secret_key`` is not one ternary polynomial over every QP row
                 with at least N/4 non-zero coefficients (the 128-bit bounds assume a uniform
@@ -231,6 +233,9 @@ class CkksEngine(EvaluationMixin):
         if progress is not None and not isinstance(progress, bool):
             raise TypeError(f"progress must be a bool or None, got {type(progress).__name__} {progress!r}")
         steps = list(steps)
+        half = self.context.ring_degree // 2
+        for step in steps:
+            normalize_rotation_step(step, half)  # TypeError before the key chain is made
         chain = self.keys
         missing = chain.missing_rotation_steps(steps)
         show = show_progress_by_default(len(missing)) if progress is None else progress
@@ -334,8 +339,10 @@ class CkksEngine(EvaluationMixin):
         Raises:
             ExecutionError: called inside a CUDA Graph capture (fresh randomness each call:
                 ``encrypt_rns`` refuses).
-            StateMismatchError: ``public_key`` is not a ``PublicKey`` of this context's layout.
-            ForeignContextError: ``public_key`` belongs to another parameter set.
+            StateMismatchError: the plaintext is not coefficient/standard at its level, or
+                ``public_key`` is not a ``PublicKey`` of this context's layout on the
+                engine's device.
+            ForeignContextError: the plaintext or ``public_key`` belongs to another parameter set.
         """
         check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
         if public_key is None:
@@ -360,6 +367,8 @@ class CkksEngine(EvaluationMixin):
 
         Raises:
             ExecutionError: called inside a CUDA Graph capture (fresh randomness each call).
+            StateMismatchError, ForeignContextError: a bad ``public_key``, as for :meth:`encrypt`.
+            TypeError, ValueError: a message ``encode`` refuses.
         """
         check_not_capturing(self.backend, "encryption")  # before encode's upload fails less clearly
         if public_key is not None:

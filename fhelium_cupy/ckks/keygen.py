@@ -80,8 +80,11 @@ class KeyGenerator:
         adopting a secret, never inside a capture.
 
         Raises:
+            ExecutionError: called inside a CUDA Graph capture (it copies to the host).
+            ForeignContextError: the secret belongs to another parameter set.
             StateMismatchError: the secret is not such a polynomial (nothing of it is printed).
         """
+        check_not_capturing(self.backend, "adopting a secret key")
         self._check(sk)
         be, qp = self.backend, self._qp
         residues = be.to_numpy(be.ntt_inverse(self.secret_standard(sk), qp))  # [QP, N] coefficients

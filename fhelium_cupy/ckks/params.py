@@ -2,8 +2,9 @@
 
 Lattigo style: ``ParametersLiteral`` holds public, unchecked fields (ring size, prime sizes
 or explicit primes, scale, digit count); ``Parameters.from_literal`` validates them
-(NTT-friendly primes below 2**61, distinct, digit partition, the HE-standard 128-bit bound
-on log2(QP)) and returns an immutable object. Presets are named literals.
+(NTT-friendly primes below 2**61, distinct, digit partition, special primes whose product
+is at least half the largest digit's, sigma >= ``SIGMA_MIN_128`` and the 128-bit bound on
+log2(QP)) and returns an immutable object. Presets are named literals.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ SECURITY_BOUNDS_128: dict[int, int] = {4096: 106, 8192: 214, 16384: 430, 32768: 
 """Maximum log2(QP) for 128-bit security per ring degree N: uniform ternary secret, error of
 standard deviation 3.19 (Bossuat et al., "Security Guidelines for Implementing Homomorphic
 Encryption", 2024; the table FHElium uses). They are a few bits below the 2018 HE standard's
-109 / 218 / 438 / 881 and the 1772 for N=2^16 this project used before (DESIGN.md): where
-the sources differ, the stricter bound holds."""
+109 / 218 / 438 / 881 and the 1772 for N=2^16 this project used before: where the sources
+differ, the stricter bound holds."""
 
 SIGMA_MIN_128 = 3.19
 """Smallest error standard deviation the 128-bit bounds assume (the tables' 3.19, the rounded
@@ -90,9 +91,11 @@ def _generate_chain(bits: tuple[int, ...], n: int, *, balanced: bool, exclude: s
 class Parameters:
     """Validated, immutable CKKS parameters. Build with ``from_literal`` or ``preset``.
 
-    Every instance is validated when it is made, however it is made (``from_literal``, direct
-    construction or ``dataclasses.replace``): moduli, scale, sigma, digit partition and the
-    128-bit security bound. A set that misses the bound exists only with ``insecure=True``.
+    Every instance made by ``from_literal``, direct construction or ``dataclasses.replace`` is
+    validated: moduli, scale, sigma, digit partition, special primes and the 128-bit security
+    bound. A copy or an unpickled object skips ``__post_init__``; ``CkksContext`` checks it
+    again against the security bound only. A set that misses the bound exists only with
+    ``insecure=True``.
 
     Attributes:
         name: label of the set.

@@ -3,8 +3,9 @@
 A file holds one tensor ``data`` (uint64, host copy) and a JSON header: type name,
 schema version and the value's metadata. ``load_value`` checks a file against the engine or
 context it will be used with before it builds anything: the header against the value
-registry, the parameter set (``ForeignContextError``), with an engine holding keys the secret
-(``ForeignKeyError``), then the residues and the claimed state (``SerializationError``).
+registry, the parameter set (``ForeignContextError``), with an engine holding keys the key
+label (``key_id``) against the engine's (``ForeignKeyError``), then the residues and the
+claimed state (``SerializationError``).
 
 A key's ``key_id`` is a random label, not an authentication: it catches keys mixed up by
 mistake, not a key file forged with the right label. Key material is deliberately *not*

@@ -459,7 +459,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         executables of the graph (``runtime._graph_execs``: a driver call only when none of
         them copies from these addresses already); otherwise one ``cudaMemcpyAsync`` per
         leaf precedes the launch. Either way the copies run in stream order before the
-        graph's work. A successful replay supersedes an outstanding ``copy_inputs_from``
+        graph's work. A replay that reaches its launch (even one that fails) supersedes an outstanding ``copy_inputs_from``
         handle. ``copy_output`` and ``synchronize`` are as for :meth:`replay_prepared`.
 
         Raises:
@@ -550,8 +550,8 @@ class CudaGraphProgram(Generic[_OutputT]):
     def close(self) -> None:
         """Wait for the last replay and pending copies, then release graph, buffers and arena.
 
-        Idempotent. Afterwards every method and property except ``device``, ``stats`` and
-        ``closed`` raises ``ExecutionError``. Launches made directly on ``cuda_graph`` and
+        Idempotent. Afterwards every method and property except ``device``, ``stats``,
+        ``pool`` and ``closed`` raises ``ExecutionError``. Launches made directly on ``cuda_graph`` and
         readers of borrowed outputs on other streams are not waited for: finish them
         first. Borrowed outputs the caller still holds keep their memory alive but must
         not be used.

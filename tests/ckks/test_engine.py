@@ -379,7 +379,17 @@ def test_a_product_whose_scale_outgrows_the_level_modulus_is_refused():
     batch = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.stack([m, m]), level=last))
     with pytest.raises(StateMismatchError, match="rescale an operand first"):
         e.multiply_plaintext_and_sum(batch, e.encode(np.stack([m, m]), level=last))
+    weights = e.encode(np.stack([m, m]), level=last, modulus_basis="QP")  # the docs audit's case
+    with pytest.raises(StateMismatchError, match="linear_transform: the product's scale"):
+        e.linear_transform(e.encrypt_message(m, level=last), [e.rotation_key(1)], weights)
     low = e.coefficient_domain_to_ntt_domain(e.encrypt_message(m))
     product = e.rescale_to_next_level(e.relinearize(e.multiply(low, low)))
     np.testing.assert_allclose(e.decrypt_message(product), m * m, atol=1e-4)
+
+
+def test_rotation_keys_checks_every_step_before_the_engine_makes_keys():
+    e = CkksEngine("test-n4096-scale40", insecure=True)
+    with pytest.raises(TypeError, match="rotation step must be an int"):
+        e.rotation_keys([1, "a"])
+    assert e._keys is None  # no secret made for a call that was refused
 

@@ -191,7 +191,9 @@ def test_randomness_is_never_drawn_inside_a_graph_capture(monkeypatch):
     e.encrypt_message(m)
     monkeypatch.setattr(e.backend, "is_capturing", lambda: True)
     pt = e.encode(m, polynomial_domain="coefficient")
+    secret = e.keys.secret_key
     for call in (lambda: e.encrypt_message(m), lambda: e.encrypt(pt), lambda: e.rotation_key(5), lambda: e.generate_keys(),
+                 lambda: e.generate_keys(secret),
                  lambda: e.key_generator.public_key(e.keys.secret_key)):
         with pytest.raises(ExecutionError, match="cannot run inside a CUDA Graph capture"):
             call()
