@@ -44,17 +44,23 @@ def _in_thread(fn):
     return result["value"]
 
 
+def _replay_in_two_threads(cp, first, second):
+    """``first`` then ``second`` (programs) replayed with owned outputs, each from a thread of
+    its own on its per-thread default stream; both outputs must be their own input's result."""
+    xa, xb = np.full(N, 3, np.float32), np.full(N, 5, np.float32)
+    out_a = _in_thread(lambda: first.replay(xa, copy_output=True))
+    out_b = _in_thread(lambda: second.replay(xb, copy_output=True))
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out_a), affine_np(xa))
+    np.testing.assert_array_equal(cp.asnumpy(out_b), affine_np(xb))
+
+
 def test_two_threads_replaying_on_their_per_thread_default_streams_are_ordered(cp):
     """Thread A's replay spins 300 ms before it reads its input; thread B's replay comes
     after A returned. Ordered, A's owned output is A's input's result; unordered, B's input
     copy overwrote A's input during the spin."""
     program = CudaGraphProgram.capture(long_affine(cycles_for_ms(300)), example_inputs=(cp.zeros(N, cp.float32),))
-    xa, xb = np.full(N, 3, np.float32), np.full(N, 5, np.float32)
-    out_a = _in_thread(lambda: program.replay(xa, copy_output=True))
-    out_b = _in_thread(lambda: program.replay(xb, copy_output=True))
-    cp.cuda.runtime.deviceSynchronize()
-    np.testing.assert_array_equal(cp.asnumpy(out_a), affine_np(xa))
-    np.testing.assert_array_equal(cp.asnumpy(out_b), affine_np(xb))
+    _replay_in_two_threads(cp, program, program)
     program.close()
 
 
@@ -65,12 +71,7 @@ def test_pool_members_replayed_from_two_threads_on_per_thread_default_streams_sh
     with CudaGraphPool(0) as pool:
         a = CudaGraphProgram.capture(scratch_spin_affine(cycles), example_inputs=(cp.zeros(N, cp.float32),), pool=pool)
         b = CudaGraphProgram.capture(scratch_spin_affine(cycles), example_inputs=(cp.zeros(N, cp.float32),), pool=pool)
-        xa, xb = np.full(N, 3, np.float32), np.full(N, 5, np.float32)
-        out_a = _in_thread(lambda: a.replay(xa, copy_output=True))
-        out_b = _in_thread(lambda: b.replay(xb, copy_output=True))
-        cp.cuda.runtime.deviceSynchronize()
-        np.testing.assert_array_equal(cp.asnumpy(out_a), affine_np(xa))
-        np.testing.assert_array_equal(cp.asnumpy(out_b), affine_np(xb))
+        _replay_in_two_threads(cp, a, b)
 
 
 def test_a_program_on_the_second_gpu_copies_and_waits_there_whatever_the_current_device(cp):
