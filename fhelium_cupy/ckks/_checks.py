@@ -16,7 +16,9 @@ __all__ = [
     "check_key",
     "check_key_layout",
     "check_level_rows",
+    "check_not_capturing",
     "check_plaintext",
+    "check_product_scale",
     "check_same_state",
     "scales_match",
 ]
@@ -151,25 +153,17 @@ def check_key_layout(context, key, op: str) -> None:
         raise StateMismatchError(f"{op}: {name} has {key.digit_count} digits, the parameters {len(context.digits)}")
 
 
-def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey]) -> None:
+def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey] | type[PublicKey]) -> None:
+    """A ``key_type`` of the engine's context and layout, on its device, under ``ct``'s secret
+    (``ct`` None: a public key encrypting for its owner, whatever secret the engine holds)."""
     if not isinstance(key, key_type) or (key_type is KeySwitchKey and type(key) is not KeySwitchKey):
         raise StateMismatchError(f"{op} needs a {key_type.__name__}, got {type(key).__name__}")
     if key.context_id != engine.context.context_id:
         raise ForeignContextError(
             f"{op}: key belongs to context {key.context_id}, the engine to {engine.context.context_id}"
         )
-    if key.key_id != ct.key_id:
+    if ct is not None and key.key_id != ct.key_id:
         raise ForeignKeyError(f"{op}: key is for secret {key.key_id} but the ciphertext is under {ct.key_id}")
-    check_key_layout(engine.context, key, op)
-    _residency(engine, key, op)
-
-
-def check_public_key(engine, key, op: str) -> None:
-    """A ``PublicKey`` of the engine's context and layout, on the engine's device."""
-    if type(key) is not PublicKey:
-        raise StateMismatchError(f"{op} needs a PublicKey, got {type(key).__name__}")
-    if key.context_id != engine.context.context_id:
-        raise ForeignContextError(f"{op}: key belongs to context {key.context_id}, the engine to {engine.context.context_id}")
     check_key_layout(engine.context, key, op)
     _residency(engine, key, op)
 

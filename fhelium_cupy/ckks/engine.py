@@ -27,7 +27,7 @@ from ..errors import CudaUnavailableError, ForeignKeyError, InsecureParametersEr
 from ..interop.arrays import check_plain_torch, is_torch_only_dtype, leaf_kind, numpy_dtype_of
 from ..interop.capabilities import loaded_torch
 from ..interop.devices import as_device, is_unindexed_cuda
-from ._checks import check_ciphertext, check_not_capturing, check_plaintext, check_public_key
+from ._checks import check_ciphertext, check_key, check_not_capturing, check_plaintext
 from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
@@ -348,7 +348,7 @@ class CkksEngine(EvaluationMixin):
         if public_key is None:
             public_key = self.keys.public_key
         else:
-            check_public_key(self, public_key, "encrypt")
+            check_key(self, None, public_key, "encrypt", PublicKey)
         data = encrypt_rns(self.context, self.backend, public_key, plaintext.data, plaintext.prime_ids)
         return Ciphertext(
             data,
@@ -372,7 +372,7 @@ class CkksEngine(EvaluationMixin):
         """
         check_not_capturing(self.backend, "encryption")  # before encode's upload fails less clearly
         if public_key is not None:
-            check_public_key(self, public_key, "encrypt_message")  # before anything is encoded
+            check_key(self, None, public_key, "encrypt_message", PublicKey)  # before anything is encoded
         plaintext = self.encode(message, level=level, scale=scale, polynomial_domain="coefficient")
         return self.encrypt(plaintext, public_key=public_key)
 

@@ -103,18 +103,21 @@ class KeyGenerator:
                 "has about 2N/3): a sparser one is not covered by the 128-bit bounds"
             )
 
+    # The two ways sampled host randomness reaches the device: both refuse inside a capture,
+    # whose replays would reuse the recorded values (every key kind goes through them).
     def _small_ntt(self, coefficients: np.ndarray, rows: tuple[int, ...]):
         """Signed small integers ``[..., N]`` -> NTT (standard form) over ``rows``."""
+        check_not_capturing(self.backend, "key generation")
         moduli = [self.context.moduli[r] for r in rows]
         return self.backend.ntt_forward(self.backend.asarray(integers_to_rns(coefficients, moduli)), rows)
 
     def _uniform(self, rows: tuple[int, ...], lead: tuple[int, ...] = ()):
+        check_not_capturing(self.backend, "key generation")
         moduli = [self.context.moduli[r] for r in rows]
         return self.backend.asarray(sample_uniform_mod(moduli, lead + (self.context.ring_degree,)))
 
     def secret_key(self) -> SecretKey:
         """Fresh ternary secret over all level-0 QP rows (NTT, Montgomery) with a new key_id."""
-        check_not_capturing(self.backend, "key generation")
         s = self._small_ntt(sample_ternary((self.context.ring_degree,)), self._qp)
         return SecretKey(
             self.backend.to_montgomery(s, self._qp),
@@ -133,7 +136,6 @@ class KeyGenerator:
     def public_key(self, sk: SecretKey) -> PublicKey:
         """``(b, a)`` over level-0 QP rows with ``b = e - a*s`` (NTT, Montgomery)."""
         self._check(sk)
-        check_not_capturing(self.backend, "key generation")
         be, q = self.backend, self._qp
         s = self.secret_standard(sk, q)
         a = self._uniform(q)
@@ -144,7 +146,6 @@ class KeyGenerator:
 
     def _keyswitch_data(self, sk: SecretKey, source_ntt):
         """``[dnum, 2, QP, N]`` with ``b_d + a_d*s = e_d + P*g_d*source`` (NTT, Montgomery)."""
-        check_not_capturing(self.backend, "key generation")
         be, qp, ctx = self.backend, self._qp, self.context
         dnum = len(ctx.digits)
         s = self.secret_standard(sk)

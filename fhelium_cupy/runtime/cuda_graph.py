@@ -391,12 +391,8 @@ class CudaGraphProgram(Generic[_OutputT]):
             leaves = self._collect(inputs)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
-        if self._runtime.getDevice() != self._device_index:  # the default streams' handles are per device
-            with self._cupy.cuda.Device(self._device_index):
-                return self._copy_inputs(leaves, stream, wait_for, non_blocking)
-        return self._copy_inputs(leaves, stream, wait_for, non_blocking)
-
-    def _copy_inputs(self, leaves: list[Any], stream: object | None, wait_for: object, non_blocking: bool) -> CopyHandle:
+        # the buffer enqueues with the program's device current (a default stream's handle is
+        # per device); resolving the caller's stream names the device itself
         copy_stream = resolve_stream(stream, self._device)
         waits = event_handles(wait_for)
         last = self._events.last
@@ -442,12 +438,13 @@ class CudaGraphProgram(Generic[_OutputT]):
     def _replay_prepared(self, copy_handle: CopyHandle | None, copy_output: bool, synchronize: bool) -> _OutputT:
         stream = self._current_stream()
         sptr = stream.ptr
+        ident = stream_identity(sptr)
         last = self._events.last
-        if last is not None and self._last_stream != stream_identity(sptr):
+        if last is not None and self._last_stream != ident:
             self._runtime.streamWaitEvent(sptr, last.ptr, 0)
         if copy_handle is not None:
             self._runtime.streamWaitEvent(sptr, copy_handle.event.ptr, 0)
-        return self._launch_graph(stream, sptr, None, copy_output, synchronize)
+        return self._launch_graph(stream, sptr, ident, None, copy_output, synchronize)
 
     def replay(self, *inputs: object, copy_output: bool = False, synchronize: bool = False) -> _OutputT:
         """Validate and copy ``inputs``, replay, and return the output; all on the caller's stream.
@@ -481,8 +478,9 @@ class CudaGraphProgram(Generic[_OutputT]):
         runtime = self._runtime
         stream = self._current_stream()
         sptr = stream.ptr
+        ident = stream_identity(sptr)
         last = self._events.last
-        if last is not None and self._last_stream != stream_identity(sptr):
+        if last is not None and self._last_stream != ident:
             runtime.streamWaitEvent(sptr, last.ptr, 0)  # the previous replay may still read the inputs
         latest = self._latest_copy
         if latest is not None:
@@ -491,19 +489,20 @@ class CudaGraphProgram(Generic[_OutputT]):
         if nodes is not None:
             sources = nodes.device_sources(leaves)
             if sources is not None:  # every source is device memory of this device: the graph copies them itself
-                return self._launch_graph(stream, sptr, leaves, copy_output, synchronize, sources)
+                return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, sources)
         self._enqueue_copies(leaves, sptr, self._memcpy_async)
-        return self._launch_graph(stream, sptr, leaves, copy_output, synchronize)
+        return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize)
 
-    def _launch_graph(self, stream: Any, sptr: int, sources: Any, copy_output: bool, synchronize: bool,
-                      node_sources: list[int] | None = None) -> _OutputT:
-        """Launch on ``stream`` and return the output: the captured graph, or with
+    def _launch_graph(self, stream: Any, sptr: int, ident: object, sources: Any, copy_output: bool,
+                      synchronize: bool, node_sources: list[int] | None = None) -> _OutputT:
+        """Launch on ``stream`` (handle ``sptr``, ``stream_identity`` ``ident``: computed once per
+        replay by the caller) and return the output: the captured graph, or with
         ``node_sources`` (``InputCopyGraph.device_sources`` of ``sources``) the input-copy
         graph, which copies them itself."""
         pool = self._pool
         try:
             if pool is not None:
-                pool._wait_for_chain(self._runtime, sptr)  # scratch is shared: serialize
+                pool._wait_for_chain(self._runtime, sptr, ident)  # scratch is shared: serialize
             if node_sources is None:
                 self._launch(stream)
             else:
@@ -521,9 +520,9 @@ class CudaGraphProgram(Generic[_OutputT]):
             # input copies already enqueued, this replay and the part of the output copy that
             # was enqueued, and replay() sources stay alive until then
             event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
-            self._last_stream = stream_identity(sptr)
+            self._last_stream = ident
             if pool is not None:
-                pool._extend_chain(event, sptr)
+                pool._extend_chain(event, ident)
             self._latest_copy = None
         if synchronize:
             self._runtime.deviceSynchronize()

@@ -8,7 +8,6 @@ from typing import Any
 from ..errors import ExecutionError
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device, as_device
-from ..interop.streams import stream_identity
 from .arena import GraphArena
 
 __all__ = ["CudaGraphPool"]
@@ -83,16 +82,17 @@ class CudaGraphPool:
         """The event recorded after the newest member replay (None before the first)."""
         return self._last_event
 
-    def _wait_for_chain(self, runtime: Any, stream_ptr: int) -> None:
-        """Order the stream ``stream_ptr`` after the newest member replay (scratch is shared);
-        nothing to do on the stream that replay ran on."""
-        if self._last_event is not None and self._last_stream != stream_identity(stream_ptr):
+    def _wait_for_chain(self, runtime: Any, stream_ptr: int, ident: object) -> None:
+        """Order the stream ``stream_ptr`` (``stream_identity`` ``ident``) after the newest member
+        replay (scratch is shared); nothing to do on the stream that replay ran on."""
+        if self._last_event is not None and self._last_stream != ident:
             runtime.streamWaitEvent(stream_ptr, self._last_event.ptr, 0)
 
-    def _extend_chain(self, event: Any, stream_ptr: int) -> None:
-        """``event`` (recorded on ``stream_ptr`` after a member replay) is now the newest."""
+    def _extend_chain(self, event: Any, ident: object) -> None:
+        """``event`` (recorded after a member replay on the stream of ``stream_identity``
+        ``ident``) is now the newest."""
         self._last_event = event
-        self._last_stream = stream_identity(stream_ptr)
+        self._last_stream = ident
 
     def _register(self, program: Any) -> None:
         self._members.add(program)
