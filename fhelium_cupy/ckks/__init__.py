@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .context import CkksContext
 from .engine import CkksEngine
+from .flooding import NoiseFlooding
 from .keygen import KeyChain, KeyGenerator, galois_element_for_step, normalize_rotation_step
 from .keys import ConjugationKey, KeySwitchKey, PublicKey, RelinearizationKey, RotationKey, SecretKey
 from .linalg import (
@@ -35,6 +36,7 @@ __all__ = [
     "KeyChain",
     "KeyGenerator",
     "KeySwitchKey",
+    "NoiseFlooding",
     "Parameters",
     "ParametersLiteral",
     "Plaintext",

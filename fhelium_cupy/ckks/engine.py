@@ -33,6 +33,7 @@ from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
 from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
+from .flooding import NoiseFlooding, flood_residues
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
 from .params import Parameters, ParametersLiteral, require_opt_in_flag
@@ -320,10 +321,14 @@ class CkksEngine(EvaluationMixin):
             data = self.backend.from_montgomery(data, rows)
         return self._decode_residues(self.backend.to_numpy(data), rows, plaintext.scale, real)
 
-    def _decode_residues(self, residues: np.ndarray, rows: tuple[int, ...], scale: float, real: bool) -> np.ndarray:
+    def _reconstructor(self, rows: tuple[int, ...]) -> CrtReconstructor:
+        """The centred CRT of ``rows`` (cached per row tuple)."""
         if rows not in self._crt:
             self._crt[rows] = CrtReconstructor([self.context.moduli[r] for r in rows])
-        slots = coefficients_to_slots(self._crt[rows](residues), scale)
+        return self._crt[rows]
+
+    def _decode_residues(self, residues: np.ndarray, rows: tuple[int, ...], scale: float, real: bool) -> np.ndarray:
+        slots = coefficients_to_slots(self._reconstructor(rows)(residues), scale)
         return slots.real.copy() if real else slots
 
     # --- encryption ------------------------------------------------------------------
@@ -376,12 +381,27 @@ class CkksEngine(EvaluationMixin):
         plaintext = self.encode(message, level=level, scale=scale, polynomial_domain="coefficient")
         return self.encrypt(plaintext, public_key=public_key)
 
-    def decrypt(self, ciphertext: Ciphertext) -> Plaintext:
-        """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale)."""
+    def decrypt(self, ciphertext: Ciphertext, *, flooding: NoiseFlooding | None = None) -> Plaintext:
+        """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale).
+
+        Args:
+            flooding: add fresh Gaussian noise of ``flooding.sigma`` to every coefficient of the
+                phase (``fhelium_cupy.ckks.flooding``): for results that leave the secret holder.
+                Without it the result carries the ciphertext's error, which depends on the secret.
+
+        Raises:
+            StateMismatchError, ForeignContextError: not a ciphertext of this context in a valid state.
+            ForeignKeyError: the ciphertext is not under this engine's secret.
+            TypeError: ``flooding`` is not a ``NoiseFlooding``.
+            ValueError: the flooding noise does not fit the ciphertext level's modulus.
+        """
         check_ciphertext(self, ciphertext, "decrypt")
         self._check_own_secret(ciphertext, "decrypt")
+        self._check_flooding(flooding, ciphertext.level)
         rows = ciphertext.prime_ids
         host = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
+        if flooding is not None:
+            host = flood_residues(host, [self.context.moduli[r] for r in rows], flooding.sigma)
         return Plaintext(
             self.backend.asarray(host),
             level=ciphertext.level,
@@ -390,9 +410,51 @@ class CkksEngine(EvaluationMixin):
             context_id=self.context.context_id,
         )
 
-    def decrypt_message(self, ciphertext: Ciphertext, *, real: bool = False) -> np.ndarray:
-        """Decrypt and decode -> ``[*batch, num_slots]`` complex (or real) NumPy values."""
-        return self.decode(self.decrypt(ciphertext), real=real)
+    def _check_flooding(self, flooding: NoiseFlooding | None, level: int) -> None:
+        if flooding is None:
+            return
+        if not isinstance(flooding, NoiseFlooding):
+            raise TypeError(f"flooding must be a NoiseFlooding or None, got {type(flooding).__name__}")
+        flooding.check_fits(self.context.level_modulus_bits[level], level)
+
+    def decrypt_message(
+        self, ciphertext: Ciphertext, *, real: bool = False, flooding: NoiseFlooding | None = None
+    ) -> np.ndarray:
+        """Decrypt (with ``flooding`` noise when given, as for :meth:`decrypt`) and decode ->
+        ``[*batch, num_slots]`` complex (or real) NumPy values."""
+        return self.decode(self.decrypt(ciphertext, flooding=flooding), real=real)
+
+    def measure_error_bits(self, ciphertext: Ciphertext, message: Any) -> float:
+        """``log2`` of the largest coefficient of ``phase - scale * message``: the ciphertext's error
+        against the result it should hold (``message``, ``[*batch, k]`` values as for ``encode``),
+        in coefficient units, at least 0. What ``NoiseFlooding(error_bits=...)`` needs.
+
+        Measure on sample inputs with an engine of throwaway keys (a second ``CkksEngine`` of the
+        same preset), as OpenFHE's noise-estimation mode does: the error of a computation under the
+        real secret is information about that secret.
+
+        Raises:
+            StateMismatchError, ForeignContextError, ForeignKeyError: as for :meth:`decrypt`.
+            ValueError: ``message`` does not have the ciphertext's batch shape, or ``encode``
+                refuses it at the ciphertext's level and scale.
+            TypeError: a message ``encode`` refuses.
+        """
+        check_ciphertext(self, ciphertext, "measure_error_bits")
+        self._check_own_secret(ciphertext, "measure_error_bits")
+        expected = self.encode(message, level=ciphertext.level, scale=ciphertext.scale,
+                               polynomial_domain="coefficient")
+        rows = ciphertext.prime_ids
+        if expected.data.shape != ciphertext.data.shape[1:] or expected.prime_ids != rows:
+            raise ValueError(
+                f"message of batch shape {tuple(expected.data.shape[:-2])} for a ciphertext of batch shape "
+                f"{tuple(ciphertext.data.shape[1:-2])}"
+            )
+        phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
+        want = np.asarray(self.backend.to_numpy(expected.data), dtype=np.uint64)
+        q = np.array([self.context.moduli[r] for r in rows], dtype=np.uint64)[:, None]
+        error = np.where(phase >= want, phase - want, phase + (q - want))
+        peak = float(np.max(np.abs(self._reconstructor(rows)(error)), initial=0.0))
+        return math.log2(max(peak, 1.0))
 
     def __repr__(self) -> str:
         return f"CkksEngine(preset={self.parameters.name!r}, device={self.device!r}, context_id={self.context.context_id!r})"

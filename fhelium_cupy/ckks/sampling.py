@@ -9,7 +9,11 @@ No seeded generator is ever used: every array is drawn with one ``os.urandom`` c
 * discrete Gaussian (sigma = 3.2 by default): cumulative-distribution-table (CDT)
   sampling of ``|x|`` with 63-bit thresholds (tail cut at 10 sigma; probabilities from
   float64, so the statistical distance to the ideal table is about 2**-53) and a sign
-  bit from the same word.
+  bit from the same word;
+* wide Gaussian (noise flooding, sigma up to 2**56): Box-Muller on two 53-bit uniforms,
+  scaled and rounded to the nearest integer; where the float64 product is coarser than
+  1 (|x| >= 2**53) its missing low bits are drawn uniformly. An approximation of the
+  discrete Gaussian (tail cut at 8.57 sigma by the 53-bit uniforms), as flooding uses it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["sample_gaussian", "sample_ternary", "sample_uniform_mod"]
+__all__ = ["sample_gaussian", "sample_rounded_gaussian", "sample_ternary", "sample_uniform_mod"]
 
 
 def _words(count: int) -> np.ndarray:
@@ -73,3 +77,28 @@ def sample_gaussian(shape: tuple[int, ...], sigma: float = 3.2) -> np.ndarray:
     magnitude = np.searchsorted(_cdt(float(sigma)), w >> np.uint64(1), side="right").astype(np.int64)
     sign = (w & np.uint64(1)).astype(np.int64) * 2 - 1
     return (magnitude * sign).reshape(shape)
+
+
+def sample_rounded_gaussian(shape: tuple[int, ...], sigma: float) -> np.ndarray:
+    """Integers (int64) of a rounded Gaussian of standard deviation ``sigma`` (``1 <= sigma <=
+    2**56``; see module doc): the flooding noise of a decryption.
+
+    Raises:
+        ValueError: ``sigma`` outside ``[1, 2**56]``.
+    """
+    sigma = float(sigma)
+    if not 1.0 <= sigma <= 2.0**56:
+        raise ValueError(f"sigma must be in [1, 2**56], got {sigma!r}")
+    count = int(np.prod(shape, dtype=np.int64))
+    w = _words(2 * count)
+    u1 = ((w[:count] >> np.uint64(11)) + np.uint64(1)).astype(np.float64) * 2.0**-53  # (0, 1]
+    u2 = (w[count:] >> np.uint64(11)).astype(np.float64) * 2.0**-53  # [0, 1)
+    t = sigma * (np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2))
+    out = np.rint(t).astype(np.int64)  # |t| < 8.6 * 2**56 < 2**62
+    spacing = np.spacing(np.abs(t))  # a power of two: the float's resolution at t
+    coarse = spacing > 1.0
+    if coarse.any():
+        width = spacing[coarse].astype(np.uint64)  # 2**k, k >= 1
+        low = _words(int(coarse.sum())) & (width - np.uint64(1))
+        out[coarse] += low.astype(np.int64) - (width >> np.uint64(1)).astype(np.int64)
+    return out.reshape(shape)

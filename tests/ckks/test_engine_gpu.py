@@ -293,3 +293,27 @@ def test_a_cuda_engine_without_a_secret_encrypts_under_a_loaded_public_key():
     ct = server.encrypt_message(m, public_key=cpu.keys.public_key.to("cuda"))
     assert server._keys is None and type(ct.data).__module__.startswith("cupy")
     np.testing.assert_allclose(cpu.decrypt_message(ct.to("cpu")), m, atol=1e-6)
+
+
+def test_a_flooded_gpu_decryption_adds_one_noise_polynomial_of_sigma_to_the_cpu_phase():
+    """The GPU engine's phase equals the CPU engine's; flooding adds one integer polynomial of
+    standard deviation sigma (the same in every prime) and keeps the plaintext on the GPU."""
+    from fhelium_cupy.ckks import NoiseFlooding
+
+    cpu, gpu = engines("slots8192-scale40-depth7")
+    m = random_message(cpu, 31)
+    ct = cpu.encrypt_message(m)
+    flooding = NoiseFlooding(error_bits=8, queries=64)
+    plain = cpu.decrypt(ct)
+    flooded = gpu.decrypt(ct.to("cuda"), flooding=flooding)
+    assert type(flooded.data).__module__.startswith("cupy")
+    assert_same(plain, gpu.decrypt(ct.to("cuda")))
+    moduli = np.array([cpu.context.moduli[r] for r in plain.prime_ids], dtype=object)[:, None]
+    diff = (_host(flooded.data).astype(object) - plain.data.astype(object)) % moduli
+    centered = np.where(diff > moduli // 2, diff - moduli, diff)
+    assert (centered == centered[:1]).all()
+    assert np.std(centered[0].astype(np.float64)) == pytest.approx(flooding.sigma, rel=0.05)
+    predicted = flooding.sigma * np.sqrt(cpu.context.ring_degree / 2) / ct.scale
+    got = gpu.decrypt_message(ct.to("cuda"), flooding=flooding)
+    assert np.std((got - m).real) == pytest.approx(predicted, rel=0.1)
+    assert gpu.measure_error_bits(ct.to("cuda"), m) == pytest.approx(cpu.measure_error_bits(ct, m), abs=1e-9)

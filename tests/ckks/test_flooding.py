@@ -1,0 +1,141 @@
+"""Noise flooding of decryptions: the noise's size against its formula, its freshness, the
+measured error against an exact oracle, and refusals that leave nothing changed.
+
+Statistical checks use 2**12 .. 2**18 draws from the OS CSPRNG and slack of many standard
+errors (a correct sampler fails them with negligible probability).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fhelium_cupy.ckks import CkksEngine, NoiseFlooding
+from fhelium_cupy.ckks.flooding import MAX_FLOODING_SIGMA_BITS, flood_residues
+from fhelium_cupy.ckks.sampling import sample_rounded_gaussian
+from fhelium_cupy.errors import ForeignKeyError
+from tests.helpers.ckks_engines import make_engine, random_message
+
+PRESET = "test-n4096-scale40"
+
+
+def test_sigma_follows_the_formula_and_fields_are_validated():
+    f = NoiseFlooding(error_bits=10, queries=1024)
+    assert f.statistical_security == 30
+    assert f.sigma == pytest.approx(math.sqrt(12 * 1024) * 2**15 * 2**10, rel=1e-12)
+    assert f.sigma_bits == pytest.approx(math.log2(f.sigma), abs=1e-12)
+    assert isinstance(NoiseFlooding(error_bits=np.float32(3.5), queries=np.int64(2)).queries, int)
+    with pytest.raises(TypeError, match="error_bits"):
+        NoiseFlooding(error_bits="10", queries=1)
+    with pytest.raises(TypeError, match="queries"):
+        NoiseFlooding(error_bits=1, queries=True)
+    with pytest.raises(TypeError, match="statistical_security"):
+        NoiseFlooding(error_bits=1, queries=1, statistical_security=30.0)
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="error_bits"):
+            NoiseFlooding(error_bits=bad, queries=1)
+    with pytest.raises(ValueError, match="queries"):
+        NoiseFlooding(error_bits=1, queries=0)
+    with pytest.raises(ValueError, match="above the largest supported"):
+        NoiseFlooding(error_bits=40, queries=2**20, statistical_security=30)  # sigma = 2**66.8
+
+
+@pytest.mark.parametrize("sigma_bits", [0.0, 10.0, 40.0, MAX_FLOODING_SIGMA_BITS])
+def test_the_wide_gaussian_has_its_standard_deviation_and_full_low_bits(sigma_bits):
+    sigma = 2.0**sigma_bits
+    x = sample_rounded_gaussian((2**18,), sigma)
+    assert x.dtype == np.int64
+    rounding = 1 / 12 if sigma_bits == 0 else 0.0  # rounding adds variance 1/12
+    assert abs(x.mean()) < 0.02 * sigma  # > 10 standard errors
+    assert x.std() == pytest.approx(math.sqrt(sigma * sigma + rounding), rel=0.02)
+    assert np.abs(x).max() <= 8.6 * sigma + 1
+    if sigma_bits >= 10:  # every low byte value occurs (at 2**56 they come from the uniform fill)
+        assert len(np.unique(x & 255)) == 256
+    with pytest.raises(ValueError, match="sigma"):
+        sample_rounded_gaussian((4,), 2.0**57)
+
+
+def test_flood_residues_adds_one_polynomial_reduced_mod_every_prime():
+    moduli = [(1 << 40) - 87, (1 << 49) - 139]  # the values do not matter: exact residue arithmetic
+    base = np.zeros((3, 2, 1024), dtype=np.uint64)
+    base[:, 0] = moduli[0] - 1
+    base[:, 1] = 5
+    out = flood_residues(base, moduli, 2.0**20)
+    q = np.array(moduli, dtype=object)[:, None]
+    noise = (out.astype(object) - base.astype(object)) % q
+    centered = np.where(noise > q // 2, noise - q, noise)
+    assert (centered[:, 0] == centered[:, 1]).all()  # one integer polynomial, in both rows
+    assert (out.astype(object) < q).all()
+    assert not (centered[0] == centered[1]).all()  # a fresh polynomial per batch entry
+    assert np.std(centered.astype(np.float64)) == pytest.approx(2.0**20, rel=0.05)
+
+
+def _phase_difference(engine, a, b) -> np.ndarray:
+    """Centred integer coefficients of plaintext residues ``a - b`` (Python ints: exact)."""
+    moduli = np.array([engine.context.moduli[r] for r in a.prime_ids], dtype=object)[:, None]
+    diff = (np.asarray(a.data).astype(object) - np.asarray(b.data).astype(object)) % moduli
+    centered = np.where(diff > moduli // 2, diff - moduli, diff)
+    assert (centered == centered[..., :1, :]).all()  # the same integer in every row
+    return centered[..., 0, :].astype(np.float64)
+
+
+def test_a_flooded_decryption_is_the_phase_plus_fresh_noise_of_sigma():
+    engine = make_engine(PRESET)
+    m = random_message(engine, 1)
+    ct = engine.encrypt_message(m)
+    flooding = NoiseFlooding(error_bits=6, queries=16)
+    plain = engine.decrypt(ct)
+    first, second = engine.decrypt(ct, flooding=flooding), engine.decrypt(ct, flooding=flooding)
+    d1, d2 = _phase_difference(engine, first, plain), _phase_difference(engine, second, plain)
+    assert d1.std() == pytest.approx(flooding.sigma, rel=0.06)  # 4096 draws: std error 1.1%
+    assert not np.array_equal(d1, d2)  # fresh noise at every decryption
+    assert (first.level, first.scale, first.prime_ids) == (plain.level, plain.scale, plain.prime_ids)
+    # the slots carry it as predicted: a real part's standard deviation sigma * sqrt(N / 2) / scale
+    got = engine.decrypt_message(ct, flooding=flooding)
+    predicted = flooding.sigma * math.sqrt(engine.context.ring_degree / 2) / ct.scale
+    assert np.std((got - m).real) == pytest.approx(predicted, rel=0.1)
+    assert np.max(np.abs(engine.decrypt_message(ct) - m)) < 1e-6  # without flooding, as before
+
+
+def test_measured_error_bits_equal_an_exact_integer_oracle():
+    engine = make_engine(PRESET)
+    m = random_message(engine, 2)
+    ct = engine.encrypt_message(m)
+    n = engine.coefficient_domain_to_ntt_domain(ct)
+    product = engine.rescale_to_next_level(engine.relinearize(engine.multiply(n, n)))
+    for value, want in ((ct, m), (product, m * m)):
+        expected = engine.encode(want, level=value.level, scale=value.scale, polynomial_domain="coefficient")
+        error = _phase_difference(engine, engine.decrypt(value), expected)
+        oracle = math.log2(max(float(np.max(np.abs(error))), 1.0))
+        assert engine.measure_error_bits(value, want) == pytest.approx(oracle, abs=1e-9)
+    fresh, after = engine.measure_error_bits(ct, m), engine.measure_error_bits(product, m * m)
+    assert 2 < fresh < 12 and after > fresh  # sigma 3.2 encryption noise; a product adds more
+    # a flooding sized from the measurement decodes the product within its predicted noise
+    flooding = NoiseFlooding(error_bits=after + 1, queries=4)
+    got = engine.decrypt_message(product, flooding=flooding)
+    bound = 8 * flooding.sigma * math.sqrt(engine.context.ring_degree) / product.scale
+    assert np.max(np.abs(got - m * m)) < bound
+
+
+def test_refusals_come_first_and_change_nothing():
+    engine = make_engine(PRESET)
+    m = random_message(engine, 3)
+    ct = engine.encrypt_message(m)
+    last = engine.encrypt_message(m, level=engine.context.max_level)
+    with pytest.raises(TypeError, match="NoiseFlooding"):
+        engine.decrypt(ct, flooding=2.0**30)
+    too_big = NoiseFlooding(error_bits=25, queries=2**10)  # sigma 2**46.8: the last prime has 49 bits
+    with pytest.raises(ValueError, match="does not fit the modulus of level"):
+        engine.decrypt_message(last, flooding=too_big)
+    engine.decrypt(ct, flooding=too_big)  # level 0 holds it
+    with pytest.raises(ValueError, match="batch shape"):
+        engine.measure_error_bits(ct, np.stack([m, m]))
+    stranger = CkksEngine(PRESET, insecure=True)
+    with pytest.raises(ForeignKeyError):
+        stranger.decrypt(ct, flooding=NoiseFlooding(error_bits=1, queries=1))
+    assert stranger._keys is None  # no secret generated by the refused call
+    with pytest.raises(ForeignKeyError):
+        stranger.measure_error_bits(ct, m)
+    assert np.max(np.abs(engine.decrypt_message(ct) - m)) < 1e-6
