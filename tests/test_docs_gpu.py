@@ -41,8 +41,8 @@ def test_each_example_runs_its_cuda_path(example: Path) -> None:
     assert "needs a CUDA GPU" not in result.stdout and "no GPU" not in result.stdout, result.stdout
     # 01: the eager result; 02: three borrowed replays, then their owned copies; 03: four
     # requests; 04: one per program of the pool; 05: three replays of the encrypted layer;
-    # 06: the client's decryption of the server's result
-    _check(result, {"01": 1, "02": 6, "03": 4, "04": 4, "05": 3, "06": 1}[example.name[:2]])
+    # 06: the client's decryption of the server's result; 07: the owner's unflooded view
+    _check(result, {"01": 1, "02": 6, "03": 4, "04": 4, "05": 3, "06": 1, "07": 1}[example.name[:2]])
 
 
 def test_readme_capture_snippet_runs_as_written_and_decrypts_each_replay() -> None:
