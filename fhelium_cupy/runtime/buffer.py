@@ -469,11 +469,18 @@ class ReusableValueBuffer(Generic[_ValueT]):
 
         Does not wait for readers of the storage (evaluators, graph replays): order those
         first. Objects previously returned by ``value`` keep the memory alive but must not
-        be used.
+        be used. If the wait fails (a CUDA error, such as a sticky one from an earlier kernel),
+        the buffer is still released and closed, and that error is raised afterwards, once.
         """
         if self._closed:
             return
-        _wait_for_copies(self._inflight)
+        try:
+            _wait_for_copies(self._inflight)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._inflight.clear()
         self._finalizer.detach()
         self._plan = _Plan()
         self._copy_plan = ()

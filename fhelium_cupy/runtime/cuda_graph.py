@@ -22,6 +22,7 @@ from . import _capture
 from ._graph_execs import DriverError, InputCopyGraph, RootedGraph
 from ._output import OutputPlan
 from ._replay import EventRing
+from ._teardown import TeardownErrors
 from ._validate import leaf_collector
 from .arena import GraphArena
 from .buffer import CopyHandle, ReusableValueBuffer
@@ -553,20 +554,26 @@ class CudaGraphProgram(Generic[_OutputT]):
         ``pool`` and ``closed`` raises ``ExecutionError``. Launches made directly on ``cuda_graph`` and
         readers of borrowed outputs on other streams are not waited for: finish them
         first. Borrowed outputs the caller still holds keep their memory alive but must
-        not be used.
+        not be used. If a wait fails (a CUDA error, such as a sticky one left by a faulting
+        kernel), everything is still released and the program closed; the first such error is
+        raised afterwards, once (not from ``__exit__`` while another exception propagates).
         """
+        self._close(raise_errors=True)
+
+    def _close(self, *, raise_errors: bool) -> None:
         if self._closed:
             return
+        errors = TeardownErrors()
         last = self._events.last
         if last is not None:
-            last.synchronize()  # the newest replay completed, so all did
+            errors.run(last.synchronize)  # the newest replay completed, so all did
         if self._input_nodes is not None:
-            self._input_nodes.close()
+            errors.run(self._input_nodes.close)
             self._input_nodes = None
         if self._rooted is not None:
-            self._rooted.close()
+            errors.run(self._rooted.close)
             self._rooted = None
-        self._buffer.close()  # waits for in-flight copies
+        errors.run(self._buffer.close)  # waits for in-flight copies
         self._finalizer.detach()
         self._events.release_all()
         self._graph = None
@@ -585,6 +592,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         if self._pool is not None:
             self._pool._forget(self)
         self._closed = True
+        if raise_errors:
+            errors.raise_first()
 
     def _require_open(self) -> None:
         if self._closed:
@@ -594,8 +603,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._require_open()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._close(raise_errors=exc_type is None)  # never masks the exception that ends the block
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"inputs={self._buffer.nbytes} bytes"

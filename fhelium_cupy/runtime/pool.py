@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import ExecutionError
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device, as_device
+from ._teardown import TeardownErrors
 from .arena import GraphArena
 
 __all__ = ["CudaGraphPool"]
@@ -105,25 +106,33 @@ class CudaGraphPool:
 
         Each live member is closed (which waits for its last replay); then the pool
         waits for its last chain event and releases the scratch. Members that were
-        already garbage-collected are not resurrected.
+        already garbage-collected are not resurrected. If a wait fails (a CUDA error), every
+        member and the scratch are still released and the pool closed; the first such error
+        is raised afterwards, once (not from ``__exit__`` while another exception propagates).
         """
+        self._close(raise_errors=True)
+
+    def _close(self, *, raise_errors: bool) -> None:
         if self._closed:
             return
+        errors = TeardownErrors()
         for program in list(self._members):
-            program.close()
+            errors.run(program.close)
         self._members = weakref.WeakSet()
         event, self._last_event = self._last_event, None
         if event is not None:
-            event.synchronize()
+            errors.run(event.synchronize)
         self._arena.close()
         self._closed = True
+        if raise_errors:
+            errors.raise_first()
 
     def __enter__(self) -> CudaGraphPool:
         self._require_open()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._close(raise_errors=exc_type is None)  # never masks the exception that ends the block
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._members)} programs, scratch={self.scratch_reserved_bytes} bytes"

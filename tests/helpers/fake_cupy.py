@@ -83,6 +83,7 @@ class FakeCupy:
         self.log: list[tuple[Any, ...]] | None = None  # set to a list to record runtime calls
         self.recorded = 0  # sequence number of the newest enqueued event record
         self.completed = 0  # every record up to this one has finished on the "device"
+        self.sticky: Exception | None = None  # set: every synchronize raises it (a sticky CUDA error)
         fake = self
         handles = itertools.count(0x1000)
 
@@ -97,6 +98,8 @@ class FakeCupy:
 
             def synchronize(self) -> None:
                 note("streamSynchronize", self.ptr)
+                if fake.sticky is not None:
+                    raise fake.sticky
                 fake.completed = fake.recorded
 
             def __enter__(self) -> Stream:
@@ -123,6 +126,8 @@ class FakeCupy:
 
             def synchronize(self) -> None:
                 note("eventSynchronize", self.ptr)
+                if fake.sticky is not None:
+                    raise fake.sticky
                 fake.completed = max(fake.completed, self._seq)
 
         class Device:
