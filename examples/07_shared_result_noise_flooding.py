@@ -9,13 +9,14 @@ Micciancio). Before a result leaves the key owner, decrypt it with noise floodin
 2. decrypt the real result with ``flooding=NoiseFlooding(error_bits=..., queries=...)``: fresh
    Gaussian noise that hides that error, sized for how many results may be seen.
 
-Flooding costs precision: at scale 2**40 and 1000 shared results a slot keeps about two
-decimal digits. Each bit of scale buys one back (a ``ParametersLiteral`` with a larger
-``scale`` and primes to match). The example prints the owner's own error and the shared
-result's.
+Flooding costs precision: a slot gets an extra error of standard deviation about
+``sigma * sqrt(N / 2) / scale``. At the presets' scale 2**40, N=2^14 and 1000 shared results
+that is about 0.1, so results meant to be shared want a larger scale: this example uses a
+``ParametersLiteral`` with scale 2**50 (50-bit primes to rescale by, a 60-bit last prime),
+which brings it to about 1e-4. It prints the owner's own error and the shared result's.
 
-Runs anywhere: on a GPU with the secure N=2^14 preset, otherwise on the NumPy engine with
-the fast insecure N=2^12 test preset.
+Runs anywhere: on a GPU at N=2^14 (128-bit secure), otherwise on the NumPy engine at N=2^12
+(insecure, fast).
 
     python examples/07_shared_result_noise_flooding.py
 """
@@ -24,14 +25,15 @@ import math
 
 import numpy as np
 
-from fhelium_cupy.ckks import CkksEngine, NoiseFlooding, linalg
+from fhelium_cupy.ckks import CkksEngine, NoiseFlooding, ParametersLiteral, linalg
 from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 
 if cuda_unavailable_reason() is None:
-    preset, device, insecure = "slots8192-scale40-depth7", "cuda", False
+    log_n, device, insecure = 14, "cuda", False
 else:
-    print(f"no GPU ({cuda_unavailable_reason()}): NumPy engines, insecure test preset")
-    preset, device, insecure = "test-n4096-scale40", "cpu", True
+    print(f"no GPU ({cuda_unavailable_reason()}): NumPy engines, insecure N=2^12")
+    log_n, device, insecure = 12, "cpu", True
+preset = ParametersLiteral(log_n=log_n, q_bits=(50, 50, 60), p_bits=(61,), scale=2.0**50, name="shared-results-scale50")
 
 n = 8
 rng = np.random.default_rng(7)  # public test data; the engines' secrets come from the OS CSPRNG
