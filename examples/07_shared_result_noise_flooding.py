@@ -7,10 +7,11 @@ Micciancio). Before a result leaves the key owner, decrypt it with noise floodin
 1. calibrate: run the same computation on sample inputs under throwaway keys (a second engine
    of the same preset) and measure its error with ``measure_error_bits``;
 2. decrypt the real result with ``flooding=NoiseFlooding(error_bits=..., queries=...)``: fresh
-   Gaussian noise that hides that error, sized for how many results may be seen.
+   Gaussian noise that hides that error, sized for how many flooded results under this key
+   may be seen over its lifetime.
 
 Flooding costs precision: a slot gets an extra error of standard deviation about
-``sigma * sqrt(N / 2) / scale``. At the presets' scale 2**40, N=2^14 and 1000 shared results
+``sigma * sqrt(N / 2) / scale`` (``NoiseFlooding.slot_noise``). At the presets' scale 2**40, N=2^14 and 1000 shared results
 that is about 0.1, so results meant to be shared want a larger scale: this example uses a
 ``ParametersLiteral`` with scale 2**50 (50-bit primes to rescale by, a 60-bit last prime),
 which brings it to about 1e-4. It prints the owner's own error and the shared result's.
@@ -20,8 +21,6 @@ Runs anywhere: on a GPU at N=2^14 (128-bit secure), otherwise on the NumPy engin
 
     python examples/07_shared_result_noise_flooding.py
 """
-
-import math
 
 import numpy as np
 
@@ -64,7 +63,7 @@ y = evaluate(owner, x)
 private = owner.decrypt_message(y, real=True)[:n]  # stays with the owner
 shared = owner.decrypt_message(y, real=True, flooding=flooding)[:n]  # may leave
 expected = matrix @ x
-spread = flooding.sigma * math.sqrt(owner.context.ring_degree / 2) / y.scale
+spread = flooding.slot_noise(owner.context.ring_degree, y.scale)
 
 print("A @ x          :", np.round(expected, 4))
 print("shared result  :", np.round(shared, 4))

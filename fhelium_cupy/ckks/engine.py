@@ -397,7 +397,9 @@ class CkksEngine(EvaluationMixin):
         """
         check_ciphertext(self, ciphertext, "decrypt")
         self._check_own_secret(ciphertext, "decrypt")
-        self._check_flooding(flooding, ciphertext.level)
+        if flooding is not None:
+            flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again
+            flooding.check_fits(self.context.level_modulus_bits[ciphertext.level], ciphertext.level)
         rows = ciphertext.prime_ids
         host = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
         if flooding is not None:
@@ -410,13 +412,6 @@ class CkksEngine(EvaluationMixin):
             context_id=self.context.context_id,
         )
 
-    def _check_flooding(self, flooding: NoiseFlooding | None, level: int) -> None:
-        if flooding is None:
-            return
-        if not isinstance(flooding, NoiseFlooding):
-            raise TypeError(f"flooding must be a NoiseFlooding or None, got {type(flooding).__name__}")
-        flooding.check_fits(self.context.level_modulus_bits[level], level)
-
     def decrypt_message(
         self, ciphertext: Ciphertext, *, real: bool = False, flooding: NoiseFlooding | None = None
     ) -> np.ndarray:
@@ -425,13 +420,16 @@ class CkksEngine(EvaluationMixin):
         return self.decode(self.decrypt(ciphertext, flooding=flooding), real=real)
 
     def measure_error_bits(self, ciphertext: Ciphertext, message: Any) -> float:
-        """``log2`` of the largest coefficient of ``phase - scale * message``: the ciphertext's error
-        against the result it should hold (``message``, ``[*batch, k]`` values as for ``encode``),
-        in coefficient units, at least 0. What ``NoiseFlooding(error_bits=...)`` needs.
+        """``log2`` of the largest coefficient of ``phase - scale * message``, rounded up to a multiple
+        of 1/2: the ciphertext's error against the result it should hold (``message``, ``[*batch,
+        k]`` values as for ``encode``), in coefficient units, at least 0. What
+        ``NoiseFlooding(error_bits=...)`` needs.
 
         Measure on sample inputs with an engine of throwaway keys (a second ``CkksEngine`` of the
         same preset), as OpenFHE's noise-estimation mode does: the error of a computation under the
-        real secret is information about that secret.
+        real secret is information about that secret (hence also the rounding). The expected
+        result is encoded at the ciphertext's level and scale, so a scale ``encode`` refuses (a
+        product before its rescale at scale 2**80, say) cannot be measured.
 
         Raises:
             StateMismatchError, ForeignContextError, ForeignKeyError: as for :meth:`decrypt`.
@@ -454,7 +452,7 @@ class CkksEngine(EvaluationMixin):
         q = np.array([self.context.moduli[r] for r in rows], dtype=np.uint64)[:, None]
         error = np.where(phase >= want, phase - want, phase + (q - want))
         peak = float(np.max(np.abs(self._reconstructor(rows)(error)), initial=0.0))
-        return math.log2(max(peak, 1.0))
+        return math.ceil(2.0 * math.log2(max(peak, 1.0))) / 2.0
 
     def __repr__(self) -> str:
         return f"CkksEngine(preset={self.parameters.name!r}, device={self.device!r}, context_id={self.context.context_id!r})"

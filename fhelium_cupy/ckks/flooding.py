@@ -5,20 +5,31 @@ function of the secret: Li and Micciancio (EUROCRYPT 2021) recover the secret ke
 a few decrypted results of known computations. When decrypted values are shared (with
 the server that computed them, with other parties), the decryptor should add fresh
 noise large enough to hide the error before decoding. Li, Micciancio, Schultz and
-Sorrell (CRYPTO 2022) prove that Gaussian noise suffices; OpenFHE's
-``NOISE_FLOODING_DECRYPT`` takes its standard deviation as
+Sorrell (CRYPTO 2022) prove that discrete Gaussian noise suffices; this module takes its
+standard deviation as OpenFHE's ``NOISE_FLOODING_DECRYPT`` does (OpenFHE's
+``CKKS_NOISE_FLOODING.md``, which drops a ``sqrt(2n)`` factor of that paper's Corollary 2):
 
     sigma = sqrt(12 * tau) * 2**(s / 2) * t
 
-for ``tau`` decryption queries an adversary may see, ``s`` bits of statistical security
-(at least 30 is the usual advice) and ``t`` a bound on the ciphertext's error (its largest
-coefficient). :class:`NoiseFlooding` holds those three numbers; ``CkksEngine.decrypt(...,
-flooding=...)`` adds the noise to the decrypted polynomial's coefficients, from the OS
-CSPRNG, before it is decoded. ``CkksEngine.measure_error_bits`` measures ``log2 t`` for a
-computation on inputs whose result is known.
+for ``tau`` decryptions an adversary may see, ``s`` bits of statistical security (at least
+30 is the usual advice) and ``t`` a bound on the ciphertext's error. Here ``t`` bounds the
+error's largest coefficient (``CkksEngine.measure_error_bits``), a larger and so more
+conservative number than OpenFHE's estimate from the spread of the imaginary parts.
+:class:`NoiseFlooding` holds the three numbers; ``CkksEngine.decrypt(..., flooding=...)``
+adds the noise, from the OS CSPRNG, to the decrypted polynomial's coefficients before it is
+decoded.
 
-The price is precision: a slot then carries an extra error of about ``sigma * sqrt(N) /
-scale`` (the norm of N coefficients of standard deviation sigma through the decoding).
+What the guarantee assumes: ``t`` bounds the error of every ciphertext decrypted under the
+key, which holds when an honest-but-curious evaluator runs the agreed computation on inputs
+like those of the calibration. A ``t`` measured on sample inputs is an estimate, not a worst
+case (CKKS error grows with the messages), so calibrate on the largest inputs the
+application allows and add a margin; a malicious evaluator can inflate the error, and no
+flooding sized in advance covers that. ``tau`` counts every flooded decryption under the
+secret key over its lifetime (each batch entry, each repeated decryption), not only those of
+one computation; nothing here counts them.
+
+The price is precision: a slot's real and imaginary parts each get an extra error of
+standard deviation about ``sigma * sqrt(N / 2) / scale`` (:meth:`NoiseFlooding.slot_noise`).
 """
 
 from __future__ import annotations
@@ -30,13 +41,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .encoding import integers_to_rns
-from .sampling import sample_rounded_gaussian
+from .sampling import sample_discrete_gaussian_wide
 
 __all__ = ["MAX_FLOODING_SIGMA_BITS", "NoiseFlooding", "flood_residues"]
 
 MAX_FLOODING_SIGMA_BITS = 56.0
-"""The largest flooding noise: 9 sigma (the sampler's tail) stays below 2**62, the bound of the
-library's int64 coefficients."""
+"""The largest flooding noise: its 9-sigma tail (the sampler's cut) stays below 2**62, the bound
+of the library's int64 coefficients."""
+
+_MAX_QUERIES = 1 << 64
+_MAX_STATISTICAL_SECURITY = 128
 
 
 @dataclass(frozen=True)
@@ -47,10 +61,11 @@ class NoiseFlooding:
     Args:
         error_bits: ``log2`` of a bound on the error of the ciphertexts decrypted, in coefficient
             units (the largest |coefficient| of ``phase - scale * message``); measure it with
-            ``CkksEngine.measure_error_bits`` on sample inputs, with a margin.
-        queries: how many decrypted results of this computation an adversary may see.
-        statistical_security: ``s``; an adversary succeeds with probability at most ``2**-s``
-            (30 or more is the usual advice).
+            ``CkksEngine.measure_error_bits`` on the largest sample inputs, and add a margin.
+            At most 64.
+        queries: how many flooded decryptions under this secret key an adversary may see, over
+            the key's lifetime (each batch entry counts). At most 2**64.
+        statistical_security: ``s`` (30 or more is the usual advice; at most 128).
 
     Raises:
         TypeError: a field of the wrong type (bools are refused).
@@ -65,14 +80,18 @@ class NoiseFlooding:
         e, q, s = self.error_bits, self.queries, self.statistical_security
         if isinstance(e, bool) or not isinstance(e, numbers.Real):
             raise TypeError(f"error_bits must be a real number, got {type(e).__name__}")
-        if not math.isfinite(float(e)) or float(e) < 0:
-            raise ValueError(f"error_bits must be finite and >= 0, got {e!r}")
-        for name, value, low in (("queries", q, 1), ("statistical_security", s, 1)):
+        try:
+            e = float(e)
+        except OverflowError:
+            e = math.inf
+        if not 0.0 <= e <= 64.0:  # NaN fails too
+            raise ValueError(f"error_bits must be in [0, 64], got {self.error_bits!r}")
+        for name, value, high in (("queries", q, _MAX_QUERIES), ("statistical_security", s, _MAX_STATISTICAL_SECURITY)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-            if value < low:
-                raise ValueError(f"{name} must be >= {low}, got {value}")
-        object.__setattr__(self, "error_bits", float(e))
+            if not 1 <= int(value) <= high:
+                raise ValueError(f"{name} must be in [1, {high}], got {value}")
+        object.__setattr__(self, "error_bits", e)
         object.__setattr__(self, "queries", int(q))
         object.__setattr__(self, "statistical_security", int(s))
         if self.sigma_bits > MAX_FLOODING_SIGMA_BITS:
@@ -92,22 +111,42 @@ class NoiseFlooding:
         """The noise's standard deviation, in coefficient units."""
         return 2.0**self.sigma_bits
 
+    def slot_noise(self, ring_degree: int, scale: float) -> float:
+        """Standard deviation the flooding adds to a decoded slot's real (or imaginary) part at
+        ``ring_degree`` N and ``scale``: ``sigma * sqrt(N / 2) / scale``."""
+        return self.sigma * math.sqrt(ring_degree / 2) / scale
+
     def check_fits(self, modulus_bits: float, level: int) -> None:
-        """ValueError unless the noise's tail (16 sigma) stays below half the level's modulus
-        (``modulus_bits = log2`` of it): past that the flooded phase wraps around."""
+        """ValueError unless 16 sigma (the sampler's 9-sigma tail with a margin) stays below half
+        the level's modulus (``modulus_bits = log2`` of it): past that the flooded phase wraps
+        around. The message itself must leave room too: ``|scale * m + e| + 9 sigma`` below half
+        the modulus, which this cannot check."""
         if self.sigma_bits + 5 >= modulus_bits:
             raise ValueError(
                 f"flooding noise of sigma = 2**{self.sigma_bits:.1f} does not fit the modulus of level {level} "
                 f"(2**{modulus_bits:.1f}); decrypt at a level with more primes or flood less"
             )
 
+    @classmethod
+    def checked(cls, flooding: object) -> NoiseFlooding:
+        """A freshly validated copy of ``flooding`` (a ``NoiseFlooding`` and nothing else): fields
+        changed after construction (``object.__setattr__``, unpickling) are checked again.
+
+        Raises:
+            TypeError: ``flooding`` is not exactly a ``NoiseFlooding``; a field of the wrong type.
+            ValueError: a field out of range.
+        """
+        if type(flooding) is not cls:
+            raise TypeError(f"flooding must be a NoiseFlooding or None, got {type(flooding).__name__}")
+        return cls(flooding.error_bits, flooding.queries, flooding.statistical_security)  # type: ignore[attr-defined]
+
 
 def flood_residues(residues: np.ndarray, moduli, sigma: float) -> np.ndarray:
-    """``residues [*batch, L, N]`` (canonical uint64) plus one fresh rounded Gaussian polynomial of
-    standard deviation ``sigma`` per batch entry, reduced mod each of the L ``moduli``."""
+    """``residues [*batch, L, N]`` (canonical uint64) plus one fresh discrete Gaussian polynomial of
+    parameter ``sigma`` per batch entry, reduced mod each of the L ``moduli``."""
     residues = np.asarray(residues, dtype=np.uint64)
     lead, n = residues.shape[:-2], residues.shape[-1]
-    noise = integers_to_rns(sample_rounded_gaussian(lead + (n,), sigma), moduli)
+    noise = integers_to_rns(sample_discrete_gaussian_wide(lead + (n,), sigma), moduli)
     q = np.array([int(m) for m in moduli], dtype=np.uint64)[:, None]
     total = residues + noise  # both below q < 2**63: no wrap
     return np.where(total >= q, total - q, total)
