@@ -3,7 +3,7 @@
 Encryption of an RNS plaintext ``m`` (coefficient domain, standard form) at level ``l``
 with the public key ``(b, a)`` over QP: ``v`` ternary, ``e0, e1`` discrete Gaussian, all
 from the OS CSPRNG; ``u_k = v*pk_k + e_k`` over the active Q rows plus the P rows, then
-``c_k = round(u_k / P)`` (the contract's rounding ModDown, done on the host) and
+``c_k = round(u_k / P)`` (the contract's rounding ModDown, on the backend) and
 ``c0 += m``. Dividing by P shrinks the public-key noise ``v*e + e0 + e1*s`` to rounding
 size, so fresh ciphertexts are as precise as secret-key encryptions. Decryption
 computes the phase ``c0 + c1*s (+ c2*s**2)`` with backend primitives and returns its
@@ -12,28 +12,13 @@ coefficient-domain residues on the host.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ._checks import check_not_capturing
-from .encoding import integers_to_rns
 from .keys import PublicKey, SecretKey
 from .sampling import sample_gaussian, sample_ternary
 
 __all__ = ["decrypt_phase", "encrypt_rns"]
-
-
-def _host_backend(context, backend):
-    """The backend itself on the host; else a NumPy backend of the context (the host ModDown)."""
-    return backend if backend.xp is np else _numpy_backend(context)
-
-
-@functools.lru_cache(maxsize=8)  # a few contexts' tables, not every context a process ever made
-def _numpy_backend(context):
-    from .backends.numpy_backend import NumpyBackend
-
-    return NumpyBackend(context)
 
 
 def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[int, ...]):
@@ -47,17 +32,15 @@ def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[in
     lead = tuple(message.shape[:-2])
     n = context.ring_degree
     ext = tuple(rows) + context.p_ids
-    moduli = [context.moduli[r] for r in ext]
-    v = backend.ntt_forward(backend.asarray(integers_to_rns(sample_ternary(lead + (n,)), moduli)), ext)
-    e = backend.asarray(integers_to_rns(sample_gaussian((2,) + lead + (n,), context.parameters.sigma), moduli))
+    v = backend.ntt_forward(backend.rns_from_integers(sample_ternary(lead + (n,)), ext), ext)
+    e = backend.rns_from_integers(sample_gaussian((2,) + lead + (n,), context.parameters.sigma), ext)
     key = xp.ascontiguousarray(public_key.data[:, list(ext)])
     out = []
     for k in range(2):
         key_rows = xp.ascontiguousarray(xp.broadcast_to(key[k], v.shape))
         u = backend.ntt_inverse(backend.mul_montgomery(v, key_rows, ext), ext)
         out.append(backend.add(u, xp.ascontiguousarray(e[k]), ext))
-    host = _host_backend(context, backend)
-    c = backend.asarray(host.moddown(backend.to_numpy(xp.stack(out)), rows))
+    c = backend.moddown(xp.stack(out), rows)
     c[0] = backend.add(xp.ascontiguousarray(c[0]), message, rows)
     return c
 

@@ -32,7 +32,7 @@ from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
-from .encoding import CrtReconstructor, coefficients_to_slots, integers_to_rns, slots_to_coefficients
+from .encoding import CrtReconstructor, coefficients_to_slots, slots_to_coefficients
 from .flooding import NoiseFlooding, flood_residues
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
@@ -292,7 +292,7 @@ class CkksEngine(EvaluationMixin):
                 f"at level {level} ({modulus_basis} basis) hold only |coefficient| < 2**{math.log2(modulus) - 1:.1f}; "
                 "use a smaller scale, smaller values or a level with more primes"
             )
-        data = self.backend.asarray(integers_to_rns(coefficients, [self.context.moduli[r] for r in rows]))
+        data = self.backend.rns_from_integers(coefficients, rows)
         pt = Plaintext(data, level=level, scale=scale, prime_ids=rows, modulus_basis=modulus_basis,
                        context_id=self.context.context_id)
         if polynomial_domain == "ntt":

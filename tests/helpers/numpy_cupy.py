@@ -88,7 +88,7 @@ def install_numpy_cupy(monkeypatch: Any, kernels_for: Callable[[kernels.KernelOp
         asarray=np.asarray, empty=np.empty, empty_like=np.empty_like, ascontiguousarray=np.ascontiguousarray,
         broadcast_to=np.broadcast_to, array=np.array, asnumpy=np.asarray,
         cuda=types.SimpleNamespace(Device=_Device, Stream=_Stream, Event=_Event, get_current_stream=_current_stream),
-        zeros=np.zeros, swapaxes=np.swapaxes,
+        zeros=np.zeros, swapaxes=np.swapaxes, abs=np.abs, where=np.where,
     )
 
     def library_for(device: Any = None, options: kernels.KernelOptions | None = None) -> Any:

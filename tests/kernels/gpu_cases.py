@@ -198,6 +198,31 @@ def _rescale(domain: str, key: str = "mixed") -> Case:
     return run
 
 
+def _moddown(key: str) -> Case:
+    """Encryption's coefficient ModDown (``moddown``) of every batch shape in ``_BATCHES`` over
+    ``lv[key]`` (``"suffix"``: a rescaled level)."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv["ks"][1:] if key == "suffix" else lv[key]
+        qp = rows + tuple(range(ctx.q_count, ctx.q_count + ctx.p_count))
+        pairs = []
+        for lead in _BATCHES:
+            x = rand(ctx, qp, lead, rng)
+            pairs.append((gpu.to_numpy(gpu.moddown(gpu.asarray(x), rows)), ref.moddown(x, rows)))
+        return (*_stacked(pairs), rows)
+
+    return run
+
+
+def _rns_from_integers(gpu, ref, ctx, rng, lv):
+    """Signed integers up to 2**62 (the edges included) to residues over every row."""
+    rows = tuple(range(len(ctx.moduli)))
+    c = rng.integers(-(2**62) + 1, 2**62, (2, 3, ctx.ring_degree), dtype=np.int64)
+    c[0, 0, :6] = (0, 1, -1, 2**62 - 1, -(2**62) + 1, -int(ctx.moduli[0]))
+    c[1] = rng.integers(-40, 41, c[1].shape)  # sampled noise is small
+    return gpu.to_numpy(gpu.rns_from_integers(c, rows)), ref.rns_from_integers(c, rows), rows
+
+
 def _modup(key: str) -> Case:
     def run(gpu, ref, ctx, rng, lv):
         rows = lv[key]
@@ -428,6 +453,9 @@ CASES: dict[str, Case] = {
     "rescale_ntt_key_switch_level": _rescale("ntt", "ks"),
     "rescale_coefficient_rescaled_level": _rescale("coefficient", "suffix"),
     "rescale_ntt_rescaled_level": _rescale("ntt", "suffix"),
+    "moddown": _moddown("ks"),
+    "moddown_lower_level": _moddown("suffix"),
+    "rns_from_integers": _rns_from_integers,
     "modup": _modup("rows"),
     "modup_lower_level": _modup("ks"),
     "modup_ntt_hint": _modup_ntt_hint("rows"),

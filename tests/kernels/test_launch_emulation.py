@@ -554,17 +554,18 @@ def emulated(monkeypatch):
 
 
 # gpu_cases' checks whose kernels are all emulated above: the divisions (every batch shape,
-# both domains, levels from prime 0 and prime 1) and the key switches that share them (one key
-# and several, with the rotated c0 and a strided out)
+# both domains, levels from prime 0 and prime 1; encryption's ModDown and its residues of
+# sampled integers) and the key switches that share them (one key and several, with the
+# rotated c0 and a strided out)
 EMULATED_CASES = tuple(name for name in gpu_cases.CASES
                        if name.startswith(("keyswitch_add_rescale", "rescale_", "keyswitch_from_digits_galois",
-                                           "keyswitch_from_digits_many")))
+                                           "keyswitch_from_digits_many", "moddown", "rns_from_integers")))
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, config):
     gpu, ref = emulated(gpu_cases.context("n4096"), **CONFIGS[config])
-    assert len(EMULATED_CASES) >= 14
+    assert len(EMULATED_CASES) >= 17
     for name in EMULATED_CASES:
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
 

@@ -124,6 +124,12 @@ class CkksBackend(Protocol):
 
     def to_numpy(self, array: Array) -> Array: ...  # backend array -> numpy (copy; may sync)
 
+    def rns_from_integers(self, coefficients: Any, rows: Sequence[int]) -> Array:
+        """Host signed int64 coefficients ``[..., N]`` (``|c| < 2**62``) -> their canonical residues
+        ``[..., L, N]`` over ``rows``, on the backend (the upload is of the integers, not of L
+        residue rows)."""
+        ...
+
     def is_capturing(self) -> bool: ...  # the current stream records a CUDA graph (host: never)
 
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
@@ -185,6 +191,11 @@ class CkksBackend(Protocol):
     def ntt_inverse(self, a: Array, rows: Sequence[int], *, out: Array | None = None) -> Array: ...
 
     def automorphism(self, a: Array, galois_element: int, rows: Sequence[int], *, domain: Domain) -> Array: ...
+
+    def moddown(self, x: Array, rows: Sequence[int]) -> Array:
+        """The contract's rounding ``moddown`` of coefficient-domain ``x [..., L + K, N]`` over
+        ``rows + p_rows`` -> ``[..., L, N]`` over ``rows`` (encryption's division by P)."""
+        ...
 
     def rescale(self, a: Array, rows: Sequence[int], *, domain: Domain) -> Array:
         """Drop ``rows[0]`` with rounding (see module docstring); returns ``[..., L-1, N]``."""

@@ -487,6 +487,40 @@ class CupyBackend:
     def to_numpy(self, array: Any) -> np.ndarray:
         return np.ascontiguousarray(self.xp.asnumpy(array), dtype=np.uint64)
 
+    def rns_from_integers(self, coefficients: Any, rows: Sequence[int]) -> Any:
+        """Host int64 coefficients ``[..., N]`` (``|c| < 2**62``) -> canonical residues ``[..., L, N]``
+        on the device: the integers are uploaded (8 bytes a coefficient, not 8 L) and reduced
+        there, exactly as ``encoding.integers_to_rns``. Not capturable (a host upload)."""
+        rows, _ = self._rows(rows)
+        host = np.ascontiguousarray(coefficients, dtype=np.int64)
+        if host.ndim < 1 or host.shape[-1] != self.n:
+            raise ValueError(f"rns_from_integers: expected int64 [..., {self.n}], got {host.shape}")
+        q = self._cached(("moduli_column", rows),
+                         lambda: self._upload(np.array([self.context.moduli[r] for r in rows], np.uint64)[:, None]))
+        xp = self.xp
+        with self._device:
+            c = xp.asarray(host)[..., None, :]
+            r = xp.abs(c).astype(np.uint64) % q
+            return xp.ascontiguousarray(xp.where((c < 0) & (r != 0), q - r, r))
+
+    def moddown(self, x: Any, rows: Sequence[int]) -> Any:
+        """The contract's rounding ``moddown`` of coefficient ``x [..., L + K, N]`` over ``rows +
+        p_rows`` -> ``[..., L, N]``: the key switch's coefficient ModDown, the P rows' base
+        conversion and the combine in one launch (``_convert_combine``)."""
+        rows, _ = self._rows(rows)
+        L, K, n = len(rows), len(self.p_rows), self.n
+        x = self._check(x, rows + self.p_rows, "moddown")
+        lead = tuple(x.shape[:-2])
+        entries = _prod(lead)
+        if entries > _MAX_GRID_YZ:
+            raise ValueError(f"moddown: {entries} polynomials exceed the launch grid's limit of {_MAX_GRID_YZ}")
+        t = self._keyswitch_device(rows)
+        out = self.xp.empty(lead + (L, n), dtype=np.uint64)
+        x3 = x.reshape(entries, L + K, n)
+        # plain polynomials: batch = entries puts entry z at z * L * N (the strides are unused)
+        self._convert_combine(x3, x3, out, t["down"], t["pinv"], L, entries, entries, (L + K) * n, 0, 0)
+        return out
+
     def is_capturing(self) -> bool:
         """Whether the current stream of the backend's device is recording a CUDA graph."""
         with self._device:

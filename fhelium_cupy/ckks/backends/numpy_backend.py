@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..encoding import integers_to_rns
 from ..modarith import (
     MASK32,
     _unbuffered,
@@ -229,6 +230,9 @@ class NumpyBackend:
 
     def to_numpy(self, array) -> np.ndarray:
         return np.array(array, dtype=np.uint64, copy=True, order="C")
+
+    def rns_from_integers(self, coefficients, rows) -> np.ndarray:
+        return integers_to_rns(coefficients, [self.context.moduli[int(r)] for r in rows])
 
     def is_capturing(self) -> bool:
         return False
@@ -535,7 +539,7 @@ class NumpyBackend:
 
     @_unbuffered
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
-        """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (not in the contract; used on the host by encryption)."""
+        """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (the contract's ``moddown``)."""
         rows = tuple(int(r) for r in rows)
         L = len(rows)
         return self._divide(x[..., :L, :], x[..., L:, :], rows, self.p_rows)
