@@ -161,3 +161,35 @@ extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const
   const u64 q0 = consts[FHE_C_Q * num_moduli + dropped_id];
   out[z * out_bs + row] = centered_mod(c0[z * c0_bs + k], q0, tab[y], md);
 }
+
+// rns_centered_crt_to_double: the centred integer of each coefficient's residues over L rows,
+// as float64 (decoding). Garner's mixed radix of (x + H) mod Q (H = (Q - 1) / 2), minus the
+// digits of H, evaluated by Horner's rule from the top digit; bit-identical to the host's
+// encoding.CrtReconstructor (the same canonical digits; float64 products and sums rounded
+// one at a time, never fused). Axis order: x [batch, L, coeff] canonical, out [batch, coeff].
+// Table (u64, from CupyBackend._crt_table): row i at 5 i: q_i, H mod q_i, H's digit i (an int64),
+// (M_i)^-1 mod q_i and its Shoup companion (M_i = q_0 .. q_(i-1)); then for k < i the pair
+// (M_k mod q_i, Shoup) at 5 L + 2 (i (i - 1) / 2 + k). L <= FHE_CRT_MAX_LIMBS.
+// Launch: grid (ceil(N / 256), 1, batch), block 256.
+#define FHE_CRT_MAX_LIMBS 64
+extern "C" __global__ void rns_centered_crt_to_double(const u64* x, double* out, const u64* table, int L, int n) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const i64 z = blockIdx.z;
+  const u64* xi = x + z * (i64)L * n + k;
+  u64 digit[FHE_CRT_MAX_LIMBS];
+  for (int i = 0; i < L; ++i) {
+    const u64* row = table + 5 * i;
+    const u64 q = row[0];
+    u64 v = add_mod(xi[(i64)i * n], row[1], q);
+    const u64* pair = table + 5 * L + (i * (i - 1));  // 2 (i (i - 1) / 2) words before row i's pairs
+    for (int j = 0; j < i; ++j) v = sub_mod(v, shoup_mul(digit[j], pair[2 * j], pair[2 * j + 1], q), q);
+    digit[i] = i ? shoup_mul(v, row[3], row[4], q) : v;
+  }
+  double acc = 0.0;
+  for (int i = L - 1; i >= 0; --i) {
+    const double d = __ll2double_rn((i64)digit[i] - (i64)table[5 * i + 2]);
+    acc = i == L - 1 ? d : __dadd_rn(__dmul_rn(acc, __ull2double_rn(table[5 * i])), d);
+  }
+  out[z * n + k] = acc;
+}

@@ -32,7 +32,7 @@ from ._device_scope import on_backend_device
 from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
-from .encoding import CrtReconstructor, coefficients_to_slots, slots_to_coefficients
+from .encoding import coefficients_to_slots, slots_to_coefficients
 from .flooding import NoiseFlooding, flood_residues
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
@@ -155,7 +155,6 @@ class CkksEngine(EvaluationMixin):
         self.key_generator = KeyGenerator(self.context, self.backend)
         self._keys: KeyChain | None = None
         self._keys_lock = threading.Lock()
-        self._crt: dict[tuple[int, ...], CrtReconstructor] = {}
 
     # --- description ---------------------------------------------------------------
     @property
@@ -319,16 +318,7 @@ class CkksEngine(EvaluationMixin):
             data = self.backend.ntt_inverse(data, rows)
         if plaintext.residue_representation == "montgomery":
             data = self.backend.from_montgomery(data, rows)
-        return self._decode_residues(self.backend.to_numpy(data), rows, plaintext.scale, real)
-
-    def _reconstructor(self, rows: tuple[int, ...]) -> CrtReconstructor:
-        """The centred CRT of ``rows`` (cached per row tuple)."""
-        if rows not in self._crt:
-            self._crt[rows] = CrtReconstructor([self.context.moduli[r] for r in rows])
-        return self._crt[rows]
-
-    def _decode_residues(self, residues: np.ndarray, rows: tuple[int, ...], scale: float, real: bool) -> np.ndarray:
-        slots = coefficients_to_slots(self._reconstructor(rows)(residues), scale)
+        slots = coefficients_to_slots(self.backend.centered_crt_to_float(data, rows), plaintext.scale)
         return slots.real.copy() if real else slots
 
     # --- encryption ------------------------------------------------------------------
@@ -451,7 +441,7 @@ class CkksEngine(EvaluationMixin):
         want = np.asarray(self.backend.to_numpy(expected.data), dtype=np.uint64)
         q = np.array([self.context.moduli[r] for r in rows], dtype=np.uint64)[:, None]
         error = np.where(phase >= want, phase - want, phase + (q - want))
-        peak = float(np.max(np.abs(self._reconstructor(rows)(error)), initial=0.0))
+        peak = float(np.max(np.abs(self.backend.centered_crt_to_float(self.backend.asarray(error), rows)), initial=0.0))
         return math.ceil(2.0 * math.log2(max(peak, 1.0))) / 2.0
 
     def __repr__(self) -> str:

@@ -223,6 +223,24 @@ def _rns_from_integers(gpu, ref, ctx, rng, lv):
     return gpu.to_numpy(gpu.rns_from_integers(c, rows)), ref.rns_from_integers(c, rows), rows
 
 
+def _centered_crt(key: str) -> Case:
+    """Decoding's CRT (float64 centred integers) of every batch shape over ``lv[key]``, edge
+    residues included, as one ``[entries, 1, N]`` pair of float arrays viewed as words (the
+    comparison is bit for bit)."""
+
+    def run(gpu, ref, ctx, rng, lv):
+        rows = lv[key]
+        pairs = []
+        for lead in _BATCHES:
+            a = rand(ctx, rows, lead, rng)
+            got = np.asarray(gpu.centered_crt_to_float(gpu.asarray(a), rows), dtype=np.float64)
+            want = ref.centered_crt_to_float(a, rows)
+            pairs.append((got.view(np.uint64)[..., None, :], want.view(np.uint64)[..., None, :]))
+        return (*_stacked(pairs), (0,))
+
+    return run
+
+
 def _modup(key: str) -> Case:
     def run(gpu, ref, ctx, rng, lv):
         rows = lv[key]
@@ -456,6 +474,8 @@ CASES: dict[str, Case] = {
     "moddown": _moddown("ks"),
     "moddown_lower_level": _moddown("suffix"),
     "rns_from_integers": _rns_from_integers,
+    "centered_crt": _centered_crt("rows"),
+    "centered_crt_key_switch_level": _centered_crt("ks"),
     "modup": _modup("rows"),
     "modup_lower_level": _modup("ks"),
     "modup_ntt_hint": _modup_ntt_hint("rows"),

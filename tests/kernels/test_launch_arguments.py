@@ -37,7 +37,8 @@ class _Checker:
         for arg, param in zip(args, self.params):
             if "*" in param:
                 if isinstance(arg, np.ndarray):
-                    want = np.uint64 if "u64" in param else np.int32 if "int" in param else np.uint32
+                    want = (np.uint64 if "u64" in param else np.float64 if "double" in param
+                            else np.int32 if "int" in param else np.uint32)
                     assert arg.dtype == want, f"{self.name}: {param} got {arg.dtype}"
                 else:
                     assert isinstance(arg, np.uint64) and arg == 0, f"{self.name}: {param} got {type(arg)}"

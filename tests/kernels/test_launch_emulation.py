@@ -535,6 +535,29 @@ class _Kernels:
                 self._row(out, z * int(out_bs) + y * n)[:] = self._divide(c, r.astype(np.uint64), q, table,
                                                                            remaining, y)
 
+    def rns_centered_crt_to_double(self, grid, a):
+        """Garner's digits with Python integers from the table's constants, then the kernel's
+        Horner sums in float64 (one rounding a product and a sum)."""
+        x, out, tab, limbs, n = a
+        L, n = int(limbs), int(n)
+        table = [int(w) for w in _memory(tab, np.uint64)[: 5 * L + L * (L - 1)]]
+        src, dst = _memory(x, np.uint64), _memory(out, np.float64)
+        for z in range(grid[2]):
+            digits: list[list[int]] = []
+            for i in range(L):
+                q, h_mod, _, inv, _ = table[5 * i : 5 * i + 5]
+                pairs = table[5 * L + i * (i - 1) : 5 * L + i * (i + 1)]
+                v = [(int(w) + h_mod) % q for w in src[(z * L + i) * n : (z * L + i + 1) * n]]
+                for j in range(i):
+                    v = [(vk - d * pairs[2 * j]) % q for vk, d in zip(v, digits[j])]
+                digits.append([vk * inv % q for vk in v] if i else v)
+            acc = np.zeros(n)
+            for i in range(L - 1, -1, -1):
+                h_digit = table[5 * i + 2] - (1 << 64 if table[5 * i + 2] >> 63 else 0)
+                d = np.array([float(dk - h_digit) for dk in digits[i]])
+                acc = d if i == L - 1 else acc * float(table[5 * i]) + d
+            dst[z * n : (z + 1) * n] = acc
+
 
 CONFIGS = {
     "defaults": {},
@@ -559,13 +582,14 @@ def emulated(monkeypatch):
 # rotated c0 and a strided out)
 EMULATED_CASES = tuple(name for name in gpu_cases.CASES
                        if name.startswith(("keyswitch_add_rescale", "rescale_", "keyswitch_from_digits_galois",
-                                           "keyswitch_from_digits_many", "moddown", "rns_from_integers")))
+                                           "keyswitch_from_digits_many", "moddown", "rns_from_integers",
+                                           "centered_crt")))
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, config):
     gpu, ref = emulated(gpu_cases.context("n4096"), **CONFIGS[config])
-    assert len(EMULATED_CASES) >= 17
+    assert len(EMULATED_CASES) >= 19
     for name in EMULATED_CASES:
         assert gpu_cases.run_case(name, gpu, ref, "n4096") is None, name
 

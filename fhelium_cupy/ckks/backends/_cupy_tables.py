@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding import CrtReconstructor
 from ..modarith import shoup_companion
 from ..ntt import coefficient_automorphism_indices, ntt_automorphism_indices, ntt_tables
 from .base import RingContext, active_digits
 
 __all__ = [
+    "crt_table",
     "active_digits",
     "base_conversion_table",
     "byte_group_words",
@@ -305,6 +307,23 @@ def moddown_rescale_tables(context: RingContext, rows: Sequence[int], *, pieces:
     rows = tuple(rows)
     p_rows = tuple(range(context.q_count, context.q_count + context.p_count))
     return _division_tables(context, rows[:1] + p_rows, rows + p_rows, rows[1:], pieces)
+
+
+def crt_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
+    """``rns_centered_crt_to_double``'s table of ``rows``: the constants of the host's
+    ``encoding.CrtReconstructor`` (so the device digits and sums are the host's), row i at
+    5 i: ``q_i``, ``H mod q_i``, H's digit i (as a two's-complement word), ``M_i^-1 mod q_i`` and
+    its Shoup companion; then the pairs ``(M_k mod q_i, Shoup)`` for k < i, row by row."""
+    crt = CrtReconstructor([context.moduli[r] for r in rows])
+    L = len(crt.moduli)
+    head, pairs = [], []
+    for i, q in enumerate(crt.moduli):
+        consts, inv = crt.prefix[i]
+        head += [q, int(crt.h_mod[i, 0]), int(crt.h_digits[i]) & (2**64 - 1), inv, shoup_companion(inv, q)]
+        for c in consts:
+            pairs += [c, shoup_companion(c, q)]
+    assert len(pairs) == L * (L - 1)
+    return np.array(head + pairs, dtype=np.uint64)
 
 
 def rescale_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:

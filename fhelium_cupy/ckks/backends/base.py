@@ -124,6 +124,13 @@ class CkksBackend(Protocol):
 
     def to_numpy(self, array: Array) -> Array: ...  # backend array -> numpy (copy; may sync)
 
+    def centered_crt_to_float(self, a: Array, rows: Sequence[int]) -> Any:
+        """Host float64 ``[..., N]``: the centred integer of each coefficient of ``a [..., L, N]``
+        over ``rows`` (canonical residues), rounded to float64 exactly as
+        ``encoding.CrtReconstructor`` computes it (decoding; the transfer is one float a
+        coefficient, not L residues)."""
+        ...
+
     def rns_from_integers(self, coefficients: Any, rows: Sequence[int]) -> Array:
         """Host signed int64 coefficients ``[..., N]`` (``|c| < 2**62``) -> their canonical residues
         ``[..., L, N]`` over ``rows``, on the backend (the upload is of the integers, not of L

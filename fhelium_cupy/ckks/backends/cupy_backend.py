@@ -24,11 +24,13 @@ from ..._once import get_or_build
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
+from ..encoding import CrtReconstructor
 from ._cupy_tables import (
     active_digits,
     byte_group_words,
     byte_table_fits,
     coefficient_automorphism_map,
+    crt_table,
     moddown_rescale_tables,
     moddown_tables,
     modulus_constants,
@@ -73,6 +75,7 @@ _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBa
 _BLOCK = 256
 _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
+_CRT_MAX_LIMBS = 64  # kernels/rns.cu FHE_CRT_MAX_LIMBS
 _CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
 _EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
@@ -502,6 +505,23 @@ class CupyBackend:
             c = xp.asarray(host)[..., None, :]
             r = xp.abs(c).astype(np.uint64) % q
             return xp.ascontiguousarray(xp.where((c < 0) & (r != 0), q - r, r))
+
+    def centered_crt_to_float(self, a: Any, rows: Sequence[int]) -> np.ndarray:
+        """Decoding's CRT on the device (``rns_centered_crt_to_double``, bit-identical to the host's
+        ``CrtReconstructor``), then one float64 a coefficient to the host. More than
+        ``_CRT_MAX_LIMBS`` rows: the host's reconstructor."""
+        rows, _ = self._rows(rows)
+        a = self._check(a, rows, "centered_crt_to_float")
+        L, n = len(rows), self.n
+        if L > _CRT_MAX_LIMBS:
+            return CrtReconstructor([self.context.moduli[r] for r in rows])(self.to_numpy(a))
+        lead = tuple(a.shape[:-2])
+        table = self._cached(("crt", rows), lambda: self._upload(crt_table(self.context, rows)))
+        with self._device:
+            out = self.xp.empty(lead + (n,), dtype=np.float64)
+            self._launch("rns_centered_crt_to_double", (-(-n // _BLOCK), 1, _prod(lead)), _BLOCK,
+                         (a, out, table, np.int32(L), np.int32(n)))
+            return np.ascontiguousarray(self.xp.asnumpy(out))
 
     def moddown(self, x: Any, rows: Sequence[int]) -> Any:
         """The contract's rounding ``moddown`` of coefficient ``x [..., L + K, N]`` over ``rows +
