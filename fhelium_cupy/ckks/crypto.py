@@ -7,12 +7,10 @@ from the OS CSPRNG; ``u_k = v*pk_k + e_k`` over the active Q rows plus the P row
 ``c0 += m``. Dividing by P shrinks the public-key noise ``v*e + e0 + e1*s`` to rounding
 size, so fresh ciphertexts are as precise as secret-key encryptions. Decryption
 computes the phase ``c0 + c1*s (+ c2*s**2)`` with backend primitives and returns its
-coefficient-domain residues on the host.
+coefficient-domain residues on the backend.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from ._checks import check_not_capturing
 from .keys import PublicKey, SecretKey
@@ -45,8 +43,8 @@ def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[in
     return c
 
 
-def decrypt_phase(backend, secret_key: SecretKey, data, rows: tuple[int, ...], domain: str) -> np.ndarray:
-    """Coefficient residues of ``c0 + c1*s (+ c2*s**2)`` as a host ``[*batch, L, N]`` uint64 array."""
+def decrypt_phase(backend, secret_key: SecretKey, data, rows: tuple[int, ...], domain: str):
+    """Coefficient residues of ``c0 + c1*s (+ c2*s**2)``: a ``[*batch, L, N]`` backend array."""
     xp = backend.xp
     if domain == "coefficient":
         data = backend.ntt_forward(data, rows)
@@ -58,4 +56,4 @@ def decrypt_phase(backend, secret_key: SecretKey, data, rows: tuple[int, ...], d
         for _ in range(k):
             term = backend.mul_montgomery(term, s, rows)
         phase = backend.add(phase, term, rows)
-    return backend.to_numpy(backend.ntt_inverse(phase, rows))
+    return backend.ntt_inverse(phase, rows)

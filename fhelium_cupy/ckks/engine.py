@@ -33,10 +33,11 @@ from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
 from .encoding import coefficients_to_slots, slots_to_coefficients
-from .flooding import NoiseFlooding, flood_residues
+from .flooding import NoiseFlooding
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
 from .params import Parameters, ParametersLiteral, require_opt_in_flag
+from .sampling import sample_discrete_gaussian_wide
 from .values import Ciphertext, ModulusBasis, Plaintext
 
 __all__ = ["CkksEngine", "host_message"]
@@ -391,11 +392,12 @@ class CkksEngine(EvaluationMixin):
             flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again
             flooding.check_fits(self.context.level_modulus_bits[ciphertext.level], ciphertext.level)
         rows = ciphertext.prime_ids
-        host = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
-        if flooding is not None:
-            host = flood_residues(host, [self.context.moduli[r] for r in rows], flooding.sigma)
+        phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
+        if flooding is not None:  # one fresh integer polynomial a batch entry, reduced mod every row
+            noise = sample_discrete_gaussian_wide(tuple(phase.shape[:-2]) + (self.context.ring_degree,), flooding.sigma)
+            phase = self.backend.add(phase, self.backend.rns_from_integers(noise, rows), rows)
         return Plaintext(
-            self.backend.asarray(host),
+            phase,
             level=ciphertext.level,
             scale=ciphertext.scale,
             prime_ids=rows,
@@ -438,10 +440,8 @@ class CkksEngine(EvaluationMixin):
                 f"{tuple(ciphertext.data.shape[1:-2])}"
             )
         phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
-        want = np.asarray(self.backend.to_numpy(expected.data), dtype=np.uint64)
-        q = np.array([self.context.moduli[r] for r in rows], dtype=np.uint64)[:, None]
-        error = np.where(phase >= want, phase - want, phase + (q - want))
-        peak = float(np.max(np.abs(self.backend.centered_crt_to_float(self.backend.asarray(error), rows)), initial=0.0))
+        error = self.backend.sub(phase, expected.data, rows)
+        peak = float(np.max(np.abs(self.backend.centered_crt_to_float(error, rows)), initial=0.0))
         return math.ceil(2.0 * math.log2(max(peak, 1.0))) / 2.0
 
     def __repr__(self) -> str:

@@ -38,12 +38,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-import numpy as np
-
-from .encoding import integers_to_rns
-from .sampling import sample_discrete_gaussian_wide
-
-__all__ = ["MAX_FLOODING_SIGMA_BITS", "NoiseFlooding", "flood_residues"]
+__all__ = ["MAX_FLOODING_SIGMA_BITS", "NoiseFlooding"]
 
 MAX_FLOODING_SIGMA_BITS = 56.0
 """The largest flooding noise: its 9-sigma tail (the sampler's cut) stays below 2**62, the bound
@@ -139,14 +134,3 @@ class NoiseFlooding:
         if type(flooding) is not cls:
             raise TypeError(f"flooding must be a NoiseFlooding or None, got {type(flooding).__name__}")
         return cls(flooding.error_bits, flooding.queries, flooding.statistical_security)  # type: ignore[attr-defined]
-
-
-def flood_residues(residues: np.ndarray, moduli, sigma: float) -> np.ndarray:
-    """``residues [*batch, L, N]`` (canonical uint64) plus one fresh discrete Gaussian polynomial of
-    parameter ``sigma`` per batch entry, reduced mod each of the L ``moduli``."""
-    residues = np.asarray(residues, dtype=np.uint64)
-    lead, n = residues.shape[:-2], residues.shape[-1]
-    noise = integers_to_rns(sample_discrete_gaussian_wide(lead + (n,), sigma), moduli)
-    q = np.array([int(m) for m in moduli], dtype=np.uint64)[:, None]
-    total = residues + noise  # both below q < 2**63: no wrap
-    return np.where(total >= q, total - q, total)

@@ -218,7 +218,7 @@ class KeyGenerator:
             for d, (lo, hi, rows, gadget) in enumerate(self._gadget_terms(source)):
                 data[d, 0, lo:hi] = be.sub(be.xp.ascontiguousarray(data[d, 0, lo:hi]), gadget, rows)
             data = be.xp.ascontiguousarray(be.xp.swapaxes(data, 0, 1))  # components first: [2, dnum, QP, N]
-        coeffs = decrypt_phase(be, sk, data, qp, "ntt")  # b (- P g src) + a s, coefficients, on the host
+        coeffs = be.to_numpy(decrypt_phase(be, sk, data, qp, "ntt"))  # b (- P g src) + a s, coefficients
         moduli = np.array([ctx.moduli[r] for r in qp], dtype=np.uint64)[:, None]
         return int(np.minimum(coeffs, moduli - coeffs).max())  # |x| of the centered residues
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fhelium_cupy.ckks import CkksEngine, NoiseFlooding
-from fhelium_cupy.ckks.flooding import MAX_FLOODING_SIGMA_BITS, flood_residues
+from fhelium_cupy.ckks.flooding import MAX_FLOODING_SIGMA_BITS
 from fhelium_cupy.ckks.sampling import sample_discrete_gaussian_wide
 from fhelium_cupy.errors import ForeignKeyError
 from tests.helpers.ckks_engines import make_engine, random_message
@@ -75,21 +75,6 @@ def test_the_wide_gaussian_has_no_low_bit_structure(sigma):
     assert np.all(np.abs(counts - expected) < 8 * math.sqrt(expected))  # every residue mod 64 equally likely
 
 
-def test_flood_residues_adds_one_polynomial_reduced_mod_every_prime():
-    moduli = [(1 << 40) - 87, (1 << 49) - 139]  # the values do not matter: exact residue arithmetic
-    base = np.zeros((3, 2, 1024), dtype=np.uint64)
-    base[:, 0] = moduli[0] - 1
-    base[:, 1] = 5
-    out = flood_residues(base, moduli, 2.0**20)
-    q = np.array(moduli, dtype=object)[:, None]
-    noise = (out.astype(object) - base.astype(object)) % q
-    centered = np.where(noise > q // 2, noise - q, noise)
-    assert (centered[:, 0] == centered[:, 1]).all()  # one integer polynomial, in both rows
-    assert (out.astype(object) < q).all()
-    assert not (centered[0] == centered[1]).all()  # a fresh polynomial per batch entry
-    assert np.std(centered.astype(np.float64)) == pytest.approx(2.0**20, rel=0.05)
-
-
 def _phase_difference(engine, a, b) -> np.ndarray:
     """Centred integer coefficients of plaintext residues ``a - b`` (Python ints: exact)."""
     moduli = np.array([engine.context.moduli[r] for r in a.prime_ids], dtype=object)[:, None]
@@ -116,6 +101,10 @@ def test_a_flooded_decryption_is_the_phase_plus_fresh_noise_of_sigma():
     assert np.std((got - m).real) == pytest.approx(predicted, rel=0.1)
     assert np.std((got - m).imag) == pytest.approx(predicted, rel=0.1)
     assert np.max(np.abs(engine.decrypt_message(ct) - m)) < 1e-6  # without flooding, as before
+    batched = engine.encrypt_message(np.stack([m, m]))  # one fresh polynomial a batch entry
+    noise = _phase_difference(engine, engine.decrypt(batched, flooding=flooding), engine.decrypt(batched))
+    assert noise.shape == (2, engine.context.ring_degree) and not np.array_equal(noise[0], noise[1])
+    assert noise.std() == pytest.approx(flooding.sigma, rel=0.06)
 
 
 def test_measured_error_bits_equal_an_exact_integer_oracle():
