@@ -376,15 +376,18 @@ class CkksEngine(EvaluationMixin):
         """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale).
 
         Args:
-            flooding: add fresh Gaussian noise of ``flooding.sigma`` to every coefficient of the
-                phase (``fhelium_cupy.ckks.flooding``): for results that leave the secret holder.
-                Without it the result carries the ciphertext's error, which depends on the secret.
+            flooding: add a fresh discrete Gaussian polynomial of parameter ``flooding.sigma``
+                (one per batch entry, from the OS CSPRNG) to the phase: for results that leave the
+                secret holder (``fhelium_cupy.ckks.flooding``). Without it the result carries the
+                ciphertext's error, which depends on the secret.
 
         Raises:
             StateMismatchError, ForeignContextError: not a ciphertext of this context in a valid state.
             ForeignKeyError: the ciphertext is not under this engine's secret.
-            TypeError: ``flooding`` is not a ``NoiseFlooding``.
-            ValueError: the flooding noise does not fit the ciphertext level's modulus.
+            TypeError: ``flooding`` is not exactly a ``NoiseFlooding``, or one of its fields has the
+                wrong type (fields are validated again here).
+            ValueError: a field of ``flooding`` is out of range, or its noise does not fit the
+                ciphertext level's modulus.
         """
         check_ciphertext(self, ciphertext, "decrypt")
         self._check_own_secret(ciphertext, "decrypt")
