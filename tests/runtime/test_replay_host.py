@@ -273,6 +273,37 @@ def test_copy_inputs_from_waits_only_on_the_newest_copy_and_prunes_in_order(fake
     program.close()
 
 
+def test_a_prepared_copy_on_the_replay_s_own_stream_needs_no_event_wait(fake):
+    """Stream order already puts the copy before the launch: replay_prepared(copy_handle=) and a
+    later replay() skip the wait on its event there, and keep it for a copy on another stream."""
+    program = build_program(fake, _add, (_ct(),))
+    fake.current_stream.synchronize()
+    handle = program.copy_inputs_from(_ct())
+    calls = fake.calls(lambda: program.replay_prepared(copy_handle=handle))
+    assert _names(calls) == ["getDevice", "graphLaunch", "eventRecord"]
+    other = fake.cuda.Stream()
+    handle = program.copy_inputs_from(_ct(), stream=other)
+    calls = fake.calls(lambda: program.replay_prepared(copy_handle=handle))
+    assert [c for c in calls if c[0] == "streamWaitEvent"] == [("streamWaitEvent", 0, handle.event.ptr)]
+    program.copy_inputs_from(_ct())  # current stream, then a replay() with new inputs
+    calls = fake.calls(lambda: program.replay(_ct()))
+    assert "streamWaitEvent" not in _names(calls)
+    handle = program.copy_inputs_from(_ct(), stream=other)
+    calls = fake.calls(lambda: program.replay(_ct()))
+    assert ("streamWaitEvent", 0, handle.event.ptr) in calls  # write-after-write across streams
+    program.close()
+
+
+def test_the_per_thread_default_stream_always_waits_for_a_prepared_copy(monkeypatch):
+    """Handle 2 is a different stream in every host thread: its copy is never taken for in order."""
+    fake = install(monkeypatch.setattr, current_stream_ptr=2)
+    program = build_program(fake, _add, (_ct(),))
+    handle = program.copy_inputs_from(_ct())
+    calls = fake.calls(lambda: program.replay_prepared(copy_handle=handle))
+    assert ("streamWaitEvent", 2, handle.event.ptr) in calls
+    program.close()
+
+
 def test_data_pointer_and_leaf_kind_are_cached_per_class(fake):
     array = FakeArray(SHAPE, np.uint64)
     assert leaf_kind(array) == "cupy" and data_pointer(array) == array.data.ptr
