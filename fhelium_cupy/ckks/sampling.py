@@ -13,7 +13,8 @@ No seeded generator is ever used: every array is drawn with one ``os.urandom`` c
 * wide discrete Gaussian (noise flooding, sigma in [1, 2**56]): rejection sampling. A
   candidate x is uniform on [-9 sigma, 9 sigma] (rejection of masked 64-bit words); it is
   kept with probability rho(x) = exp(-x**2 / (2 sigma**2)), written 2**-j r with r in (1/2, 1]:
-  j random bits all zero, then a 53-bit uniform below r. The probabilities are those of the
+  j random bits all zero, then a 53-bit uniform below r (one 64-bit word a candidate: its top
+  min(j, 11) bits and low 53 bits; a second word for the rare j > 11). The probabilities are those of the
   discrete Gaussian (tail cut at 9 sigma, mass below 2**-60) up to a relative error of about
   2**-45 (float64 evaluation of rho), the same for neighbouring integers: no parity or
   low-bit structure for an adversary to average out.
@@ -102,17 +103,24 @@ def sample_discrete_gaussian_wide(shape: tuple[int, ...], sigma: float) -> np.nd
     out = np.empty(count, dtype=np.int64)
     filled = 0
     while filled < count:
-        draws = (count - filled) * 16 + 64  # ~7.2 candidates a sample, >= half the words in range
+        draws = (count - filled) * 12 + 64  # ~7.2 candidates a sample, >= half the words in range
         words = _words(draws) >> shift
         x = words[words < np.uint64(width)].astype(np.int64) - bound
         exponent = 0.5 * (x.astype(np.float64) / sigma) ** 2  # <= 40.5
         j = np.floor(exponent / _LN2)
         r = np.exp(j * _LN2 - exponent)  # rho(x) = 2**-j * r, r in (1/2, 1]
-        u = (_words(x.size) >> np.uint64(11)).astype(np.float64) * 2.0**-53
-        g = _words(x.size)
-        bits = j.astype(np.uint64)  # <= 59
-        high_zero = (bits == 0) | ((g >> (np.uint64(64) - np.maximum(bits, np.uint64(1)))) == 0)
-        kept = x[high_zero & (u < r)][: count - filled]
-        out[filled : filled + kept.size] = kept
-        filled += kept.size
+        bits = j.astype(np.int64)  # <= 58
+        # one word a candidate: its top min(j, 11) bits must be 0, its low 53 bits are the uniform
+        # compared with r; the j - 11 further zero bits of a rare deep candidate come from one more
+        w = _words(x.size)
+        top = np.minimum(bits, 11).astype(np.uint64)
+        kept = ((top == 0) | ((w >> (np.uint64(64) - np.maximum(top, np.uint64(1)))) == 0)) & (
+            (w & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0**-53 < r)
+        deep = np.flatnonzero(kept & (bits > 11))
+        if deep.size:
+            more = (bits[deep] - 11).astype(np.uint64)
+            kept[deep] = (_words(deep.size) >> (np.uint64(64) - more)) == 0
+        taken = x[kept][: count - filled]
+        out[filled : filled + taken.size] = taken
+        filled += taken.size
     return out.reshape(shape)

@@ -75,6 +75,16 @@ def test_the_wide_gaussian_has_no_low_bit_structure(sigma):
     assert np.all(np.abs(counts - expected) < 8 * math.sqrt(expected))  # every residue mod 64 equally likely
 
 
+def test_the_wide_gaussian_keeps_its_far_tail():
+    """Candidates past about 3.9 sigma (exponent > 11 ln 2) need more than the one word's 11 zero
+    bits: their rarer second-word path must keep them at the Gaussian's rate, no more, no less."""
+    sigma = 2.0**10
+    x = sample_discrete_gaussian_wide((2**20,), sigma)
+    for k in (3.5, 4.0, 4.5):
+        expected = x.size * math.erfc(k / math.sqrt(2))  # the continuous tail, to within 1e-6 relative
+        assert abs(int(np.sum(np.abs(x) >= k * sigma)) - expected) < 5 * math.sqrt(expected) + 2, k
+
+
 def _phase_difference(engine, a, b) -> np.ndarray:
     """Centred integer coefficients of plaintext residues ``a - b`` (Python ints: exact)."""
     moduli = np.array([engine.context.moduli[r] for r in a.prime_ids], dtype=object)[:, None]
