@@ -14,7 +14,7 @@ Flooding costs precision: a slot gets an extra error of standard deviation about
 ``sigma * sqrt(N / 2) / scale`` (``NoiseFlooding.slot_noise``). At the presets' scale 2**40, N=2^14 and 1000 shared results
 that is about 0.1, so results meant to be shared want a larger scale: this example uses a
 ``ParametersLiteral`` with scale 2**50 (50-bit primes to rescale by, a 60-bit last prime),
-which brings it to about 1e-4. It prints the owner's own error and the shared result's.
+which brings it to about 1.5e-4. It prints the owner's own error and the shared result's.
 
 Runs anywhere: on a GPU at N=2^14 (128-bit secure), otherwise on the NumPy engine at N=2^12
 (insecure, fast).
