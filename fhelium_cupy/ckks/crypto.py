@@ -34,9 +34,8 @@ def encrypt_rns(context, backend, public_key: PublicKey, message, rows: tuple[in
     e = backend.rns_from_integers(sample_gaussian((2,) + lead + (n,), context.parameters.sigma), ext)
     key = xp.ascontiguousarray(public_key.data[:, list(ext)])
     out = []
-    for k in range(2):
-        key_rows = xp.ascontiguousarray(xp.broadcast_to(key[k], v.shape))
-        u = backend.ntt_inverse(backend.mul_montgomery(v, key_rows, ext), ext)
+    for k in range(2):  # the key's [L + K, N] rows broadcast over the batch (no copy per entry)
+        u = backend.ntt_inverse(backend.mul_montgomery(v, key[k], ext), ext)
         out.append(backend.add(u, xp.ascontiguousarray(e[k]), ext))
     c = backend.moddown(xp.stack(out), rows)
     c[0] = backend.add(xp.ascontiguousarray(c[0]), message, rows)

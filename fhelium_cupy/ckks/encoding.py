@@ -38,8 +38,20 @@ def slot_indices(n: int) -> tuple[np.ndarray, np.ndarray]:
     return (e - 1) // 2, (2 * n - e - 1) // 2
 
 
+@lru_cache(maxsize=16)
 def _twist(n: int) -> np.ndarray:
-    return np.exp(1j * np.pi * np.arange(n) / n)
+    """``exp(i pi k / N)`` for k < N (read-only: cached, it was 2.4 ms of every N=2^16 encode and
+    decode)."""
+    twist = np.exp(1j * np.pi * np.arange(n) / n)
+    twist.flags.writeable = False
+    return twist
+
+
+@lru_cache(maxsize=16)
+def _conj_twist(n: int) -> np.ndarray:
+    twist = np.conj(_twist(n))
+    twist.flags.writeable = False
+    return twist
 
 
 def slots_to_coefficients(message: np.ndarray, n: int, scale: float) -> np.ndarray:
@@ -63,7 +75,7 @@ def slots_to_coefficients(message: np.ndarray, n: int, scale: float) -> np.ndarr
     values = np.zeros(message.shape[:-1] + (n,), dtype=np.complex128)
     values[..., idx] = padded * scale
     values[..., cidx] = np.conj(padded) * scale
-    coefficients = np.real(np.fft.fft(values, axis=-1) / n * np.conj(_twist(n)))
+    coefficients = np.real(np.fft.fft(values, axis=-1) / n * _conj_twist(n))
     rounded = np.rint(coefficients)
     if not np.all(np.isfinite(rounded)) or np.max(np.abs(rounded), initial=0.0) >= _MAX_COEFFICIENT:
         raise ValueError(
