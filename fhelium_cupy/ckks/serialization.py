@@ -7,8 +7,13 @@ registry, the parameter set (``ForeignContextError``), with an engine holding ke
 label (``key_id``) against the engine's (``ForeignKeyError``), then the residues and the
 claimed state (``SerializationError``).
 
-A key's ``key_id`` is a random label, not an authentication: it catches keys mixed up by
-mistake, not a key file forged with the right label. Key material is deliberately *not*
+Authentication is opt-in: ``save_value(..., authentication_key=k)`` adds an HMAC-SHA256 tag
+over the header and the data, and ``load_value(..., authentication_key=k)`` refuses a file
+whose tag is missing or does not match before it checks anything else (parties that share
+``k``, say a client and its server, detect files changed or forged by anyone without it).
+Without the key a tag is ignored. A key's ``key_id`` is a random label, not an
+authentication: it catches keys mixed up by mistake, not a key file forged with the right
+label. Key material is deliberately *not*
 tested against the engine's secret: whether ``b + a*s`` is small for a file of the caller's
 choosing is a decryption oracle (a forged key ``(H X^j, 1)`` yields ``H + s_j``; one file
 per coefficient recovers the secret). Keep key files where only their owner can write them.
@@ -16,6 +21,8 @@ per coefficient recovers the secret). Keep key files where only their owner can 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
 import json
 import os
@@ -35,6 +42,10 @@ from .values import Ciphertext, Plaintext, to_device
 __all__ = ["load_value", "save_value"]
 
 _FORMAT = "fhelium_cupy.ckks.value"
+_AUTH = "authentication"  # header field of the tag
+_AUTH_ALGORITHM = "HMAC-SHA256"
+_AUTH_DOMAIN = b"fhelium_cupy.ckks.value/hmac-sha256/v1\0"
+_MIN_AUTH_KEY_BYTES = 16
 
 
 def _safetensors():
@@ -45,15 +56,48 @@ def _safetensors():
     return st
 
 
-def save_value(value: Any, path: str | os.PathLike) -> Path:
+def _auth_key(key: object) -> bytes | None:
+    """``key`` as bytes (None stays None), validated before any file is touched."""
+    if key is None:
+        return None
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError(f"authentication_key must be bytes, got {type(key).__name__}")
+    key = bytes(key)
+    if len(key) < _MIN_AUTH_KEY_BYTES:
+        raise ValueError(f"authentication_key must hold at least {_MIN_AUTH_KEY_BYTES} bytes (128 bits), got {len(key)}")
+    return key
+
+
+def _auth_tag(key: bytes, header: dict, data: np.ndarray) -> str:
+    """HMAC-SHA256 of the header (without its tag; canonical JSON), the data's dtype and shape,
+    and its bytes in C order, each part length-prefixed."""
+    mac = hmac.new(key, _AUTH_DOMAIN, hashlib.sha256)
+    body = {k: v for k, v in header.items() if k != _AUTH}
+    for part in (json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
+                 json.dumps([str(data.dtype), list(data.shape)]).encode()):
+        mac.update(len(part).to_bytes(8, "little"))
+        mac.update(part)
+    raw = np.ascontiguousarray(data)
+    mac.update(raw.nbytes.to_bytes(8, "little"))
+    mac.update(raw.data)  # C-contiguous: its bytes as stored
+    return mac.hexdigest()
+
+
+def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes | None = None) -> Path:
     """Write ``value`` (any registered CKKS value, on any device) to ``path``.
 
     The file format follows the suffix: ``.npz`` is always NumPy; otherwise safetensors
     if installed, else ``.npz`` is appended. Returns the path written. A ``SecretKey`` is
     written readable by its owner only (mode 0600), whatever the umask or the safetensors
     version: its bytes go to a new 0600 file next to ``path`` (never through a symlink),
-    which then replaces ``path``.
+    which then replaces ``path``. With ``authentication_key`` (bytes, at least 16) the header
+    carries an HMAC-SHA256 tag of the header and the data (module docstring).
+
+    Raises:
+        TypeError, ValueError: ``authentication_key`` is not bytes of at least 16 (before
+            anything is written).
     """
+    key = _auth_key(authentication_key)
     entry = value_type_info(value)
     header = {
         "format": _FORMAT,
@@ -62,6 +106,8 @@ def save_value(value: Any, path: str | os.PathLike) -> Path:
         "metadata": dict(value.value_metadata()),
     }
     data = np.ascontiguousarray(to_device(value.data, "cpu"))
+    if key is not None:
+        header[_AUTH] = {"algorithm": _AUTH_ALGORITHM, "tag": _auth_tag(key, header, data)}
     path = Path(path)
     st = _safetensors()
     if path.suffix != ".npz" and st is not None:
@@ -126,7 +172,8 @@ def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
         raise SerializationError(f"cannot read a CKKS value from {path}: {error}") from error
 
 
-def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None) -> Any:
+def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None,
+               authentication_key: bytes | None = None) -> Any:
     """Read a value written by ``save_value``, check it against its parameters and rebuild it.
 
     Args:
@@ -135,6 +182,8 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
             keys, its key identity) must match; data goes to the engine's device.
         context: a ``CkksContext`` to check against instead of an engine's.
         device: target device (default: the engine's, else ``"cpu"``).
+        authentication_key: the key the file was saved with: its HMAC-SHA256 tag must be
+            present and match, checked first (module docstring). Without it a tag is ignored.
 
     One of ``engine`` and ``context`` is required: a value is only checked against the
     parameters it will be used with. Checked before anything is built: the header, the
@@ -143,10 +192,12 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     primes, digit count and Galois element for its rotation step).
 
     Raises:
-        TypeError: neither ``engine`` nor ``context`` given.
+        TypeError: neither ``engine`` nor ``context`` given, or ``authentication_key`` is not
+            bytes (ValueError: fewer than 16).
         FileNotFoundError: nothing (or not a file) at ``path``.
         SerializationError: bad header, unknown type, schema version, malformed or corrupt
-            data, or a state that contradicts the context.
+            data, or a state that contradicts the context; with ``authentication_key``, a tag
+            that is missing or does not match.
         ForeignContextError: the value was made under another parameter set.
         ForeignKeyError: the value is labelled with another secret key than the engine's.
             The label is not authenticated and key material is never tested against the
@@ -154,9 +205,12 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     """
     if engine is None and context is None:
         raise TypeError("load_value needs engine= or context=: a value is checked against the parameters it is used with")
+    key = _auth_key(authentication_key)
     header, read_data = _read(Path(path))
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
+    if key is not None:
+        read_data = _authenticated(path, key, header, read_data)
     try:
         entry = value_type_info(str(header["type_name"]))
     except TypeError as error:
@@ -197,6 +251,18 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     except (TypeError, ValueError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
     return value.to(target)  # itself on the CPU
+
+
+def _authenticated(path: Any, key: bytes, header: dict, read_data: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """The data reader of a file whose tag matches (the data is read once, here), else
+    SerializationError: nothing of the header is acted on before this."""
+    auth = header.get(_AUTH)
+    if not isinstance(auth, dict) or auth.get("algorithm") != _AUTH_ALGORITHM or not isinstance(auth.get("tag"), str):
+        raise SerializationError(f"{path}: not authenticated (saved without an authentication key)")
+    data = read_data()
+    if not hmac.compare_digest(auth["tag"], _auth_tag(key, header, data)):
+        raise SerializationError(f"{path}: authentication failed: the file was changed, or saved with another key")
+    return lambda: data
 
 
 def _check_state(value: Any, context: Any) -> None:

@@ -228,3 +228,54 @@ def test_a_missing_file_is_file_not_found(tmp_path):
     for path in (tmp_path / "absent.npz", tmp_path / "absent.safetensors", tmp_path):
         with pytest.raises(FileNotFoundError, match="no saved value"):
             load_value(path, engine=e)
+
+
+# -- authentication (HMAC-SHA256, opt-in) ---------------------------------------------------
+
+_AUTH_KEY = bytes(range(32))  # a test key; real ones come from os.urandom or a key exchange
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_an_authenticated_file_loads_only_with_its_key_and_unchanged(tmp_path, suffix):
+    e = make_engine("test-n4096-scale40")
+    m = random_message(e, 5)
+    ct = e.encrypt_message(m)
+    path = save_value(ct, tmp_path / f"ct{suffix}", authentication_key=_AUTH_KEY)
+    back = load_value(path, engine=e, authentication_key=bytearray(_AUTH_KEY))
+    np.testing.assert_array_equal(back.data, ct.data)
+    np.testing.assert_allclose(e.decrypt_message(back), m, atol=1e-6)
+    with pytest.raises(SerializationError, match="authentication failed"):
+        load_value(path, engine=e, authentication_key=bytes(32))
+    np.testing.assert_array_equal(load_value(path, engine=e).data, ct.data)  # without a key the tag is ignored
+
+
+def test_a_changed_residue_or_field_fails_authentication(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 6))
+    path = save_value(ct, tmp_path / "ct.npz", authentication_key=_AUTH_KEY)
+
+    def one_residue_moved(a):
+        a = a.copy()
+        a[0, 0, 0] = (int(a[0, 0, 0]) + 1) % e.context.moduli[0]  # still a valid residue
+        return a
+
+    forged_data = rewrite_saved_value(path, tmp_path / "data.npz", data=one_residue_moved)
+    forged_scale = rewrite_saved_value(path, tmp_path / "scale.npz", meta={"scale": ct.scale * 2})
+    for forged in (forged_data, forged_scale):
+        load_value(forged, engine=e)  # a valid value for anyone who does not check the tag
+        with pytest.raises(SerializationError, match="authentication failed"):
+            load_value(forged, engine=e, authentication_key=_AUTH_KEY)
+    unsigned = save_value(ct, tmp_path / "plain.npz")
+    with pytest.raises(SerializationError, match="not authenticated"):
+        load_value(unsigned, engine=e, authentication_key=_AUTH_KEY)
+
+
+def test_a_bad_authentication_key_is_refused_before_any_file_is_touched(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 7))
+    for bad, error in (("a password", TypeError), (b"short", ValueError), (12345, TypeError)):
+        with pytest.raises(error, match="authentication_key"):
+            save_value(ct, tmp_path / "never.npz", authentication_key=bad)
+        with pytest.raises(error, match="authentication_key"):
+            load_value(tmp_path / "missing.npz", engine=e, authentication_key=bad)  # not FileNotFoundError
+    assert not (tmp_path / "never.npz").exists()
