@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fhelium_cupy.ckks import CkksEngine, load_value, save_value
 from fhelium_cupy.errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
@@ -279,3 +281,35 @@ def test_a_bad_authentication_key_is_refused_before_any_file_is_touched(tmp_path
         with pytest.raises(error, match="authentication_key"):
             load_value(tmp_path / "missing.npz", engine=e, authentication_key=bad)  # not FileNotFoundError
     assert not (tmp_path / "never.npz").exists()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_any_single_bit_flip_of_an_authenticated_file_s_content_is_refused(data):
+    """Every bit of the data and of the header's fields is covered by the tag."""
+    import tempfile
+    from pathlib import Path
+
+    e = make_engine("test-n4096-scale40")
+    ct = _AUTH_CT.setdefault("ct", e.encrypt_message(random_message(e, 8)))
+    where = data.draw(st.sampled_from(["data", "scale", "level", "key_id"]))
+    with tempfile.TemporaryDirectory() as folder:
+        path = save_value(ct, Path(folder) / "ct.npz", authentication_key=_AUTH_KEY)
+        if where == "data":
+            index = tuple(data.draw(st.integers(0, s - 1)) for s in ct.data.shape)
+            bit = data.draw(st.integers(0, 63))
+
+            def flipped(a):
+                a = a.copy()
+                a[index] ^= np.uint64(1 << bit)
+                return a
+
+            forged = rewrite_saved_value(path, Path(folder) / "f.npz", data=flipped)
+        else:
+            value = {"scale": ct.scale * (1 + 2.0**-40), "level": ct.level + 1, "key_id": ct.key_id + "0"}[where]
+            forged = rewrite_saved_value(path, Path(folder) / "f.npz", meta={where: value})
+        with pytest.raises(SerializationError, match="authentication failed"):
+            load_value(forged, engine=e, authentication_key=_AUTH_KEY)
+
+
+_AUTH_CT: dict = {}
