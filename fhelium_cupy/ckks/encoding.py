@@ -18,6 +18,7 @@ from .modarith import as_u64, mul_shoup, shoup_companion, sub_mod
 __all__ = [
     "CrtReconstructor",
     "coefficients_to_slots",
+    "crt_reconstructor",
     "integers_to_rns",
     "slot_indices",
     "slots_to_coefficients",
@@ -159,3 +160,10 @@ class CrtReconstructor:
             d = (digits[i].astype(np.int64) - self.h_digits[i]).astype(np.float64)
             acc = acc * float(self.moduli[i]) + d if i < L - 1 else d
         return acc
+
+
+@lru_cache(maxsize=64)
+def crt_reconstructor(moduli: tuple[int, ...]) -> CrtReconstructor:
+    """The :class:`CrtReconstructor` of ``moduli``, made once per tuple (its constants are
+    O(L**2) Python-integer work)."""
+    return CrtReconstructor(moduli)

@@ -341,10 +341,14 @@ class CkksEngine(EvaluationMixin):
             ForeignContextError: the plaintext or ``public_key`` belongs to another parameter set.
         """
         check_plaintext(self, plaintext, "encrypt", domain="coefficient", residue="standard")
+        if public_key is not None:
+            check_key(self, None, public_key, "encrypt", PublicKey)
+        return self._encrypt_checked(plaintext, public_key)
+
+    def _encrypt_checked(self, plaintext: Plaintext, public_key: PublicKey | None) -> Ciphertext:
+        """:meth:`encrypt` of a plaintext and key already checked (the default key when None)."""
         if public_key is None:
             public_key = self.keys.public_key
-        else:
-            check_key(self, None, public_key, "encrypt", PublicKey)
         data = encrypt_rns(self.context, self.backend, public_key, plaintext.data, plaintext.prime_ids)
         return Ciphertext(
             data,
@@ -370,7 +374,7 @@ class CkksEngine(EvaluationMixin):
         if public_key is not None:
             check_key(self, None, public_key, "encrypt_message", PublicKey)  # before anything is encoded
         plaintext = self.encode(message, level=level, scale=scale, polynomial_domain="coefficient")
-        return self.encrypt(plaintext, public_key=public_key)
+        return self._encrypt_checked(plaintext, public_key)  # encode made it in the form encrypt checks
 
     def decrypt(self, ciphertext: Ciphertext, *, flooding: NoiseFlooding | None = None) -> Plaintext:
         """Phase ``c0 + c1*s (+ c2*s**2)`` as a coefficient/standard plaintext (same level, scale).

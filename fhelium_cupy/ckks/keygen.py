@@ -22,7 +22,6 @@ from ..errors import ForeignContextError, StateMismatchError
 from ._checks import check_not_capturing
 from ._device_scope import on_backend_device
 from .crypto import decrypt_phase
-from .encoding import integers_to_rns
 from .keys import (
     ConjugationKey,
     KeySwitchKey,
@@ -108,8 +107,7 @@ class KeyGenerator:
     def _small_ntt(self, coefficients: np.ndarray, rows: tuple[int, ...]):
         """Signed small integers ``[..., N]`` -> NTT (standard form) over ``rows``."""
         check_not_capturing(self.backend, "key generation")
-        moduli = [self.context.moduli[r] for r in rows]
-        return self.backend.ntt_forward(self.backend.asarray(integers_to_rns(coefficients, moduli)), rows)
+        return self.backend.ntt_forward(self.backend.rns_from_integers(coefficients, rows), rows)
 
     def _uniform(self, rows: tuple[int, ...], lead: tuple[int, ...] = ()):
         check_not_capturing(self.backend, "key generation")

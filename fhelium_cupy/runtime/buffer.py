@@ -34,7 +34,7 @@ from ..interop.arrays import (
 )
 from ..interop.capabilities import cupy_or_none, require_cupy
 from ..interop.devices import CPU, Device, as_device, is_unindexed_cuda
-from ..interop.streams import event_handles, is_event_sequence, resolve_stream
+from ..interop.streams import event_handles, is_event_sequence, resolve_stream, stream_identity
 from .copy_handle import CopyHandle
 from .signature import TensorSignature, ValueTreeSignature
 
@@ -428,7 +428,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
                 raise
             event = cupy.cuda.Event(block=False, disable_timing=True)
             event.record(stream)
-        handle = CopyHandle(event=event, device=self._device, sources=tuple(leaves), bytes_copied=self._nbytes, token=self._token)
+        handle = CopyHandle(event=event, device=self._device, sources=tuple(leaves), bytes_copied=self._nbytes,
+                            token=self._token, stream=stream_identity(sptr))
         if not non_blocking:
             handle.synchronize()
         return handle

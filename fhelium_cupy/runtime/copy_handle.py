@@ -30,10 +30,12 @@ class CopyHandle:
     ``CudaGraphProgram.copy_inputs_from``.
     """
 
-    __slots__ = ("_bytes_copied", "_device", "_event", "_sources", "_token", "__weakref__")
+    __slots__ = ("_bytes_copied", "_device", "_event", "_sources", "_stream", "_token", "__weakref__")
 
-    def __init__(self, *, event: Any, device: Device, sources: tuple[Any, ...], bytes_copied: int, token: object) -> None:
+    def __init__(self, *, event: Any, device: Device, sources: tuple[Any, ...], bytes_copied: int, token: object,
+                 stream: object = None) -> None:
         self._event = event
+        self._stream = stream  # interop.streams.stream_identity of the copy stream (None: CPU target)
         self._device = device
         self._sources: tuple[Any, ...] | None = sources if event is not None else None
         self._bytes_copied = int(bytes_copied)

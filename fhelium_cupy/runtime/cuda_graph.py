@@ -171,7 +171,6 @@ class CudaGraphProgram(Generic[_OutputT]):
         # as a torch in-place op would (the buffer does the same for its input views)
         self._torch_outputs = tuple(leaf for leaf in output.leaves if leaf_kind(leaf) == "torch")
         self._latest_copy: CopyHandle | None = None
-        self._latest_copy_stream: object = None  # stream_identity of the stream that copy was enqueued on
         # stream of the newest replay-complete event (self._events.last): stream_identity of its handle
         self._last_stream: object = None
         self._closed = False
@@ -402,7 +401,6 @@ class CudaGraphProgram(Generic[_OutputT]):
             waits = (*waits, last.ptr)
         handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
         self._latest_copy = handle
-        self._latest_copy_stream = stream_identity(copy_stream.ptr)
         return handle
 
     def replay_prepared(self, *, copy_handle: CopyHandle | None = None, copy_output: bool = False, synchronize: bool = False) -> _OutputT:
@@ -446,7 +444,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         last = self._events.last
         if last is not None and self._last_stream != ident:
             self._runtime.streamWaitEvent(sptr, last.ptr, 0)
-        if copy_handle is not None and self._latest_copy_stream != ident:  # on its own stream: in order already
+        if copy_handle is not None and copy_handle._stream != ident:  # on its own stream: in order already
             self._runtime.streamWaitEvent(sptr, copy_handle.event.ptr, 0)
         return self._launch_graph(stream, sptr, ident, None, copy_output, synchronize)
 
@@ -487,7 +485,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         if last is not None and self._last_stream != ident:
             runtime.streamWaitEvent(sptr, last.ptr, 0)  # the previous replay may still read the inputs
         latest = self._latest_copy
-        if latest is not None and self._latest_copy_stream != ident:
+        if latest is not None and latest._stream != ident:
             runtime.streamWaitEvent(sptr, latest.event.ptr, 0)  # write-after-write with a prepared copy
         nodes = self._input_nodes
         if nodes is not None:

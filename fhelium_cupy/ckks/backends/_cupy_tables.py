@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..encoding import CrtReconstructor
+from ..encoding import crt_reconstructor
 from ..modarith import shoup_companion
 from ..ntt import coefficient_automorphism_indices, ntt_automorphism_indices, ntt_tables
 from .base import RingContext, active_digits
@@ -314,7 +314,7 @@ def crt_table(context: RingContext, rows: Sequence[int]) -> np.ndarray:
     ``encoding.CrtReconstructor`` (so the device digits and sums are the host's), row i at
     5 i: ``q_i``, ``H mod q_i``, H's digit i (as a two's-complement word), ``M_i^-1 mod q_i`` and
     its Shoup companion; then the pairs ``(M_k mod q_i, Shoup)`` for k < i, row by row."""
-    crt = CrtReconstructor([context.moduli[r] for r in rows])
+    crt = crt_reconstructor(tuple(context.moduli[r] for r in rows))
     L = len(crt.moduli)
     head, pairs = [], []
     for i, q in enumerate(crt.moduli):

@@ -24,7 +24,7 @@ from ..._once import get_or_build
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
-from ..encoding import CrtReconstructor
+from ..encoding import crt_reconstructor
 from ._cupy_tables import (
     active_digits,
     byte_group_words,
@@ -514,7 +514,7 @@ class CupyBackend:
         a = self._check(a, rows, "centered_crt_to_float")
         L, n = len(rows), self.n
         if L > _CRT_MAX_LIMBS:
-            return CrtReconstructor([self.context.moduli[r] for r in rows])(self.to_numpy(a))
+            return crt_reconstructor(tuple(self.context.moduli[r] for r in rows))(self.to_numpy(a))
         lead = tuple(a.shape[:-2])
         table = self._cached(("crt", rows), lambda: self._upload(crt_table(self.context, rows)))
         with self._device:

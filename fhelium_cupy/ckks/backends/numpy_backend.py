@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..encoding import CrtReconstructor, integers_to_rns
+from ..encoding import crt_reconstructor, integers_to_rns
 from ..modarith import (
     MASK32,
     _unbuffered,
@@ -63,12 +63,6 @@ _FLOAT_LIMIT = 1 << 50  # float-assisted products are exact for every modulus be
 def _all_small(moduli: Sequence[int]) -> bool:
     return all(q < _FLOAT_LIMIT for q in moduli)
 
-
-
-@lru_cache(maxsize=64)
-def _crt_reconstructor(moduli: tuple[int, ...]) -> CrtReconstructor:
-    """One reconstructor per tuple of moduli (its constants are O(L**2) Python-int work)."""
-    return CrtReconstructor(moduli)
 
 class _Const:
     """A per-limb constant ``[L, 1]`` with its Shoup companion halves."""
@@ -242,7 +236,7 @@ class NumpyBackend:
 
     def centered_crt_to_float(self, a, rows) -> np.ndarray:
         rows = tuple(int(r) for r in rows)
-        return _crt_reconstructor(tuple(self.context.moduli[r] for r in rows))(a)
+        return crt_reconstructor(tuple(self.context.moduli[r] for r in rows))(a)
 
     def is_capturing(self) -> bool:
         return False
