@@ -13,10 +13,10 @@ whose tag is missing or does not match before it checks anything else (parties t
 ``k``, say a client and its server, detect files changed or forged by anyone without it).
 Without the key a tag is ignored. A key's ``key_id`` is a random label, not an
 authentication: it catches keys mixed up by mistake, not a key file forged with the right
-label. Key material is deliberately *not*
-tested against the engine's secret: whether ``b + a*s`` is small for a file of the caller's
-choosing is a decryption oracle (a forged key ``(H X^j, 1)`` yields ``H + s_j``; one file
-per coefficient recovers the secret). Keep key files where only their owner can write them.
+label. Key material is deliberately *not* tested against the engine's secret: whether
+``b + a*s`` is small for a file of the caller's choosing is a decryption oracle (a forged key
+``(H X^j, 1)`` yields ``H + s_j``; one file per coefficient recovers the secret). Keep key
+files where only their owner can write them.
 """
 
 from __future__ import annotations
