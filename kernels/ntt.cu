@@ -112,10 +112,27 @@ struct SpreadLoad {
   __device__ __forceinline__ u64 operator()(int x) const { return centered_mod(c0[x], q0, q0_mod_q, md); }
 };
 
+// FHE_NTT_F64_COLUMN=0 keeps the one-lane column kernels on ForwardArithU64 (A/B); their
+// float64 form ends in canonical residues (a subset of their [0, 4q) contract).
+#ifndef FHE_NTT_F64_COLUMN
+#define FHE_NTT_F64_COLUMN FHE_NTT_F64
+#endif
 template <int K, class Load>
 __device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, u64 q, const u64x2* tw,
                                                      int log_chunk, int j) {
   const int C = 1 << log_chunk;
+#if FHE_NTT_F64_COLUMN
+  if (q < F64_MAX_Q) {
+    const ForwardArithF64 ar{modulus_f64(q)};
+    double d[1 << K];
+#pragma unroll
+    for (int c = 0; c < (1 << K); ++c) d[c] = ar.from_word(in((c << log_chunk) + j));
+    forward_column_stages<K>(d, tw, ar);
+#pragma unroll
+    for (int c = 0; c < (1 << K); ++c) out[c * C + j] = ar.canonical(d[c]);
+    return;
+  }
+#endif
   u64 v[1 << K];
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) v[c] = in((c << log_chunk) + j);
@@ -438,9 +455,9 @@ __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], in
   }
 }
 
-template <int LV, int RS>
-__device__ __forceinline__ void forward_round_apply(u64 (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)], u64 nq,
-                                                    u64 two_q) {
+template <int LV, int RS, class A>
+__device__ __forceinline__ void forward_round_apply(typename A::T (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)],
+                                                    const A& ar) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
@@ -450,7 +467,7 @@ __device__ __forceinline__ void forward_round_apply(u64 (&v)[(1 << LV)], const u
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
         const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << i) - 1 + (kk >> lh)];
-        ct_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt.a, wt.b, nq, two_q);
+        ar.butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt);
       }
     }
   }
@@ -477,9 +494,9 @@ __device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], in
   }
 }
 
-template <int LV, int RS>
-__device__ __forceinline__ void inverse_round_apply(u64 (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)], u64 nq,
-                                                    u64 two_q) {
+template <int LV, int RS, class A>
+__device__ __forceinline__ void inverse_round_apply(typename A::T (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)],
+                                                    const A& ar) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
@@ -488,40 +505,42 @@ __device__ __forceinline__ void inverse_round_apply(u64 (&v)[(1 << LV)], const u
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
         const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + (kk >> i)];
-        gs_butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt.a, wt.b, nq, two_q);
+        ar.butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt);
       }
     }
   }
 }
 
-template <int LV, int RS>
-__device__ __forceinline__ void round_load(u64 (&v)[(1 << LV)], const u64* sm, int tid, int T, int ltmin) {
+template <int LV, int RS, class W>
+__device__ __forceinline__ void round_load(W (&v)[(1 << LV)], const W* sm, int tid, int T, int ltmin) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
-    const u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
+    const W* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
     for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[sm_pad(k << ltmin)];
   }
 }
 
-template <int LV, int RS>
-__device__ __forceinline__ void round_store(const u64 (&v)[(1 << LV)], u64* sm, int tid, int T, int ltmin) {
+template <int LV, int RS, class W>
+__device__ __forceinline__ void round_store(const W (&v)[(1 << LV)], W* sm, int tid, int T, int ltmin) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
-    u64* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
+    W* s = sm + sm_pad(round_index<RS>(tid, g, 0, ltmin, T));
 #pragma unroll
     for (int k = 0; k < (1 << RS); ++k) s[sm_pad(k << ltmin)] = v[(g << RS) | k];
   }
 }
 
-// Global <-> registers for a round (coalesced across threads when 2^ltmin >= 32).
-template <int LV, int RS>
-__device__ __forceinline__ void global_load(u64 (&v)[(1 << LV)], const u64* src, int tid, int T, int ltmin) {
+// Global -> registers for a round (coalesced across threads when 2^ltmin >= 32), each word
+// through the arithmetic's from_word.
+template <int LV, int RS, class A>
+__device__ __forceinline__ void global_load(typename A::T (&v)[(1 << LV)], const u64* src, int tid, int T, int ltmin,
+                                            const A& ar) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
     const u64* s = src + round_index<RS>(tid, g, 0, ltmin, T);
 #pragma unroll
-    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = s[k << ltmin];
+    for (int k = 0; k < (1 << RS); ++k) v[(g << RS) | k] = ar.from_word(s[k << ltmin]);
   }
 }
 
@@ -545,9 +564,10 @@ struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk
 
 // Forward full rounds p = P, P + LV, .. < LC (chunk stages p .. p + LV - 1; ltmin LC - p - LV),
 // each after an exchange from the previous round's layout (the first round's: RS0 stages).
-template <int LV, int LC, int P>
-__device__ __forceinline__ void forward_full_rounds(u64 (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)], u64* sm, int tid,
-                                                    int log_n, int base, const u64x2* w, u64 nq, u64 two_q) {
+template <int LV, int LC, int P, class A>
+__device__ __forceinline__ void forward_full_rounds(typename A::T (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)],
+                                                    typename A::T* sm, int tid, int log_n, int base, const u64x2* w,
+                                                    const A& ar) {
   if constexpr (P < LC) {
     constexpr int T = 1 << (LC - LV);
     constexpr int RS0 = LC % LV ? LC % LV : LV;
@@ -559,25 +579,26 @@ __device__ __forceinline__ void forward_full_rounds(u64 (&v)[(1 << LV)], u64x2 (
     round_load<LV, LV>(v, sm, tid, T, LTB);
     after_round_load();
     forward_round_twiddles<LV, LV>(t, tid, T, P, log_n, LC, base, w);
-    forward_round_apply<LV, LV>(v, t, nq, two_q);
-    forward_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
+    forward_round_apply<LV, LV>(v, t, ar);
+    forward_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, ar);
   }
 }
 
-template <int LV, int LC, class Store>
-__device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm, int tid, int log_n, int base,
-                                              const u64x2* w, u64 q, u64 nq, u64 two_q) {
+template <int LV, int LC, class Store, class A>
+__device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm_words, int tid, int log_n,
+                                              int base, const u64x2* w, const A& ar) {
   constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
   constexpr int RS0 = LC % LV ? LC % LV : LV;
-  u64 v[(1 << LV)];
+  typename A::T v[(1 << LV)];
+  typename A::T* sm = reinterpret_cast<typename A::T*>(sm_words);
   u64x2 t[(1 << LV)];
   forward_round_twiddles<LV, RS0>(t, tid, T, 0, log_n, LC, base, w);
-  global_load<LV, RS0>(v, src, tid, T, LC - RS0);
-  forward_round_apply<LV, RS0>(v, t, nq, two_q);
-  forward_full_rounds<LV, LC, RS0>(v, t, sm, tid, log_n, base, w, nq, two_q);
+  global_load<LV, RS0>(v, src, tid, T, LC - RS0, ar);
+  forward_round_apply<LV, RS0>(v, t, ar);
+  forward_full_rounds<LV, LC, RS0>(v, t, sm, tid, log_n, base, w, ar);
 #pragma unroll
   for (int k = 0; k < (1 << LV); k += 2)  // last round: ltmin = 0
-    store(k, reduce_from_4q(v[k], q, two_q), reduce_from_4q(v[k + 1], q, two_q));
+    store(k, ar.canonical(v[k]), ar.canonical(v[k + 1]));
 }
 
 #define FHE_CHUNK_DISPATCH(BODY)                                                                \
@@ -606,9 +627,15 @@ struct ForwardChunk {
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
-    const u64 two_q = 2 * q;
-    const u64 nq = 0 - q;
-#define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, w, q, nq, two_q)
+#define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, w, ar)
+#if FHE_NTT_F64
+    if (q < F64_MAX_Q) {
+      const ForwardArithF64 ar{modulus_f64(q)};
+      FHE_CHUNK_DISPATCH(FHE_FWD)
+      return;
+    }
+#endif
+    const ForwardArithU64 ar{q, 0 - q, 2 * q};
     FHE_CHUNK_DISPATCH(FHE_FWD)
 #undef FHE_FWD
   }
@@ -809,31 +836,33 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
 // LC % LV stages if any.
 // Inverse full rounds p = P, P + LV, .. < LC - LC % LV (chunk stages p .. p + LV - 1, ltmin p),
 // each after an exchange from the previous full round's layout (ltmin p - LV).
-template <int LV, int LC, int P>
-__device__ __forceinline__ void inverse_full_rounds(u64 (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)], u64* sm, int tid,
-                                                    int log_n, int base, const u64x2* w, u64 nq, u64 two_q) {
+template <int LV, int LC, int P, class A>
+__device__ __forceinline__ void inverse_full_rounds(typename A::T (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)],
+                                                    typename A::T* sm, int tid, int log_n, int base, const u64x2* w,
+                                                    const A& ar) {
   if constexpr (P < LC - LC % LV) {
     constexpr int T = 1 << (LC - LV);
     round_store<LV, LV>(v, sm, tid, T, P - LV);
     exchange_barrier<LV, LC, LV, P - LV, LV, P>();
     round_load<LV, LV>(v, sm, tid, T, P);
     after_round_load();
+    ar.begin_round(v);
     inverse_round_twiddles<LV, LV>(t, tid, T, P, log_n, base, w);
-    inverse_round_apply<LV, LV>(v, t, nq, two_q);
-    inverse_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
+    inverse_round_apply<LV, LV>(v, t, ar);
+    inverse_full_rounds<LV, LC, P + LV>(v, t, sm, tid, log_n, base, w, ar);
   }
 }
 
-template <int LV, int LC>
-__device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm, int tid, int log_n, int base,
-                                              const u64x2* w, u64 q, u64 nq, u64 two_q, bool whole, u64 ninv,
-                                              u64 ninv_sh) {
+template <int LV, int LC, class A>
+__device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm_words, int tid, int log_n, int base,
+                                              const u64x2* w, const A& ar, bool whole) {
   constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
   constexpr int REST = LC % LV;
   constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
   constexpr int RSL = REST ? REST : LV;  // stages of the last round
   constexpr int LTL = REST ? FULL_END : FULL_END - LV;  // its ltmin
-  u64 v[(1 << LV)];
+  typename A::T v[(1 << LV)];
+  typename A::T* sm = reinterpret_cast<typename A::T*>(sm_words);
   u64x2 t[(1 << LV)];
   inverse_round_twiddles<LV, LV>(t, tid, T, 0, log_n, base, w);
   {  // round 0 (ltmin = 0): each thread's (1 << LV) coefficients are contiguous
@@ -841,26 +870,26 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm,
 #pragma unroll
     for (int k = 0; k < (1 << LV); k += 2) {
       const u64x2 pair = s2[k >> 1];
-      v[k] = pair.a;
-      v[k + 1] = pair.b;
+      v[k] = ar.from_word(pair.a);
+      v[k + 1] = ar.from_word(pair.b);
     }
   }
-  inverse_round_apply<LV, LV>(v, t, nq, two_q);
-  inverse_full_rounds<LV, LC, LV>(v, t, sm, tid, log_n, base, w, nq, two_q);
+  inverse_round_apply<LV, LV>(v, t, ar);
+  inverse_full_rounds<LV, LC, LV>(v, t, sm, tid, log_n, base, w, ar);
   if constexpr (REST != 0) {
     round_store<LV, LV>(v, sm, tid, T, FULL_END - LV);
     exchange_barrier<LV, LC, LV, FULL_END - LV, REST, FULL_END>();
     round_load<LV, REST>(v, sm, tid, T, FULL_END);
+    ar.begin_round(v);
     inverse_round_twiddles<LV, REST>(t, tid, T, FULL_END, log_n, base, w);
-    inverse_round_apply<LV, REST>(v, t, nq, two_q);
+    inverse_round_apply<LV, REST>(v, t, ar);
   }
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RSL); ++g) {
     u64* d = dst + round_index<RSL>(tid, g, 0, LTL, T);
 #pragma unroll
     for (int k = 0; k < (1 << RSL); ++k) {
-      const u64 x = v[(g << RSL) | k];
-      d[k << LTL] = whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
+      d[k << LTL] = ar.output(v[(g << RSL) | k], whole);
     }
   }
 }
@@ -887,8 +916,6 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   if (limb < 0) return;  // uniform per block: before any barrier
   const int id = rowmap[limb];
   const u64 q = consts[FHE_C_Q * num_moduli + id];
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
   const int base = at.chunk << log_chunk;
   const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
   u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
@@ -896,7 +923,15 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-#define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, w, q, nq, two_q, whole, ninv, ninv_sh)
+#define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, w, ar, whole)
+#if FHE_NTT_F64
+  if (q < F64_MAX_Q) {
+    const InverseArithF64 ar{modulus_f64(q), word_to_f64(ninv)};
+    FHE_CHUNK_DISPATCH(FHE_INV)
+    return;
+  }
+#endif
+  const InverseArithU64 ar{q, 0 - q, 2 * q, ninv, ninv_sh};
   FHE_CHUNK_DISPATCH(FHE_INV)
 #undef FHE_INV
 }

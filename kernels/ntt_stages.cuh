@@ -14,6 +14,7 @@
 // beside its twiddle so one 16-byte load fetches both (u64x2).
 #pragma once
 #include "modarith.cuh"
+#include "modarith_f64.cuh"
 
 namespace fhe {
 
@@ -54,11 +55,82 @@ __device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64
 // [0, 4q) -> [0, q).
 __device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) { return sub_if_ge(sub_if_ge(x, two_q), q); }
 
-// Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j). In/out [0, 4q).
-template <int K>
-__device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
+// The arithmetic of the forward stages (column and chunk): a word type T the registers and shared memory
+// hold, from_word (a loaded word in [0, 4q)), butterfly (Cooley-Tukey with a (twiddle, Shoup
+// companion) pair) and canonical (T -> its residue in [0, q)).
+// ForwardArithU64: Harvey butterflies on words in [0, 4q), any modulus (< 2^61).
+// ForwardArithF64: float64 (modarith_f64.cuh) for moduli below F64_MAX_Q: signed integers that
+// grow by at most 0.63 q a stage, 6 float64 instructions a product instead of about 14 int32
+// multiplies. FHE_NTT_F64=0 keeps every modulus on ForwardArithU64 (A/B).
+#ifndef FHE_NTT_F64
+#define FHE_NTT_F64 1
+#endif
+struct ForwardArithU64 {
+  typedef u64 T;
+  u64 q, nq, two_q;
+  __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
+  __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
+    ct_butterfly(a, b, w.a, w.b, nq, two_q);
+  }
+  __device__ __forceinline__ u64 canonical(u64 x) const { return reduce_from_4q(x, q, two_q); }
+};
+struct ForwardArithF64 {
+  typedef double T;
+  ModulusF64 m;
+  __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
+  __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
+    const double v = mul_mod_f64(b, word_to_f64(w.a), m);
+    b = a - v;
+    a = a + v;
+  }
+  __device__ __forceinline__ u64 canonical(double x) const { return f64_to_word(reduce_canonical_f64(x, m)); }
+};
+
+// The arithmetic of the inverse chunk stages: as the forward one, with begin_round (applied to
+// a thread's values after each shared-memory exchange) and output (T -> the stored word: lazy
+// [0, 2q), or times N^-1 and canonical when `whole`).
+// InverseArithU64: Gentleman-Sande butterflies on [0, 2q); begin_round does nothing.
+// InverseArithF64: the sum side of a Gentleman-Sande butterfly doubles a stage, so begin_round
+// brings every value back to [-q/2, q/2] (3 float64 instructions) before each later round:
+// a round of at most 3 stages from canonical (the first) or half-reduced values stays below 8q,
+// and so does each product's input (mul_mod_f64 needs < 2^49). Output canonical either way.
+struct InverseArithU64 {
+  typedef u64 T;
+  u64 q, nq, two_q, ninv, ninv_sh;
+  __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
+  __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
+    gs_butterfly(a, b, w.a, w.b, nq, two_q);
+  }
+  template <int M>
+  __device__ __forceinline__ void begin_round(u64 (&)[M]) const {}
+  __device__ __forceinline__ u64 output(u64 x, bool whole) const {
+    return whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
+  }
+};
+struct InverseArithF64 {
+  typedef double T;
+  ModulusF64 m;
+  double ninv;  // N^-1 mod q (used when whole)
+  __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
+  __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
+    const double d = a - b;
+    a = a + b;
+    b = mul_mod_f64(d, word_to_f64(w.a), m);
+  }
+  template <int M>
+  __device__ __forceinline__ void begin_round(double (&v)[M]) const {
+#pragma unroll
+    for (int i = 0; i < M; ++i) v[i] = reduce_centered_f64(v[i], m);
+  }
+  __device__ __forceinline__ u64 output(double x, bool whole) const {
+    return f64_to_word(reduce_canonical_f64(whole ? mul_mod_f64(x, ninv, m) : x, m));
+  }
+};
+
+// Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j), in the arithmetic `ar`
+// (ForwardArithU64: in/out [0, 4q)).
+template <int K, class A>
+__device__ __forceinline__ void forward_column_stages(typename A::T (&v)[1 << K], const u64x2* tw, const A& ar) {
 #pragma unroll
   for (int s = 0; s < K; ++s) {
     const int lt = K - s - 1;  // log2 of the stride in columns
@@ -66,10 +138,13 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (1 << s) + (cl >> (lt + 1));
-      const u64x2 w = tw[widx];
-      ct_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
+      ar.butterfly(v[cl], v[cl + (1 << lt)], tw[widx]);
     }
   }
+}
+template <int K>
+__device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
+  forward_column_stages<K>(v, tw, ForwardArithU64{q, 0 - q, 2 * q});
 }
 
 // Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q).

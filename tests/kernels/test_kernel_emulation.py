@@ -8,9 +8,13 @@ compared with the contract oracles of ``tests/helpers/ring_oracle.py``. No GPU n
 from __future__ import annotations
 
 import math
+import struct
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fhelium_cupy.ckks.backends import cupy_backend as cb
 from fhelium_cupy.ckks.ntt import bit_reverse_indices
@@ -72,6 +76,78 @@ def gs(a: int, b: int, w: int, wp: int, q: int) -> tuple[int, int]:
     assert a < 2 * q and b < 2 * q
     return sub_if_ge(a + b, 2 * q), shoup_lazy_nq(a - b + 2 * q, w, wp, q)
 
+# --- modarith_f64.cuh: float64 products for moduli below 2^45 (Python floats are IEEE doubles
+# rounded to nearest, as the device's; fma is emulated exactly: one rounding of the true value).
+F64_MAX_Q = 1 << 45
+F64_BIAS = 6755399441055744.0  # 1.5 * 2^52
+F64_BIAS_BITS = 0x4338000000000000
+
+
+def fma(a: float, b: float, c: float) -> float:
+    return float(Fraction(a) * Fraction(b) + Fraction(c))  # int / int true division rounds correctly
+
+
+def word_to_f64(x: int) -> float:
+    """modarith_f64.cuh word_to_f64: the bias's free mantissa bits set to x, minus the bias."""
+    assert 0 <= x < 1 << 51
+    d = struct.unpack("<d", struct.pack("<Q", x | F64_BIAS_BITS))[0] - F64_BIAS
+    assert d == x
+    return d
+
+
+def f64_to_word(d: float) -> int:
+    assert d == int(d) and 0 <= d < 1 << 51
+    x = struct.unpack("<Q", struct.pack("<d", d + F64_BIAS))[0] & ((1 << 51) - 1)
+    assert x == int(d)
+    return x
+
+
+def mul_mod_f64(x: float, w: float, q: int, qinv: float) -> float:
+    """modarith_f64.cuh mul_mod_f64, with its documented bounds asserted."""
+    assert abs(x) < 2.0**49 and 0 <= w < q < F64_MAX_Q and x == int(x)
+    p = x * w
+    e = fma(x, w, -p)
+    c = fma(p, qinv, F64_BIAS) - F64_BIAS
+    r = fma(-c, float(q), p) + e
+    assert r == int(r) and (int(r) - int(x) * int(w)) % q == 0 and abs(r) <= 0.63 * q
+    return r
+
+
+def reduce_centered_f64(x: float, q: int, qinv: float) -> float:
+    assert abs(x) < 2.0**50 and x == int(x)
+    c = fma(x, qinv, F64_BIAS) - F64_BIAS
+    r = fma(-c, float(q), x)
+    assert (int(r) - int(x)) % q == 0 and abs(r) <= q / 2 + 0.25
+    return r
+
+
+def reduce_canonical_f64(x: float, q: int, qinv: float) -> float:
+    r = reduce_centered_f64(x, q, qinv)
+    r = r + q if r < 0.0 else r
+    assert r == int(x) % q
+    return r
+
+
+def gs_f64(a: float, b: float, w: int, q: int) -> tuple[float, float]:
+    """ntt_stages.cuh InverseArithF64::butterfly."""
+    return a + b, mul_mod_f64(a - b, word_to_f64(w), q, 1.0 / q)
+
+
+def ct_f64(a: float, b: float, w: int, q: int) -> tuple[float, float]:
+    """ntt_stages.cuh ForwardArithF64::butterfly."""
+    v = mul_mod_f64(b, word_to_f64(w), q, 1.0 / q)
+    return a + v, a - v
+
+
+def forward_arith(q: int, f64: bool):
+    """(from_word, butterfly(a, b, w, wp), canonical) of ForwardArithU64, or ForwardArithF64 where
+    the kernels take it (f64 and q < F64_MAX_Q)."""
+    if f64 and q < F64_MAX_Q:
+        return (word_to_f64, lambda a, b, w, wp: ct_f64(a, b, w, q),
+                lambda x: f64_to_word(reduce_canonical_f64(x, q, 1.0 / q)))
+    return (lambda x: x, lambda a, b, w, wp: ct(a, b, w, wp, q), lambda x: sub_if_ge(sub_if_ge(x, 2 * q), q))
+
+
 LV = 3  # ntt.cu FHE_LV: coefficients per thread = 2^LV of the main chunk kernels (their _v4 forms: 2)
 LVS = (3, 2)  # both thread layouts the backend launches
 
@@ -92,12 +168,14 @@ def _rounds(log_chunk: int, short_first: bool, lv: int = LV) -> list[tuple[int, 
     return out
 
 
-def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk, lv=LV):
+def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk, lv=LV, f64=False):
     """ntt_forward_chunk_stages for one chunk: every thread's register rounds, exchange via a
-    shared array between rounds; each round reads and writes every chunk position exactly once."""
+    shared array between rounds; each round reads and writes every chunk position exactly once.
+    f64: the kernels' float64 arithmetic for a modulus below 2^45 (ForwardArithF64)."""
     C, T = 1 << log_chunk, 1 << (log_chunk - lv)
     base = chunk << log_chunk
-    sm = list(chunk_in)
+    from_word, butterfly, canonical = forward_arith(q, f64)
+    sm = [from_word(x) for x in chunk_in]
     for p, rs in _rounds(log_chunk, True, lv):
         ltmin = log_chunk - p - rs
         seen = set()
@@ -116,26 +194,32 @@ def emulate_forward_chunk(chunk_in, chunk, q, tw, tw_sh, log_n, log_chunk, lv=LV
                         k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1))
                         widx = (pg << i) + (kk >> lh)
                         assert widx == (1 << s) + ((base + idx[(g, k)]) >> (log_n - s))  # the contract's index
-                        v[(g, k)], v[(g, k | (1 << lh))] = ct(v[(g, k)], v[(g, k | (1 << lh))], int(tw[widx]),
-                                                              int(tw_sh[widx]), q)
+                        v[(g, k)], v[(g, k | (1 << lh))] = butterfly(v[(g, k)], v[(g, k | (1 << lh))],
+                                                                     int(tw[widx]), int(tw_sh[widx]))
             for gk, x in idx.items():
                 new[x] = v[gk]
         assert seen == set(range(C))
         sm = new
-    return [sub_if_ge(sub_if_ge(v, 2 * q), q) for v in sm]  # reduce_from_4q
+    return [canonical(v) for v in sm]  # reduce_from_4q, or the float64 reduction
 
 
-def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk, lv=LV):
-    """ntt_inverse_chunk_stages for one chunk (lazy [0, 2q) output, before any N^-1)."""
+def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk, lv=LV, f64_ninv=None):
+    """ntt_inverse_chunk_stages for one chunk (lazy [0, 2q) output, before any N^-1); with
+    f64_ninv (N^-1 mod q) and q < 2^45 in the kernels' float64 arithmetic (InverseArithF64):
+    values centered before every round but the first, canonical output, times N^-1 when the
+    chunk is the whole row."""
     C, T = 1 << log_chunk, 1 << (log_chunk - lv)
     base = chunk << log_chunk
-    sm = list(chunk_in)
+    f64 = f64_ninv is not None and q < F64_MAX_Q
+    sm = [word_to_f64(x) for x in chunk_in] if f64 else list(chunk_in)
     for p, rs in _rounds(log_chunk, False, lv):
         seen = set()
         new = list(sm)
         for tid in range(T):
             idx = {(g, k): round_index(tid, g, k, p, rs, T) for g in range(1 << (lv - rs)) for k in range(1 << rs)}
             v = {gk: sm[x] for gk, x in idx.items()}
+            if f64 and p > 0:  # InverseArithF64::begin_round
+                v = {gk: reduce_centered_f64(x, q, 1.0 / q) for gk, x in v.items()}
             seen.update(idx.values())
             b0 = (1 << (log_n - p - rs)) + (base >> (p + rs))  # inverse_round
             for g in range(1 << (lv - rs)):
@@ -146,23 +230,31 @@ def emulate_inverse_chunk(chunk_in, chunk, q, itw, itw_sh, log_n, log_chunk, lv=
                         k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1))
                         widx = (pg << (rs - 1 - i)) + (kk >> i)
                         assert widx == (1 << (log_n - u - 1)) + ((base + idx[(g, k)]) >> (u + 1))
-                        v[(g, k)], v[(g, k | (1 << i))] = gs(v[(g, k)], v[(g, k | (1 << i))], int(itw[widx]),
-                                                             int(itw_sh[widx]), q)
+                        a, b = v[(g, k)], v[(g, k | (1 << i))]
+                        v[(g, k)], v[(g, k | (1 << i))] = (gs_f64(a, b, int(itw[widx]), q) if f64 else
+                                                           gs(a, b, int(itw[widx]), int(itw_sh[widx]), q))
             for gk, x in idx.items():
                 new[x] = v[gk]
         assert seen == set(range(C))
         sm = new
+    if f64:  # InverseArithF64::output
+        whole = log_chunk == log_n
+        return [f64_to_word(reduce_canonical_f64(mul_mod_f64(x, float(f64_ninv), q, 1.0 / q) if whole else x, q,
+                                                 1.0 / q)) for x in sm]
     return sm
 
 
-def forward_column_stages(v: list[int], q: int, tw, tw_sh, K: int) -> None:
-    """ntt_stages.cuh forward_column_stages<K> on one column's values (in place)."""
+def forward_column_stages(v: list, q: int, tw, tw_sh, K: int, butterfly=None) -> None:
+    """ntt_stages.cuh forward_column_stages<K> on one column's values (in place), in the
+    arithmetic of ``butterfly`` (default: ForwardArithU64's)."""
+    if butterfly is None:
+        butterfly = forward_arith(q, False)[1]
     for s in range(K):
         lt = K - s - 1
         for bf in range(1 << (K - 1)):
             cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
             widx = (1 << s) + (cl >> (lt + 1))
-            v[cl], v[cl + (1 << lt)] = ct(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]), q)
+            v[cl], v[cl + (1 << lt)] = butterfly(v[cl], v[cl + (1 << lt)], int(tw[widx]), int(tw_sh[widx]))
 
 
 def pair_exchange(v: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
@@ -179,16 +271,19 @@ def pair_exchange(v: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]
     return a, b
 
 
-def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, x2: bool) -> None:
-    """ntt_forward_column_stages (one thread per column) or its _x2 form (lanes h = 0, 1 of
-    column j: parity layout, forward_column_stages_x2), in place."""
+def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, x2: bool,
+                            f64: bool = False) -> None:
+    """ntt_forward_column_stages (one thread per column; f64: in float64 below 2^45,
+    forward_columns_body) or its _x2 form (lanes h = 0, 1 of column j: parity layout,
+    forward_column_stages_x2), in place."""
     C, K = 1 << log_chunk, log_n - log_chunk
+    from_word, butterfly, canonical = forward_arith(q, f64)
     for j in range(C):
         if not x2:
-            v = [a[(c << log_chunk) + j] for c in range(1 << K)]
-            forward_column_stages(v, q, tw, tw_sh, K)
+            v = [from_word(a[(c << log_chunk) + j]) for c in range(1 << K)]
+            forward_column_stages(v, q, tw, tw_sh, K, butterfly)
             for c in range(1 << K):
-                a[c * C + j] = v[c]
+                a[c * C + j] = canonical(v[c]) if f64 and q < F64_MAX_Q else v[c]
             continue
         lanes = [[a[((2 * i + h) << log_chunk) + j] for i in range(1 << (K - 1))] for h in range(2)]
         for h in range(2):
@@ -203,23 +298,25 @@ def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chu
 
 
 def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, lv: int = LV,
-                    x2: bool = False) -> list[int]:
+                    x2: bool = False, f64: bool = False) -> list[int]:
     n, C = 1 << log_n, 1 << log_chunk
     a = list(x)
-    emulate_forward_columns(a, q, tw, tw_sh, log_n, log_chunk, x2)
+    emulate_forward_columns(a, q, tw, tw_sh, log_n, log_chunk, x2, f64)
     for chunk in range(n // C):  # ntt_forward_chunk_stages (register rounds, see ntt.cu)
         a[chunk * C : (chunk + 1) * C] = emulate_forward_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, tw, tw_sh,
-                                                               log_n, log_chunk, lv)
+                                                               log_n, log_chunk, lv, f64)
     return a
 
 
 def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int, log_chunk: int,
-                    lv: int = LV, x2: bool = False):
+                    lv: int = LV, x2: bool = False, f64: bool = False):
     n, C, K = 1 << log_n, 1 << log_chunk, log_n - log_chunk
     a = list(x)
+    f64 = f64 and q < F64_MAX_Q
     for chunk in range(n // C):  # ntt_inverse_chunk_stages (register rounds, see ntt.cu)
-        sm = emulate_inverse_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, itw, itw_sh, log_n, log_chunk, lv)
-        if log_chunk == log_n:
+        sm = emulate_inverse_chunk(a[chunk * C : (chunk + 1) * C], chunk, q, itw, itw_sh, log_n, log_chunk, lv,
+                                   ninv if f64 else None)
+        if log_chunk == log_n and not f64:
             sm = [red(shoup_lazy(v, ninv, ninv_sh, q), q) for v in sm]
         a[chunk * C : (chunk + 1) * C] = sm
     if K == 0:
@@ -287,6 +384,59 @@ def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk, l
         assert got == [int(v) for v in want], f"forward row {r} log_chunk {log_chunk}"
         back = emulate_inverse(got, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, lv)
         assert back == [int(v) for v in a[0]], f"inverse row {r} log_chunk {log_chunk}"
+
+
+@pytest.mark.parametrize("lv", LVS)
+@pytest.mark.parametrize(("log_n", "log_chunk"), [(6, 3), (6, 6), (7, 4), (7, 7)])
+def test_float64_ntt_emulation_matches_contract(log_n, log_chunk, lv):
+    """The forward column and chunk kernels and the inverse chunk kernel in float64
+    (FHE_NTT_F64, moduli below 2^45): the same canonical residues as the contract, every
+    product inside mul_mod_f64's bounds, on a 41-bit and a 44-bit prime, with inputs at the top
+    of the forward chunk kernel's [0, 4q) range."""
+    n = 1 << log_n
+    c = ro.make_context(n, ro.ntt_primes(41, 1, n) + ro.ntt_primes(44, 1, n), ro.ntt_primes(61, 1, n), dnum=1)
+    for r in range(2):
+        q = c.moduli[r]
+        assert q < F64_MAX_Q
+        tw, tw_sh, _, _ = cb.twiddle_tables(q, c.psi[r], n)
+        a = _rand(c, (r,), seed=23 + r)
+        a[0, :3] = [0, q - 1, q // 2]
+        want = [int(v) for v in ro.ntt_forward(a, (r,), c)[0]]
+        assert emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk, lv, f64=True) == want
+        consts = cb.modulus_constants(c.moduli, n)
+        _, _, itw, itw_sh = cb.twiddle_tables(q, c.psi[r], n)
+        back = emulate_inverse(want, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, lv,
+                               f64=True)
+        assert back == [int(v) for v in a[0]]
+        # the chunk kernel alone on words in [0, 4q): its transform of x + 3q equals that of x
+        if log_chunk < log_n:
+            cols = [int(v) for v in a[0]]
+            emulate_forward_columns(cols, q, tw, tw_sh, log_n, log_chunk, x2=False)
+            top = [v + 3 * q if v < q else v for v in cols]
+            C = 1 << log_chunk
+            for chunk in range(n // C):
+                part = slice(chunk * C, (chunk + 1) * C)
+                assert (emulate_forward_chunk(top[part], chunk, q, tw, tw_sh, log_n, log_chunk, lv, f64=True)
+                        == want[part])
+
+
+@settings(max_examples=300, deadline=None)
+@given(q=st.integers(3, F64_MAX_Q - 1).map(lambda v: v | 1), x=st.integers(-(2**49) + 1, 2**49 - 1),
+       wf=st.floats(0, 1, exclude_max=True))
+def test_float64_product_stays_in_its_bounds(q, x, wf):
+    """mul_mod_f64 for any odd q < 2^45, |x| < 2^49, w < q: exact, congruent to x w, within
+    0.63 q (asserted inside); reduce_canonical_f64 of any |x| < 2^50 is x mod q."""
+    w = min(int(wf * q), q - 1)
+    qinv = 1.0 / q
+    for xv, wv in ((x, w), (2**49 - 1, q - 1), (-(2**49) + 1, q - 1), (x, 0)):
+        mul_mod_f64(float(xv), float(wv), q, qinv)
+    for xv in (x, 2 * x, 2**50 - 1, -(2**50) + 1):
+        reduce_canonical_f64(float(xv), q, qinv)
+
+
+def test_float64_word_conversions_round_trip():
+    for x in (0, 1, 2**45 - 1, 2**51 - 1, 123456789012345):
+        assert f64_to_word(word_to_f64(x)) == x
 
 
 @pytest.mark.parametrize(("log_n", "log_chunk"), [(6, 4), (6, 3), (7, 3)])
