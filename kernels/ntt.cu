@@ -117,86 +117,105 @@ struct SpreadLoad {
 #ifndef FHE_NTT_F64_COLUMN
 #define FHE_NTT_F64_COLUMN FHE_NTT_F64
 #endif
-template <int K, class Load>
-__device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, u64 q, const u64x2* tw,
+// A column kernel's arithmetic for a row of modulus q: the float64 one (FHE_NTT_F64_COLUMN,
+// q < F64_MAX_Q) or the 64-bit one; the column bodies below are written once for both.
+// Forward column words out: ForwardArithU64 harvey [0, 4q), ForwardArithF64 canonical.
+#define FHE_FORWARD_COLUMN_ARITH(q, BODY)                        \
+  do {                                                          \
+    if (FHE_NTT_F64_COLUMN && (q) < F64_MAX_Q) {                \
+      const ForwardArithF64 ar{modulus_f64(q)};                 \
+      BODY;                                                     \
+    } else {                                                    \
+      const ForwardArithU64 ar{(q), 0 - (q), 2 * (q)};          \
+      BODY;                                                     \
+    }                                                           \
+  } while (0)
+
+template <int K, class Load, class A>
+__device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, const A& ar, const u64x2* tw,
                                                      int log_chunk, int j) {
   const int C = 1 << log_chunk;
-#if FHE_NTT_F64_COLUMN
-  if (q < F64_MAX_Q) {
-    const ForwardArithF64 ar{modulus_f64(q)};
-    double d[1 << K];
+  typename A::T v[1 << K];
 #pragma unroll
-    for (int c = 0; c < (1 << K); ++c) d[c] = ar.from_word(in((c << log_chunk) + j));
-    forward_column_stages<K>(d, tw, ar);
+  for (int c = 0; c < (1 << K); ++c) v[c] = ar.from_word(in((c << log_chunk) + j));
+  forward_column_stages<K>(v, tw, ar);
 #pragma unroll
-    for (int c = 0; c < (1 << K); ++c) out[c * C + j] = ar.canonical(d[c]);
-    return;
-  }
-#endif
-  u64 v[1 << K];
-#pragma unroll
-  for (int c = 0; c < (1 << K); ++c) v[c] = in((c << log_chunk) + j);
-  forward_column_stages<K>(v, tw, q);
-#pragma unroll
-  for (int c = 0; c < (1 << K); ++c) out[c * C + j] = v[c];
+  for (int c = 0; c < (1 << K); ++c) out[c * C + j] = ar.column_word(v[c]);
 }
 
 // Lane h's forward column stages of column j from its values in the parity layout (v[i] =
 // x[2i + h]), and their stores.
+template <int K, class A>
+__device__ __forceinline__ void forward_columns_store_x2(typename A::T (&v)[1 << (K - 1)], u64* out, const A& ar,
+                                                         const u64x2* tw, int log_chunk, int j, int h) {
+  typename A::T a[1 << (K - 2)], b[1 << (K - 2)];
+  forward_column_stages_x2<K>(v, a, b, tw, ar, h);
+#pragma unroll
+  for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
+    out[((4 * k + 2 * h) << log_chunk) + j] = ar.column_word(a[k]);
+    out[((4 * k + 2 * h + 1) << log_chunk) + j] = ar.column_word(b[k]);
+  }
+}
 template <int K>
 __device__ __forceinline__ void forward_columns_store_x2(u64 (&v)[1 << (K - 1)], u64* out, u64 q, const u64x2* tw,
                                                          int log_chunk, int j, int h) {
-  u64 a[1 << (K - 2)], b[1 << (K - 2)];
-  forward_column_stages_x2<K>(v, a, b, tw, q, h);
-#pragma unroll
-  for (int k = 0; k < (1 << (K - 2)); ++k) {  // pair i = 2k + h: x[2i], x[2i + 1]
-    out[((4 * k + 2 * h) << log_chunk) + j] = a[k];
-    out[((4 * k + 2 * h + 1) << log_chunk) + j] = b[k];
-  }
+  forward_columns_store_x2<K>(v, out, ForwardArithU64{q, 0 - q, 2 * q}, tw, log_chunk, j, h);
 }
 
-template <int K, class Load>
-__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, u64 q, const u64x2* tw,
+template <int K, class Load, class A>
+__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, const A& ar, const u64x2* tw,
                                                         int log_chunk, int j, int h) {
-  u64 v[1 << (K - 1)];
+  typename A::T v[1 << (K - 1)];
 #pragma unroll
-  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = in(((2 * i + h) << log_chunk) + j);
-  forward_columns_store_x2<K>(v, out, q, tw, log_chunk, j, h);
+  for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = ar.from_word(in(((2 * i + h) << log_chunk) + j));
+  forward_columns_store_x2<K>(v, out, ar, tw, log_chunk, j, h);
 }
 
 // Lane h's inverse column stages of column j (its half loaded in the block layout, v[i] = x[i +
-// h H]); out: its pairs i = 2k + h as (a[k], b[k]) = x[i], x[i + H], [0, 2q), before N^-1.
+// h H], each word in [0, 2q) through ar.column_from_word); out: its pairs i = 2k + h as (a[k],
+// b[k]) = x[i], x[i + H], before N^-1 (InverseArithU64: [0, 2q)).
+template <int K, class A>
+__device__ __forceinline__ void inverse_columns_load_x2(const u64* in, typename A::T (&a)[1 << (K - 2)],
+                                                        typename A::T (&b)[1 << (K - 2)], const u64x2* itw,
+                                                        const A& ar, int log_n, int log_chunk, int j, int h) {
+  constexpr int H = 1 << (K - 1);
+  typename A::T v[H];
+#pragma unroll
+  for (int i = 0; i < H; ++i) v[i] = ar.column_from_word(in[((i + h * H) << log_chunk) + j]);
+  inverse_column_stages_x2<K>(v, a, b, itw, ar, log_n, h);
+}
 template <int K>
 __device__ __forceinline__ void inverse_columns_load_x2(const u64* in, u64 (&a)[1 << (K - 2)],
                                                         u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q, int log_n,
                                                         int log_chunk, int j, int h) {
-  constexpr int H = 1 << (K - 1);
-  u64 v[H];
-#pragma unroll
-  for (int i = 0; i < H; ++i) v[i] = in[((i + h * H) << log_chunk) + j];
-  inverse_column_stages_x2<K>(v, a, b, itw, q, log_n, h);
+  inverse_columns_load_x2<K>(in, a, b, itw, InverseArithU64{q, 0 - q, 2 * q, 0, 0}, log_n, log_chunk, j, h);
 }
 
 // The K = log_n - log_chunk column stages of column j (X2: lane h of two a column), by K.
-template <bool X2, class Load>
-__device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const u64x2* tw, int log_n,
-                                                int log_chunk, int j, int h) {
+template <bool X2, class Load, class A>
+__device__ __forceinline__ void forward_columns_in(const Load& in, u64* out, const A& ar, const u64x2* tw, int log_n,
+                                                   int log_chunk, int j, int h) {
   if constexpr (X2) {
     switch (log_n - log_chunk) {
-      case 2: forward_columns_body_x2<2>(in, out, q, tw, log_chunk, j, h); break;
-      case 3: forward_columns_body_x2<3>(in, out, q, tw, log_chunk, j, h); break;
-      case 4: forward_columns_body_x2<4>(in, out, q, tw, log_chunk, j, h); break;
+      case 2: forward_columns_body_x2<2>(in, out, ar, tw, log_chunk, j, h); break;
+      case 3: forward_columns_body_x2<3>(in, out, ar, tw, log_chunk, j, h); break;
+      case 4: forward_columns_body_x2<4>(in, out, ar, tw, log_chunk, j, h); break;
       default: break;
     }
   } else {
     switch (log_n - log_chunk) {
-      case 1: forward_columns_body<1>(in, out, q, tw, log_chunk, j); break;
-      case 2: forward_columns_body<2>(in, out, q, tw, log_chunk, j); break;
-      case 3: forward_columns_body<3>(in, out, q, tw, log_chunk, j); break;
-      case 4: forward_columns_body<4>(in, out, q, tw, log_chunk, j); break;
+      case 1: forward_columns_body<1>(in, out, ar, tw, log_chunk, j); break;
+      case 2: forward_columns_body<2>(in, out, ar, tw, log_chunk, j); break;
+      case 3: forward_columns_body<3>(in, out, ar, tw, log_chunk, j); break;
+      case 4: forward_columns_body<4>(in, out, ar, tw, log_chunk, j); break;
       default: break;
     }
   }
+}
+template <bool X2, class Load>
+__device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const u64x2* tw, int log_n,
+                                                int log_chunk, int j, int h) {
+  FHE_FORWARD_COLUMN_ARITH(q, (forward_columns_in<X2>(in, out, ar, tw, log_n, log_chunk, j, h)));
 }
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
@@ -617,19 +636,25 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
   }
 
 // The forward chunk stages of one block: its row's prime and twiddles, its chunk of the input;
-// run() dispatches on log_chunk and hands the output to a ChunkStore-like functor.
+// run() dispatches on log_chunk and hands the output to a ChunkStore-like functor. F64: whether
+// a modulus below F64_MAX_Q takes the float64 arithmetic (the fused kernels' FHE_NTT_F64_FUSED).
+// FHE_NTT_F64_FUSED=0 keeps the chunk kernels fused with a ModDown's combine or a key inner
+// product on the 64-bit arithmetic (their stores' registers beside the float64 path's spill).
+#ifndef FHE_NTT_F64_FUSED
+#define FHE_NTT_F64_FUSED FHE_NTT_F64
+#endif
 struct ForwardChunk {
   const u64* src;
   const u64x2* w;
   u64 q;
   int base;
-  template <int LV, class Store>
+  template <int LV, bool F64 = FHE_NTT_F64, class Store>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
 #define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, w, ar)
 #if FHE_NTT_F64
-    if (q < F64_MAX_Q) {
+    if (F64 && q < F64_MAX_Q) {
       const ForwardArithF64 ar{modulus_f64(q)};
       FHE_CHUNK_DISPATCH(FHE_FWD)
       return;
@@ -741,7 +766,7 @@ __device__ __forceinline__ void forward_chunk_stages_moddown_combine(
                            rotate_c0 ? c0 + ((i64)b * L + i) * N : nullptr,
                            rotate_c0 ? perms + (i64)ent * N + pos : nullptr,
                            c.q, pinv[L + i], pinv[2 * L + i]};
-  c.run<LV>(store, log_n, log_chunk);
+  c.run<LV, FHE_NTT_F64_FUSED>(store, log_n, log_chunk);
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages_moddown_combine(const u64* e,
     const u64* x, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
@@ -819,7 +844,7 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
                                             ChunkCoords{(int)blockIdx.x, limb, d}, limb);
     const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + pos;
     const KeyProductStore<LV> store{k0, k0 + (i64)key_rows * N, acc0, acc1, q, qinv};
-    c.run<LV>(store, log_n, log_chunk);
+    c.run<LV, FHE_NTT_F64_FUSED>(store, log_n, log_chunk);
   }
   u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + pos);
   u64x2* o1 = reinterpret_cast<u64x2*>(out + ((i64)gridDim.y + limb) * N + pos);
@@ -947,15 +972,27 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u
 }
 #undef FHE_CHUNK_DISPATCH
 
-template <int K>
-__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
-                                                     u64 ninv_sh, int log_n, int log_chunk, int j) {
-  u64 v[1 << K];
+// An inverse column kernel's arithmetic for a row (as FHE_FORWARD_COLUMN_ARITH), with N^-1.
+#define FHE_INVERSE_COLUMN_ARITH(q, ninv, ninv_sh, BODY)           \
+  do {                                                            \
+    if (FHE_NTT_F64_COLUMN && (q) < F64_MAX_Q) {                  \
+      const InverseArithF64 ar{modulus_f64(q), word_to_f64(ninv)}; \
+      BODY;                                                       \
+    } else {                                                      \
+      const InverseArithU64 ar{(q), 0 - (q), 2 * (q), (ninv), (ninv_sh)}; \
+      BODY;                                                       \
+    }                                                             \
+  } while (0)
+
+template <int K, class A>
+__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, const A& ar, const u64x2* itw,
+                                                     int log_n, int log_chunk, int j) {
+  typename A::T v[1 << K];
 #pragma unroll
-  for (int c = 0; c < (1 << K); ++c) v[c] = in[(c << log_chunk) + j];
-  inverse_column_stages<K>(v, itw, q, log_n);
+  for (int c = 0; c < (1 << K); ++c) v[c] = ar.column_from_word(in[(c << log_chunk) + j]);
+  inverse_column_stages<K>(v, itw, ar, log_n);
 #pragma unroll
-  for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = shoup_mul(v[c], ninv, ninv_sh, q);
+  for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = ar.output(v[c], true);
 }
 
 // ntt_inverse_column_stages: the last K = log_n - log_chunk inverse stages (strides >= C),
@@ -973,24 +1010,24 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 1: inverse_columns_body<1>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 2: inverse_columns_body<2>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 3: inverse_columns_body<3>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
-    case 4: inverse_columns_body<4>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j); break;
+    case 1: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<1>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
+    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<2>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
+    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<3>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
+    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<4>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
     default: break;
   }
 }
 
-template <int K>
-__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, u64 q, const u64x2* itw, u64 ninv,
-                                                        u64 ninv_sh, int log_n, int log_chunk, int j, int h) {
+template <int K, class A>
+__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, const A& ar, const u64x2* itw,
+                                                        int log_n, int log_chunk, int j, int h) {
   constexpr int H = 1 << (K - 1);
-  u64 a[H / 2], b[H / 2];
-  inverse_columns_load_x2<K>(in, a, b, itw, q, log_n, log_chunk, j, h);
+  typename A::T a[H / 2], b[H / 2];
+  inverse_columns_load_x2<K>(in, a, b, itw, ar, log_n, log_chunk, j, h);
 #pragma unroll
   for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[i], x[i + H]
-    out[((2 * k + h) << log_chunk) + j] = shoup_mul(a[k], ninv, ninv_sh, q);
-    out[((2 * k + h + H) << log_chunk) + j] = shoup_mul(b[k], ninv, ninv_sh, q);
+    out[((2 * k + h) << log_chunk) + j] = ar.output(a[k], true);
+    out[((2 * k + h + H) << log_chunk) + j] = ar.output(b[k], true);
   }
 }
 
@@ -1009,9 +1046,9 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(co
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 2: inverse_columns_body_x2<2>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
-    case 3: inverse_columns_body_x2<3>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
-    case 4: inverse_columns_body_x2<4>(r.src, r.dst, r.q, r.w, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<2>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
+    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<3>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
+    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<4>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
     default: break;
   }
 }

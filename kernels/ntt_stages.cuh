@@ -73,6 +73,7 @@ struct ForwardArithU64 {
     ct_butterfly(a, b, w.a, w.b, nq, two_q);
   }
   __device__ __forceinline__ u64 canonical(u64 x) const { return reduce_from_4q(x, q, two_q); }
+  __device__ __forceinline__ u64 column_word(u64 x) const { return x; }  // harvey [0, 4q)
 };
 struct ForwardArithF64 {
   typedef double T;
@@ -84,16 +85,19 @@ struct ForwardArithF64 {
     a = a + v;
   }
   __device__ __forceinline__ u64 canonical(double x) const { return f64_to_word(reduce_canonical_f64(x, m)); }
+  __device__ __forceinline__ u64 column_word(double x) const { return canonical(x); }
 };
 
-// The arithmetic of the inverse chunk stages: as the forward one, with begin_round (applied to
-// a thread's values after each shared-memory exchange) and output (T -> the stored word: lazy
-// [0, 2q), or times N^-1 and canonical when `whole`).
+// The arithmetic of the inverse chunk and column stages: as the forward one, with begin_round
+// (applied to a thread's values after each shared-memory exchange of the chunk stages),
+// column_from_word (a column kernel's input word in [0, 2q)) and output (T -> the stored word:
+// lazy [0, 2q), or times N^-1 and canonical when `whole`).
 // InverseArithU64: Gentleman-Sande butterflies on [0, 2q); begin_round does nothing.
 // InverseArithF64: the sum side of a Gentleman-Sande butterfly doubles a stage, so begin_round
 // brings every value back to [-q/2, q/2] (3 float64 instructions) before each later round:
 // a round of at most 3 stages from canonical (the first) or half-reduced values stays below 8q,
 // and so does each product's input (mul_mod_f64 needs < 2^49). Output canonical either way.
+// Its column stages start from x - q in [-q, q): at most 4 stages stay below 16q.
 struct InverseArithU64 {
   typedef u64 T;
   u64 q, nq, two_q, ninv, ninv_sh;
@@ -103,6 +107,7 @@ struct InverseArithU64 {
   }
   template <int M>
   __device__ __forceinline__ void begin_round(u64 (&)[M]) const {}
+  __device__ __forceinline__ u64 column_from_word(u64 x) const { return x; }
   __device__ __forceinline__ u64 output(u64 x, bool whole) const {
     return whole ? shoup_mul(x, ninv, ninv_sh, q) : x;
   }
@@ -122,6 +127,7 @@ struct InverseArithF64 {
 #pragma unroll
     for (int i = 0; i < M; ++i) v[i] = reduce_centered_f64(v[i], m);
   }
+  __device__ __forceinline__ double column_from_word(u64 x) const { return word_to_f64(x) - m.q; }
   __device__ __forceinline__ u64 output(double x, bool whole) const {
     return f64_to_word(reduce_canonical_f64(whole ? mul_mod_f64(x, ninv, m) : x, m));
   }
@@ -151,11 +157,10 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
 // Stage lt pairs (c, c + 2^lt) with itw[(root << (log_n - u - 1)) + (c >> (lt + 1))]: root = 1
 // for a whole column; inverse_column_stages_x2 runs one lane's half-column of a K+1-stage
 // column through here with root = 2 + h (its twiddle offset h << (K - 1 - lt) folded in).
-template <int K>
-__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n,
-                                                      int root = 1) {
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
+// In the arithmetic `ar` (InverseArithU64: in/out [0, 2q)).
+template <int K, class A>
+__device__ __forceinline__ void inverse_column_stages(typename A::T (&v)[1 << K], const u64x2* itw, const A& ar,
+                                                      int log_n, int root = 1) {
   const int log_chunk = log_n - K;
 #pragma unroll
   for (int lt = 0; lt < K; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
@@ -164,10 +169,14 @@ __device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u6
     for (int bf = 0; bf < (1 << (K - 1)); ++bf) {
       const int cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1));
       const int widx = (root << (log_n - u - 1)) + (cl >> (lt + 1));
-      const u64x2 w = itw[widx];
-      gs_butterfly(v[cl], v[cl + (1 << lt)], w.a, w.b, nq, two_q);
+      ar.butterfly(v[cl], v[cl + (1 << lt)], itw[widx]);
     }
   }
+}
+template <int K>
+__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n,
+                                                      int root = 1) {
+  inverse_column_stages<K>(v, itw, InverseArithU64{q, 0 - q, 2 * q, 0, 0}, log_n, root);
 }
 
 // ---- two threads per column (the _x2 column kernels) ------------------------------------
@@ -181,14 +190,17 @@ __device__ __forceinline__ u64 partner_value(u64 x) {
   const unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(x >> 32), 1);
   return ((u64)hi << 32) | lo;
 }
+__device__ __forceinline__ double partner_value(double x) {
+  return __longlong_as_double((long long)partner_value((u64)__double_as_longlong(x)));
+}
 
 // A stage whose pair i is (lane 0's v[i], lane 1's v[i]) for i < H: afterwards lane h holds the
 // pairs i = 2k + h (k < H/2) as (a[k], b[k]). Each lane sends the half the other one keeps.
-template <int H>
-__device__ __forceinline__ void pair_exchange(const u64 (&v)[H], u64 (&a)[H / 2], u64 (&b)[H / 2], int h) {
+template <int H, class W>
+__device__ __forceinline__ void pair_exchange(const W (&v)[H], W (&a)[H / 2], W (&b)[H / 2], int h) {
 #pragma unroll
   for (int k = 0; k < H / 2; ++k) {
-    const u64 got = partner_value(h ? v[2 * k] : v[2 * k + 1]);
+    const W got = partner_value(h ? v[2 * k] : v[2 * k + 1]);
     a[k] = h ? got : v[2 * k];
     b[k] = h ? v[2 * k + 1] : got;
   }
@@ -198,40 +210,36 @@ __device__ __forceinline__ void pair_exchange(const u64 (&v)[H], u64 (&a)[H / 2]
 // (parity layout), so stages 0 .. K-2 (distances 2^(K-1-s) >= 2 in x) pair values of one lane,
 // with the twiddles of forward_column_stages<K-1> (x >> (K - s) = i >> (K - 1 - s)); stage K-1
 // pairs (2i, 2i + 1) across the lanes. Out: lane h's pairs i = 2k + h as (a[k], b[k]) = x[2i],
-// x[2i + 1], [0, 4q).
-template <int K>
-__device__ __forceinline__ void forward_column_stages_x2(u64 (&v)[1 << (K - 1)], u64 (&a)[1 << (K - 2)],
-                                                         u64 (&b)[1 << (K - 2)], const u64x2* tw, u64 q, int h) {
+// x[2i + 1] (ForwardArithU64: [0, 4q)).
+template <int K, class A>
+__device__ __forceinline__ void forward_column_stages_x2(typename A::T (&v)[1 << (K - 1)],
+                                                         typename A::T (&a)[1 << (K - 2)],
+                                                         typename A::T (&b)[1 << (K - 2)], const u64x2* tw,
+                                                         const A& ar, int h) {
   static_assert(K >= 2, "two lanes per column need at least two column stages");
-  forward_column_stages<K - 1>(v, tw, q);
+  forward_column_stages<K - 1>(v, tw, ar);
   pair_exchange<(1 << (K - 1))>(v, a, b, h);
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
 #pragma unroll
-  for (int k = 0; k < (1 << (K - 2)); ++k) {
-    const u64x2 w = tw[(1 << (K - 1)) + 2 * k + h];
-    ct_butterfly(a[k], b[k], w.a, w.b, nq, two_q);
-  }
+  for (int k = 0; k < (1 << (K - 2)); ++k) ar.butterfly(a[k], b[k], tw[(1 << (K - 1)) + 2 * k + h]);
 }
 
 // Inverse column stages u = log_n - K .. log_n - 1 with two lanes per column (K >= 2): lane h
 // holds v[i] = x[i + h H] (block layout, H = 2^(K-1)), so stages lt = 0 .. K-2 (distances
 // 2^lt < H) pair values of one lane: inverse_column_stages<K-1> with root 2 + h (the twiddle
 // index (1 << (K - 1 - lt)) + ((i + h H) >> (lt + 1)) = ((2 + h) << (K - 2 - lt)) + (i >> (lt + 1))).
-// The last stage pairs (i, i + H) across the lanes (twiddle itw[1]). In/out [0, 2q); out: lane
-// h's pairs i = 2k + h as (a[k], b[k]) = x[i], x[i + H].
-template <int K>
-__device__ __forceinline__ void inverse_column_stages_x2(u64 (&v)[1 << (K - 1)], u64 (&a)[1 << (K - 2)],
-                                                         u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q,
-                                                         int log_n, int h) {
+// The last stage pairs (i, i + H) across the lanes (twiddle itw[1]). Out: lane h's pairs
+// i = 2k + h as (a[k], b[k]) = x[i], x[i + H] (InverseArithU64: in/out [0, 2q)).
+template <int K, class A>
+__device__ __forceinline__ void inverse_column_stages_x2(typename A::T (&v)[1 << (K - 1)],
+                                                         typename A::T (&a)[1 << (K - 2)],
+                                                         typename A::T (&b)[1 << (K - 2)], const u64x2* itw,
+                                                         const A& ar, int log_n, int h) {
   static_assert(K >= 2, "two lanes per column need at least two column stages");
-  inverse_column_stages<K - 1>(v, itw, q, log_n, 2 + h);
+  inverse_column_stages<K - 1>(v, itw, ar, log_n, 2 + h);
   pair_exchange<(1 << (K - 1))>(v, a, b, h);
-  const u64 two_q = 2 * q;
-  const u64 nq = 0 - q;
   const u64x2 w = itw[1];
 #pragma unroll
-  for (int k = 0; k < (1 << (K - 2)); ++k) gs_butterfly(a[k], b[k], w.a, w.b, nq, two_q);
+  for (int k = 0; k < (1 << (K - 2)); ++k) ar.butterfly(a[k], b[k], w);
 }
 
 }  // namespace fhe

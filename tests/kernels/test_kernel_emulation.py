@@ -273,28 +273,29 @@ def pair_exchange(v: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]
 
 def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, x2: bool,
                             f64: bool = False) -> None:
-    """ntt_forward_column_stages (one thread per column; f64: in float64 below 2^45,
-    forward_columns_body) or its _x2 form (lanes h = 0, 1 of column j: parity layout,
-    forward_column_stages_x2), in place."""
+    """ntt_forward_column_stages (one thread per column) or its _x2 form (lanes h = 0, 1 of
+    column j: parity layout, forward_column_stages_x2), in place; f64: in float64 below 2^45
+    (FHE_FORWARD_COLUMN_ARITH), canonical words out."""
     C, K = 1 << log_chunk, log_n - log_chunk
     from_word, butterfly, canonical = forward_arith(q, f64)
+    column_word = canonical if f64 and q < F64_MAX_Q else (lambda x: x)
     for j in range(C):
         if not x2:
             v = [from_word(a[(c << log_chunk) + j]) for c in range(1 << K)]
             forward_column_stages(v, q, tw, tw_sh, K, butterfly)
             for c in range(1 << K):
-                a[c * C + j] = canonical(v[c]) if f64 and q < F64_MAX_Q else v[c]
+                a[c * C + j] = column_word(v[c])
             continue
-        lanes = [[a[((2 * i + h) << log_chunk) + j] for i in range(1 << (K - 1))] for h in range(2)]
+        lanes = [[from_word(a[((2 * i + h) << log_chunk) + j]) for i in range(1 << (K - 1))] for h in range(2)]
         for h in range(2):
-            forward_column_stages(lanes[h], q, tw, tw_sh, K - 1)
+            forward_column_stages(lanes[h], q, tw, tw_sh, K - 1, butterfly)
         pa, pb = pair_exchange(lanes)
         for h in range(2):
             for k in range(1 << (K - 2)):
                 widx = (1 << (K - 1)) + 2 * k + h
-                pa[h][k], pb[h][k] = ct(pa[h][k], pb[h][k], int(tw[widx]), int(tw_sh[widx]), q)
-                a[((4 * k + 2 * h) << log_chunk) + j] = pa[h][k]
-                a[((4 * k + 2 * h + 1) << log_chunk) + j] = pb[h][k]
+                pa[h][k], pb[h][k] = butterfly(pa[h][k], pb[h][k], int(tw[widx]), int(tw_sh[widx]))
+                a[((4 * k + 2 * h) << log_chunk) + j] = column_word(pa[h][k])
+                a[((4 * k + 2 * h + 1) << log_chunk) + j] = column_word(pb[h][k])
 
 
 def emulate_forward(x: list[int], q: int, tw, tw_sh, log_n: int, log_chunk: int, lv: int = LV,
@@ -321,10 +322,39 @@ def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, 
         a[chunk * C : (chunk + 1) * C] = sm
     if K == 0:
         return a
+    return emulate_inverse_columns_only(a, q, itw, itw_sh, ninv, ninv_sh, log_n, log_chunk, x2, f64)
+
+
+def emulate_inverse_columns_only(a: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, log_n: int,
+                                 log_chunk: int, x2: bool, f64: bool = True) -> list[int]:
+    """ntt_inverse_column_stages or its _x2 form (inverse_column_stages_x2) on the chunk
+    kernel's output a (words in [0, 2q)), then N^-1; f64: in float64 below 2^45
+    (FHE_INVERSE_COLUMN_ARITH)."""
+    C, K = 1 << log_chunk, log_n - log_chunk
+    a = list(a)
+    f64 = f64 and q < F64_MAX_Q
+    if f64:  # InverseArithF64: column_from_word, gs_f64, output(., whole = true)
+        def from_word(x):
+            return word_to_f64(x) - q
+
+        def butterfly(x, y, w, wp):
+            return gs_f64(x, y, w, q)
+
+        def output(x):
+            return f64_to_word(reduce_canonical_f64(mul_mod_f64(x, float(ninv), q, 1.0 / q), q, 1.0 / q))
+    else:
+        def from_word(x):
+            return x
+
+        def butterfly(x, y, w, wp):
+            return gs(x, y, w, wp, q)
+
+        def output(x):
+            return red(shoup_lazy(x, ninv, ninv_sh, q), q)
     if x2:  # ntt_inverse_column_stages_x2 / inverse_column_stages_x2<K>: lanes h, block layout
         H = 1 << (K - 1)
         for j in range(C):
-            lanes = [[a[((i + h * H) << log_chunk) + j] for i in range(H)] for h in range(2)]
+            lanes = [[from_word(a[((i + h * H) << log_chunk) + j]) for i in range(H)] for h in range(2)]
             for h in range(2):
                 v = lanes[h]
                 for lt in range(K - 1):
@@ -334,24 +364,25 @@ def emulate_inverse(x: list[int], q: int, itw, itw_sh, ninv: int, ninv_sh: int, 
                         # inverse_column_stages<K-1>(.., root = 2 + h): its u is this u + 1
                         widx = ((2 + h) << (log_n - u - 2)) + (cl >> (lt + 1))
                         assert widx == (1 << (log_n - u - 1)) + ((cl + h * H) >> (lt + 1))  # the contract's index
-                        v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
+                        v[cl], v[cl + (1 << lt)] = butterfly(v[cl], v[cl + (1 << lt)], int(itw[widx]),
+                                                             int(itw_sh[widx]))
             pa, pb = pair_exchange(lanes)
             for h in range(2):
                 for k in range(H // 2):
-                    pa[h][k], pb[h][k] = gs(pa[h][k], pb[h][k], int(itw[1]), int(itw_sh[1]), q)
-                    a[((2 * k + h) << log_chunk) + j] = red(shoup_lazy(pa[h][k], ninv, ninv_sh, q), q)
-                    a[((2 * k + h + H) << log_chunk) + j] = red(shoup_lazy(pb[h][k], ninv, ninv_sh, q), q)
+                    pa[h][k], pb[h][k] = butterfly(pa[h][k], pb[h][k], int(itw[1]), int(itw_sh[1]))
+                    a[((2 * k + h) << log_chunk) + j] = output(pa[h][k])
+                    a[((2 * k + h + H) << log_chunk) + j] = output(pb[h][k])
         return a
     for j in range(C):  # ntt_inverse_column_stages / inverse_column_stages<K>
-        v = [a[(c << log_chunk) + j] for c in range(1 << K)]
+        v = [from_word(a[(c << log_chunk) + j]) for c in range(1 << K)]
         for lt in range(K):
             u = log_chunk + lt
             for bf in range(1 << (K - 1)):
                 cl = ((bf >> lt) << (lt + 1)) | (bf & ((1 << lt) - 1))
                 widx = (1 << (log_n - u - 1)) + (cl >> (lt + 1))
-                v[cl], v[cl + (1 << lt)] = gs(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]), q)
+                v[cl], v[cl + (1 << lt)] = butterfly(v[cl], v[cl + (1 << lt)], int(itw[widx]), int(itw_sh[widx]))
         for c in range(1 << K):
-            a[(c << log_chunk) + j] = red(shoup_lazy(v[c], ninv, ninv_sh, q), q)
+            a[(c << log_chunk) + j] = output(v[c])
     return a
 
 
@@ -402,12 +433,24 @@ def test_float64_ntt_emulation_matches_contract(log_n, log_chunk, lv):
         a = _rand(c, (r,), seed=23 + r)
         a[0, :3] = [0, q - 1, q // 2]
         want = [int(v) for v in ro.ntt_forward(a, (r,), c)[0]]
-        assert emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk, lv, f64=True) == want
         consts = cb.modulus_constants(c.moduli, n)
         _, _, itw, itw_sh = cb.twiddle_tables(q, c.psi[r], n)
-        back = emulate_inverse(want, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk, lv,
-                               f64=True)
-        assert back == [int(v) for v in a[0]]
+        for x2 in (False, True) if log_n - log_chunk >= 2 else (False,):
+            got = emulate_forward([int(v) for v in a[0]], q, tw, tw_sh, log_n, log_chunk, lv, x2=x2, f64=True)
+            assert got == want, f"forward x2={x2}"
+            back = emulate_inverse(want, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]), log_n, log_chunk,
+                                   lv, x2=x2, f64=True)
+            assert back == [int(v) for v in a[0]], f"inverse x2={x2}"
+            # the inverse column kernel from the top of its [0, 2q) input range: lazy chunk output
+            if log_chunk < log_n:
+                C = 1 << log_chunk
+                lazy = []
+                for chunk in range(n // C):
+                    lazy += emulate_inverse_chunk(want[chunk * C:(chunk + 1) * C], chunk, q, itw, itw_sh, log_n,
+                                                  log_chunk, lv)
+                top = [v + q if v < q else v for v in lazy]
+                assert emulate_inverse_columns_only(top, q, itw, itw_sh, int(consts[4, r]), int(consts[5, r]),
+                                                    log_n, log_chunk, x2) == [int(v) for v in a[0]]
         # the chunk kernel alone on words in [0, 4q): its transform of x + 3q equals that of x
         if log_chunk < log_n:
             cols = [int(v) for v in a[0]]
