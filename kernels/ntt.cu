@@ -81,7 +81,7 @@ __device__ __forceinline__ int skipped_row(const int* FHE_RO skip, int z, int y)
 struct ColumnRow {
   const u64* src;
   u64* dst;
-  const u64x2* w;
+  TwiddleRow w;
   u64 q;
   int id;  // prime id
 };
@@ -94,7 +94,7 @@ __device__ __forceinline__ ColumnRow column_row(const u64* in, u64* out, const i
   const int N = 1 << log_n;
   const int id = rowmap[y];
   return {in + blockIdx.z * in_bs + (i64)y * N, out + blockIdx.z * out_bs + (i64)y * N,
-          reinterpret_cast<const u64x2*>(w2) + (i64)id * N, consts[FHE_C_Q * num_moduli + id], id};
+          twiddle_row(w2, num_moduli, log_n, id), consts[FHE_C_Q * num_moduli + id], id};
 }
 
 // What a forward column kernel reads at coefficient index x of its row: the row itself
@@ -123,7 +123,7 @@ struct SpreadLoad {
 #define FHE_FORWARD_COLUMN_ARITH(q, BODY)                        \
   do {                                                          \
     if (FHE_NTT_F64_COLUMN && (q) < F64_MAX_Q) {                \
-      const ForwardArithF64 ar{modulus_f64(q)};                 \
+      const ForwardArithF64Pairs ar{{modulus_f64(q)}};          \
       BODY;                                                     \
     } else {                                                    \
       const ForwardArithU64 ar{(q), 0 - (q), 2 * (q)};          \
@@ -132,7 +132,7 @@ struct SpreadLoad {
   } while (0)
 
 template <int K, class Load, class A>
-__device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, const A& ar, const u64x2* tw,
+__device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, const A& ar, const typename A::TW* tw,
                                                      int log_chunk, int j) {
   const int C = 1 << log_chunk;
   typename A::T v[1 << K];
@@ -147,7 +147,7 @@ __device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, c
 // x[2i + h]), and their stores.
 template <int K, class A>
 __device__ __forceinline__ void forward_columns_store_x2(typename A::T (&v)[1 << (K - 1)], u64* out, const A& ar,
-                                                         const u64x2* tw, int log_chunk, int j, int h) {
+                                                         const typename A::TW* tw, int log_chunk, int j, int h) {
   typename A::T a[1 << (K - 2)], b[1 << (K - 2)];
   forward_column_stages_x2<K>(v, a, b, tw, ar, h);
 #pragma unroll
@@ -163,8 +163,8 @@ __device__ __forceinline__ void forward_columns_store_x2(u64 (&v)[1 << (K - 1)],
 }
 
 template <int K, class Load, class A>
-__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, const A& ar, const u64x2* tw,
-                                                        int log_chunk, int j, int h) {
+__device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out, const A& ar,
+                                                        const typename A::TW* tw, int log_chunk, int j, int h) {
   typename A::T v[1 << (K - 1)];
 #pragma unroll
   for (int i = 0; i < (1 << (K - 1)); ++i) v[i] = ar.from_word(in(((2 * i + h) << log_chunk) + j));
@@ -176,7 +176,7 @@ __device__ __forceinline__ void forward_columns_body_x2(const Load& in, u64* out
 // b[k]) = x[i], x[i + H], before N^-1 (InverseArithU64: [0, 2q)).
 template <int K, class A>
 __device__ __forceinline__ void inverse_columns_load_x2(const u64* in, typename A::T (&a)[1 << (K - 2)],
-                                                        typename A::T (&b)[1 << (K - 2)], const u64x2* itw,
+                                                        typename A::T (&b)[1 << (K - 2)], const typename A::TW* itw,
                                                         const A& ar, int log_n, int log_chunk, int j, int h) {
   constexpr int H = 1 << (K - 1);
   typename A::T v[H];
@@ -193,8 +193,8 @@ __device__ __forceinline__ void inverse_columns_load_x2(const u64* in, u64 (&a)[
 
 // The K = log_n - log_chunk column stages of column j (X2: lane h of two a column), by K.
 template <bool X2, class Load, class A>
-__device__ __forceinline__ void forward_columns_in(const Load& in, u64* out, const A& ar, const u64x2* tw, int log_n,
-                                                   int log_chunk, int j, int h) {
+__device__ __forceinline__ void forward_columns_in(const Load& in, u64* out, const A& ar, const typename A::TW* tw,
+                                                   int log_n, int log_chunk, int j, int h) {
   if constexpr (X2) {
     switch (log_n - log_chunk) {
       case 2: forward_columns_body_x2<2>(in, out, ar, tw, log_chunk, j, h); break;
@@ -213,9 +213,9 @@ __device__ __forceinline__ void forward_columns_in(const Load& in, u64* out, con
   }
 }
 template <bool X2, class Load>
-__device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const u64x2* tw, int log_n,
+__device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const TwiddleRow& tw, int log_n,
                                                 int log_chunk, int j, int h) {
-  FHE_FORWARD_COLUMN_ARITH(q, (forward_columns_in<X2>(in, out, ar, tw, log_n, log_chunk, j, h)));
+  FHE_FORWARD_COLUMN_ARITH(q, (forward_columns_in<X2>(in, out, ar, ar.row(tw), log_n, log_chunk, j, h)));
 }
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
@@ -271,7 +271,7 @@ __device__ __forceinline__ void forward_column_stages_rescale_spread(const u64* 
   const SpreadLoad load{c0 + blockIdx.z * c0_bs, consts[FHE_C_Q * num_moduli + dropped_id], tab[y],
                                load_modulus(consts, num_moduli, id)};
   forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), load.md.q,
-                      reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
+                      twiddle_row(tw2, num_moduli, log_n, id), log_n, log_chunk, j, t & 1);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_rescale_spread(const u64* c0, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
@@ -366,7 +366,7 @@ __device__ __forceinline__ void forward_column_stages_modup_spread(const u64* c,
   const i64 k = (i64)(group[1] >> 32), src = group[0] ? (i64)(unsigned)group[1] : (i64)y;
   const SpreadLoad load{c + k * c_cs + b * c_bs + (src << log_n), group[0] ? group[0] : md.q, q0_mod_q, md};
   forward_columns<X2>(load, out + blockIdx.z * out_bs + (i64)y * (1 << log_n), md.q,
-                      reinterpret_cast<const u64x2*>(tw2) + ((i64)id << log_n), log_n, log_chunk, j, t & 1);
+                      twiddle_row(tw2, num_moduli, log_n, id), log_n, log_chunk, j, t & 1);
 }
 extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_forward_column_stages_modup_spread(const u64* c, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const u64* FHE_RO tab,
@@ -458,9 +458,9 @@ __device__ __forceinline__ int round_index(int tid, int g, int k, int ltmin, int
 // the loads before the round's shared-memory exchange instead measured no different on the
 // H200 (2026-11-29 s3: ptxas already schedules the read-only loads early).
 // Forward: stage i's 2^i pairs at offset 2^i - 1.
-template <int LV, int RS>
-__device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
-                                                       int log_chunk, int base, const u64x2* tw) {
+template <int LV, int RS, class TW>
+__device__ __forceinline__ void forward_round_twiddles(TW (&w)[(1 << LV)], int tid, int T, int p, int log_n,
+                                                       int log_chunk, int base, const TW* tw) {
   const int ltmin = log_chunk - p - RS;
   const unsigned b0 = (1u << (log_n - log_chunk + p)) + ((unsigned)base >> (log_chunk - p));
 #pragma unroll
@@ -475,8 +475,8 @@ __device__ __forceinline__ void forward_round_twiddles(u64x2 (&w)[(1 << LV)], in
 }
 
 template <int LV, int RS, class A>
-__device__ __forceinline__ void forward_round_apply(typename A::T (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)],
-                                                    const A& ar) {
+__device__ __forceinline__ void forward_round_apply(typename A::T (&v)[(1 << LV)],
+                                                    const typename A::TW (&w)[(1 << LV)], const A& ar) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
@@ -485,7 +485,7 @@ __device__ __forceinline__ void forward_round_apply(typename A::T (&v)[(1 << LV)
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> lh) << (lh + 1)) | (kk & ((1 << lh) - 1));
-        const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << i) - 1 + (kk >> lh)];
+        const typename A::TW wt = w[g * ((1 << RS) - 1) + (1 << i) - 1 + (kk >> lh)];
         ar.butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << lh)], wt);
       }
     }
@@ -497,9 +497,9 @@ __device__ __forceinline__ void forward_round_apply(typename A::T (&v)[(1 << LV)
 // ltmin = p, simplifies to ((B0 + (G >> p)) << (RS - 1 - i)) + (k >> (i + 1)),
 // B0 = 2^(log_n - p - RS) + (base >> (p + RS)); k >> (i + 1) = kk >> i.
 // Stage i's 2^(RS-1-i) pairs at offset 2^RS - 2^(RS-i).
-template <int LV, int RS>
-__device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], int tid, int T, int p, int log_n,
-                                                       int base, const u64x2* itw) {
+template <int LV, int RS, class TW>
+__device__ __forceinline__ void inverse_round_twiddles(TW (&w)[(1 << LV)], int tid, int T, int p, int log_n,
+                                                       int base, const TW* itw) {
   const unsigned b0 = (1u << (log_n - p - RS)) + ((unsigned)base >> (p + RS));
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
@@ -514,8 +514,8 @@ __device__ __forceinline__ void inverse_round_twiddles(u64x2 (&w)[(1 << LV)], in
 }
 
 template <int LV, int RS, class A>
-__device__ __forceinline__ void inverse_round_apply(typename A::T (&v)[(1 << LV)], const u64x2 (&w)[(1 << LV)],
-                                                    const A& ar) {
+__device__ __forceinline__ void inverse_round_apply(typename A::T (&v)[(1 << LV)],
+                                                    const typename A::TW (&w)[(1 << LV)], const A& ar) {
 #pragma unroll
   for (int g = 0; g < ((1 << LV) >> RS); ++g) {
 #pragma unroll
@@ -523,7 +523,7 @@ __device__ __forceinline__ void inverse_round_apply(typename A::T (&v)[(1 << LV)
 #pragma unroll
       for (int kk = 0; kk < (1 << (RS - 1)); ++kk) {
         const int k = ((kk >> i) << (i + 1)) | (kk & ((1 << i) - 1));
-        const u64x2 wt = w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + (kk >> i)];
+        const typename A::TW wt = w[g * ((1 << RS) - 1) + (1 << RS) - (1 << (RS - i)) + (kk >> i)];
         ar.butterfly(v[(g << RS) | k], v[(g << RS) | k | (1 << i)], wt);
       }
     }
@@ -584,9 +584,9 @@ struct ChunkStore {  // the NTT values themselves, 16-byte stores into the chunk
 // Forward full rounds p = P, P + LV, .. < LC (chunk stages p .. p + LV - 1; ltmin LC - p - LV),
 // each after an exchange from the previous round's layout (the first round's: RS0 stages).
 template <int LV, int LC, int P, class A>
-__device__ __forceinline__ void forward_full_rounds(typename A::T (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)],
-                                                    typename A::T* sm, int tid, int log_n, int base, const u64x2* w,
-                                                    const A& ar) {
+__device__ __forceinline__ void forward_full_rounds(typename A::T (&v)[(1 << LV)], typename A::TW (&t)[(1 << LV)],
+                                                    typename A::T* sm, int tid, int log_n, int base,
+                                                    const typename A::TW* w, const A& ar) {
   if constexpr (P < LC) {
     constexpr int T = 1 << (LC - LV);
     constexpr int RS0 = LC % LV ? LC % LV : LV;
@@ -605,12 +605,12 @@ __device__ __forceinline__ void forward_full_rounds(typename A::T (&v)[(1 << LV)
 
 template <int LV, int LC, class Store, class A>
 __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* sm_words, int tid, int log_n,
-                                              int base, const u64x2* w, const A& ar) {
+                                              int base, const typename A::TW* w, const A& ar) {
   constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
   constexpr int RS0 = LC % LV ? LC % LV : LV;
   typename A::T v[(1 << LV)];
   typename A::T* sm = reinterpret_cast<typename A::T*>(sm_words);
-  u64x2 t[(1 << LV)];
+  typename A::TW t[(1 << LV)];
   forward_round_twiddles<LV, RS0>(t, tid, T, 0, log_n, LC, base, w);
   global_load<LV, RS0>(v, src, tid, T, LC - RS0, ar);
   forward_round_apply<LV, RS0>(v, t, ar);
@@ -645,14 +645,14 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
 #endif
 struct ForwardChunk {
   const u64* src;
-  const u64x2* w;
+  TwiddleRow w;
   u64 q;
   int base;
   template <int LV, bool F64 = FHE_NTT_F64, class Store>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
-#define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, w, ar)
+#define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, ar.row(w), ar)
 #if FHE_NTT_F64
     if (F64 && q < F64_MAX_Q) {
       const ForwardArithF64 ar{modulus_f64(q)};
@@ -672,7 +672,7 @@ __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const in
   const int N = 1 << log_n;
   const int id = rowmap[limb];
   const int base = at.chunk << log_chunk;
-  return {in + at.entry * in_bs + (i64)limb * N + base, reinterpret_cast<const u64x2*>(tw2) + (i64)id * N,
+  return {in + at.entry * in_bs + (i64)limb * N + base, twiddle_row(tw2, num_moduli, log_n, id),
           consts[FHE_C_Q * num_moduli + id], base};
 }
 
@@ -862,9 +862,9 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
 // Inverse full rounds p = P, P + LV, .. < LC - LC % LV (chunk stages p .. p + LV - 1, ltmin p),
 // each after an exchange from the previous full round's layout (ltmin p - LV).
 template <int LV, int LC, int P, class A>
-__device__ __forceinline__ void inverse_full_rounds(typename A::T (&v)[(1 << LV)], u64x2 (&t)[(1 << LV)],
-                                                    typename A::T* sm, int tid, int log_n, int base, const u64x2* w,
-                                                    const A& ar) {
+__device__ __forceinline__ void inverse_full_rounds(typename A::T (&v)[(1 << LV)], typename A::TW (&t)[(1 << LV)],
+                                                    typename A::T* sm, int tid, int log_n, int base,
+                                                    const typename A::TW* w, const A& ar) {
   if constexpr (P < LC - LC % LV) {
     constexpr int T = 1 << (LC - LV);
     round_store<LV, LV>(v, sm, tid, T, P - LV);
@@ -880,7 +880,7 @@ __device__ __forceinline__ void inverse_full_rounds(typename A::T (&v)[(1 << LV)
 
 template <int LV, int LC, class A>
 __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm_words, int tid, int log_n, int base,
-                                              const u64x2* w, const A& ar, bool whole) {
+                                              const typename A::TW* w, const A& ar, bool whole) {
   constexpr int T = 1 << (LC >= LV ? LC - LV : 0);
   constexpr int REST = LC % LV;
   constexpr int FULL_END = LC - REST;  // full rounds cover chunk stages [0, FULL_END)
@@ -888,7 +888,7 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm_
   constexpr int LTL = REST ? FULL_END : FULL_END - LV;  // its ltmin
   typename A::T v[(1 << LV)];
   typename A::T* sm = reinterpret_cast<typename A::T*>(sm_words);
-  u64x2 t[(1 << LV)];
+  typename A::TW t[(1 << LV)];
   inverse_round_twiddles<LV, LV>(t, tid, T, 0, log_n, base, w);
   {  // round 0 (ltmin = 0): each thread's (1 << LV) coefficients are contiguous
     const u64x2* s2 = reinterpret_cast<const u64x2*>(src + (tid << LV));
@@ -944,11 +944,11 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   const int base = at.chunk << log_chunk;
   const u64* src = in + at.entry * in_bs + (i64)limb * N + base;
   u64* dst = out + at.entry * out_bs + (i64)limb * N + base;
-  const u64x2* w = reinterpret_cast<const u64x2*>(itw2) + (i64)id * N;
+  const TwiddleRow w = twiddle_row(itw2, num_moduli, log_n, id);
   const bool whole = log_chunk == log_n;
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
-#define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, w, ar, whole)
+#define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, ar.row(w), ar, whole)
 #if FHE_NTT_F64
   if (q < F64_MAX_Q) {
     const InverseArithF64 ar{modulus_f64(q), word_to_f64(ninv)};
@@ -985,7 +985,7 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u
   } while (0)
 
 template <int K, class A>
-__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, const A& ar, const u64x2* itw,
+__device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, const A& ar, const typename A::TW* itw,
                                                      int log_n, int log_chunk, int j) {
   typename A::T v[1 << K];
 #pragma unroll
@@ -1010,17 +1010,18 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 1: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<1>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
-    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<2>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
-    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<3>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
-    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<4>(r.src, r.dst, ar, r.w, log_n, log_chunk, j))); break;
+    case 1: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<1>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
+    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<2>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
+    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<3>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
+    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<4>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
     default: break;
   }
 }
 
 template <int K, class A>
-__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, const A& ar, const u64x2* itw,
-                                                        int log_n, int log_chunk, int j, int h) {
+__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, const A& ar,
+                                                        const typename A::TW* itw, int log_n, int log_chunk, int j,
+                                                        int h) {
   constexpr int H = 1 << (K - 1);
   typename A::T a[H / 2], b[H / 2];
   inverse_columns_load_x2<K>(in, a, b, itw, ar, log_n, log_chunk, j, h);
@@ -1046,9 +1047,9 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(co
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<2>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
-    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<3>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
-    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<4>(r.src, r.dst, ar, r.w, log_n, log_chunk, j, h))); break;
+    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<2>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
+    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<3>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
+    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<4>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
     default: break;
   }
 }

@@ -11,7 +11,8 @@
 //             contiguous C-element chunks in shared memory.
 //   inverse : log_chunk chunk stages first (u < log_chunk), then K column stages, then N^-1.
 // Twiddle tables are [M, N, 2] per modulus id: (w, floor(w * 2^64 / q)) pairs, the Shoup companion
-// beside its twiddle so one 16-byte load fetches both (u64x2).
+// beside its twiddle so one 16-byte load fetches both (u64x2), followed in the same allocation by
+// [M, N] float64 copies of w for the float64 arithmetic (CupyBackend._tw; twiddle_row).
 #pragma once
 #include "modarith.cuh"
 #include "modarith_f64.cuh"
@@ -22,6 +23,17 @@ namespace fhe {
 struct alignas(16) u64x2 {
   u64 a, b;
 };
+
+// One modulus's row of a twiddle table: its (w, Shoup) pairs and its float64 copies of w.
+struct TwiddleRow {
+  const u64x2* w;
+  const double* f;
+};
+__device__ __forceinline__ TwiddleRow twiddle_row(const u64* tw2, int num_moduli, int log_n, int id) {
+  const i64 n = (i64)1 << log_n;
+  return {reinterpret_cast<const u64x2*>(tw2) + id * n,
+          reinterpret_cast<const double*>(tw2 + 2 * num_moduli * n) + id * n};
+}
 
 // x - m if x >= m else x, for m < 2^63 and x < m + 2^63 (every lazy range here: x < 4q < 2^63):
 // the sign of x - m as a signed word decides (one compare of the high word, not a 64-bit compare).
@@ -56,8 +68,8 @@ __device__ __forceinline__ void gs_butterfly(u64& a, u64& b, u64 w, u64 wsh, u64
 __device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) { return sub_if_ge(sub_if_ge(x, two_q), q); }
 
 // The arithmetic of the forward stages (column and chunk): a word type T the registers and shared memory
-// hold, from_word (a loaded word in [0, 4q)), butterfly (Cooley-Tukey with a (twiddle, Shoup
-// companion) pair) and canonical (T -> its residue in [0, q)).
+// hold, a twiddle type TW (row(): its table in a TwiddleRow), from_word (a loaded word in
+// [0, 4q)), butterfly (Cooley-Tukey with a twiddle) and canonical (T -> its residue in [0, q)).
 // ForwardArithU64: Harvey butterflies on words in [0, 4q), any modulus (< 2^61).
 // ForwardArithF64: float64 (modarith_f64.cuh) for moduli below F64_MAX_Q: signed integers that
 // grow by at most 0.63 q a stage, 6 float64 instructions a product instead of about 14 int32
@@ -67,7 +79,9 @@ __device__ __forceinline__ u64 reduce_from_4q(u64 x, u64 q, u64 two_q) { return 
 #endif
 struct ForwardArithU64 {
   typedef u64 T;
+  typedef u64x2 TW;
   u64 q, nq, two_q;
+  __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
   __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
   __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
     ct_butterfly(a, b, w.a, w.b, nq, two_q);
@@ -77,15 +91,29 @@ struct ForwardArithU64 {
 };
 struct ForwardArithF64 {
   typedef double T;
+  typedef double TW;
   ModulusF64 m;
+  __device__ __forceinline__ const double* row(const TwiddleRow& r) const { return r.f; }
   __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
-  __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
-    const double v = mul_mod_f64(b, word_to_f64(w.a), m);
+  __device__ __forceinline__ void butterfly(double& a, double& b, double w) const {
+    const double v = mul_mod_f64(b, w, m);
     b = a - v;
     a = a + v;
   }
   __device__ __forceinline__ u64 canonical(double x) const { return f64_to_word(reduce_canonical_f64(x, m)); }
   __device__ __forceinline__ u64 column_word(double x) const { return canonical(x); }
+};
+
+// ForwardArithF64 on the (w, Shoup) pairs, converting w as it multiplies: the forward column
+// kernels' form. With the float64 table their twiddle registers grew (ptxas: 96 -> 122 registers
+// a thread in ntt_forward_column_stages, one block fewer an SM) and the N=2^16 column launch
+// went from 23.4 to 25.8 µs (2026-11-30-s27/f64_twiddles/), while the chunk kernels gained.
+struct ForwardArithF64Pairs : ForwardArithF64 {
+  typedef u64x2 TW;
+  __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
+  __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
+    ForwardArithF64::butterfly(a, b, word_to_f64(w.a));
+  }
 };
 
 // The arithmetic of the inverse chunk and column stages: as the forward one, with begin_round
@@ -100,7 +128,9 @@ struct ForwardArithF64 {
 // Its column stages start from x - q in [-q, q): at most 4 stages stay below 16q.
 struct InverseArithU64 {
   typedef u64 T;
+  typedef u64x2 TW;
   u64 q, nq, two_q, ninv, ninv_sh;
+  __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
   __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
   __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
     gs_butterfly(a, b, w.a, w.b, nq, two_q);
@@ -114,13 +144,15 @@ struct InverseArithU64 {
 };
 struct InverseArithF64 {
   typedef double T;
+  typedef double TW;
   ModulusF64 m;
   double ninv;  // N^-1 mod q (used when whole)
+  __device__ __forceinline__ const double* row(const TwiddleRow& r) const { return r.f; }
   __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
-  __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
+  __device__ __forceinline__ void butterfly(double& a, double& b, double w) const {
     const double d = a - b;
     a = a + b;
-    b = mul_mod_f64(d, word_to_f64(w.a), m);
+    b = mul_mod_f64(d, w, m);
   }
   template <int M>
   __device__ __forceinline__ void begin_round(double (&v)[M]) const {
@@ -136,7 +168,8 @@ struct InverseArithF64 {
 // Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j), in the arithmetic `ar`
 // (ForwardArithU64: in/out [0, 4q)).
 template <int K, class A>
-__device__ __forceinline__ void forward_column_stages(typename A::T (&v)[1 << K], const u64x2* tw, const A& ar) {
+__device__ __forceinline__ void forward_column_stages(typename A::T (&v)[1 << K], const typename A::TW* tw,
+                                                      const A& ar) {
 #pragma unroll
   for (int s = 0; s < K; ++s) {
     const int lt = K - s - 1;  // log2 of the stride in columns
@@ -159,8 +192,8 @@ __device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u6
 // column through here with root = 2 + h (its twiddle offset h << (K - 1 - lt) folded in).
 // In the arithmetic `ar` (InverseArithU64: in/out [0, 2q)).
 template <int K, class A>
-__device__ __forceinline__ void inverse_column_stages(typename A::T (&v)[1 << K], const u64x2* itw, const A& ar,
-                                                      int log_n, int root = 1) {
+__device__ __forceinline__ void inverse_column_stages(typename A::T (&v)[1 << K], const typename A::TW* itw,
+                                                      const A& ar, int log_n, int root = 1) {
   const int log_chunk = log_n - K;
 #pragma unroll
   for (int lt = 0; lt < K; ++lt) {  // stride 2^lt columns, u = log_chunk + lt
@@ -214,8 +247,8 @@ __device__ __forceinline__ void pair_exchange(const W (&v)[H], W (&a)[H / 2], W 
 template <int K, class A>
 __device__ __forceinline__ void forward_column_stages_x2(typename A::T (&v)[1 << (K - 1)],
                                                          typename A::T (&a)[1 << (K - 2)],
-                                                         typename A::T (&b)[1 << (K - 2)], const u64x2* tw,
-                                                         const A& ar, int h) {
+                                                         typename A::T (&b)[1 << (K - 2)],
+                                                         const typename A::TW* tw, const A& ar, int h) {
   static_assert(K >= 2, "two lanes per column need at least two column stages");
   forward_column_stages<K - 1>(v, tw, ar);
   pair_exchange<(1 << (K - 1))>(v, a, b, h);
@@ -232,12 +265,12 @@ __device__ __forceinline__ void forward_column_stages_x2(typename A::T (&v)[1 <<
 template <int K, class A>
 __device__ __forceinline__ void inverse_column_stages_x2(typename A::T (&v)[1 << (K - 1)],
                                                          typename A::T (&a)[1 << (K - 2)],
-                                                         typename A::T (&b)[1 << (K - 2)], const u64x2* itw,
-                                                         const A& ar, int log_n, int h) {
+                                                         typename A::T (&b)[1 << (K - 2)],
+                                                         const typename A::TW* itw, const A& ar, int log_n, int h) {
   static_assert(K >= 2, "two lanes per column need at least two column stages");
   inverse_column_stages<K - 1>(v, itw, ar, log_n, 2 + h);
   pair_exchange<(1 << (K - 1))>(v, a, b, h);
-  const u64x2 w = itw[1];
+  const typename A::TW w = itw[1];
 #pragma unroll
   for (int k = 0; k < (1 << (K - 2)); ++k) ar.butterfly(a[k], b[k], w);
 }

@@ -343,6 +343,27 @@ def test_racing_first_ntts_build_the_twiddles_once(fake_backend_factory):
     assert len(got) == 4 and all(tables is got[0] for tables in got)
 
 
+def test_twiddle_tables_carry_their_float64_copies_after_the_pairs(fake_backend_factory):
+    """ntt_stages.cuh twiddle_row reads past a table's [M, N, 2] (w, Shoup) pairs: the same
+    allocation then holds [M, N] float64 copies of w, which the float64 arithmetic multiplies by
+    (primes below 2^45: exact)."""
+    from fhelium_cupy.ckks.backends._cupy_tables import twiddle_tables
+
+    ctx = gpu_cases.context("n4096")
+    backend = fake_backend_factory(ctx)
+    m, n = len(ctx.moduli), ctx.ring_degree
+    for table, (first, second) in zip(backend._tw(), ((0, 1), (2, 3))):
+        assert table.shape == (m, n, 2) and table.base is not None and table.base.size == 3 * m * n
+        words = table.base
+        assert np.shares_memory(words, table) and np.array_equal(words[: 2 * m * n], table.ravel())
+        floats = words[2 * m * n:].view(np.float64).reshape(m, n)
+        for r, (q, psi) in enumerate(zip(ctx.moduli, ctx.psi)):
+            t = twiddle_tables(q, psi, n)
+            assert np.array_equal(table[r, :, 0], t[first]) and np.array_equal(table[r, :, 1], t[second])
+            if q < 1 << 45:
+                assert np.array_equal(floats[r].astype(np.uint64), t[first])
+
+
 def test_a_capture_holds_the_keys_its_key_switches_read(fake_backend_factory):
     """The graph reads keys by address: an engine's default key replaced after the capture
     (``generate_keys``) must stay allocated while the program lives."""

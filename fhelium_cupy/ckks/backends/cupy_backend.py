@@ -447,13 +447,21 @@ class CupyBackend:
         return rows, self._cached(("rows", rows), build)
 
     def _tw(self) -> tuple[Any, Any]:
-        """Device twiddles ``(forward, inverse)``, each ``[M, N, 2]``: (w, Shoup(w)) pairs (ntt_stages.cuh)."""
+        """Device twiddles ``(forward, inverse)``, each ``[M, N, 2]``: (w, Shoup(w)) pairs, a view
+        of the head of its allocation; the rest of the allocation holds ``[M, N]`` float64 copies
+        of w (exact below 2^53), which the kernels' float64 arithmetic reads for the primes below
+        2^45 (ntt_stages.cuh ``twiddle_row``): pass only these tables to the NTT kernels."""
 
         def build() -> tuple[Any, Any]:
             tables = [twiddle_tables(q, psi, self.n) for q, psi in zip(self.context.moduli, self.context.psi)]
-            forward, inverse = (self._upload(np.stack([np.stack([t[i], t[i + 1]], axis=-1) for t in tables]))
-                                for i in (0, 2))
-            return forward, inverse
+
+            def upload(i: int) -> Any:
+                pairs = np.stack([np.stack([t[i], t[i + 1]], axis=-1) for t in tables])
+                floats = np.stack([t[i] for t in tables]).astype(np.float64).view(np.uint64)
+                words = self._upload(np.concatenate([pairs.ravel(), floats.ravel()]))
+                return words[: pairs.size].reshape(pairs.shape)
+
+            return upload(0), upload(2)
 
         return self._cached(("twiddles",), build)  # type: ignore[no-any-return]
 
