@@ -33,7 +33,7 @@ from ._evaluation import EvaluationMixin
 from .context import CkksContext
 from .crypto import decrypt_phase, encrypt_rns
 from .encoding import coefficients_to_slots, slots_to_coefficients
-from .flooding import NoiseFlooding
+from .flooding import FLOODED_DECRYPTIONS, NoiseFlooding
 from .keygen import KeyChain, KeyGenerator
 from .keys import ConjugationKey, PublicKey, RelinearizationKey, RotationKey, SecretKey, normalize_rotation_step
 from .params import Parameters, ParametersLiteral, require_opt_in_flag
@@ -195,6 +195,12 @@ class CkksEngine(EvaluationMixin):
     def keys(self) -> KeyChain:
         """The engine's key chain (generated on first use, once even when threads race)."""
         return get_or_build(vars(self), "_keys", self._keys_lock, KeyChain, self.key_generator)
+
+    @property
+    def flooded_decryptions(self) -> int:
+        """Flooded decryptions (``decrypt(..., flooding=...)``, each batch entry counting) made in
+        this process under the engine's secret key, by any engine holding it; 0 without keys."""
+        return 0 if self._keys is None else FLOODED_DECRYPTIONS.count(self._keys.key_id)
 
     def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
         """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys
@@ -390,19 +396,27 @@ class CkksEngine(EvaluationMixin):
             ForeignKeyError: the ciphertext is not under this engine's secret.
             TypeError: ``flooding`` is not exactly a ``NoiseFlooding``, or one of its fields has the
                 wrong type (fields are validated again here).
-            ValueError: a field of ``flooding`` is out of range, or its noise does not fit the
-                ciphertext level's modulus.
+            ValueError: a field of ``flooding`` is out of range, its noise does not fit the
+                ciphertext level's modulus, or the decryption would take the flooded decryptions
+                under this secret in this process (:attr:`flooded_decryptions`, each batch entry
+                counting) past ``flooding.queries``.
         """
         check_ciphertext(self, ciphertext, "decrypt")
         self._check_own_secret(ciphertext, "decrypt")
-        if flooding is not None:
+        rows = ciphertext.prime_ids
+        if flooding is None:
+            phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
+                                  ciphertext.polynomial_domain)
+        else:
             flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again
             flooding.check_fits(self.context.level_modulus_bits[ciphertext.level], ciphertext.level)
-        rows = ciphertext.prime_ids
-        phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
-        if flooding is not None:  # one fresh integer polynomial a batch entry, reduced mod every row
-            noise = sample_discrete_gaussian_wide(tuple(phase.shape[:-2]) + (self.context.ring_degree,), flooding.sigma)
-            phase = self.backend.add(phase, self.backend.rns_from_integers(noise, rows), rows)
+            batch = tuple(ciphertext.data.shape[:-3])
+            with FLOODED_DECRYPTIONS.reserve(self.keys.key_id, math.prod(batch), flooding):
+                phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
+                                      ciphertext.polynomial_domain)
+                # one fresh integer polynomial a batch entry, reduced mod every row
+                noise = sample_discrete_gaussian_wide(batch + (self.context.ring_degree,), flooding.sigma)
+                phase = self.backend.add(phase, self.backend.rns_from_integers(noise, rows), rows)
         return Plaintext(
             phase,
             level=ciphertext.level,

@@ -26,7 +26,10 @@ case (CKKS error grows with the messages), so calibrate on the largest inputs th
 application allows and add a margin; a malicious evaluator can inflate the error, and no
 flooding sized in advance covers that. ``tau`` counts every flooded decryption under the
 secret key over its lifetime (each batch entry, each repeated decryption), not only those of
-one computation; nothing here counts them.
+one computation. :data:`FLOODED_DECRYPTIONS` counts them per secret key in this process, and
+``CkksEngine.decrypt`` refuses a flooded decryption that would take the count past the
+``queries`` of its ``NoiseFlooding``; decryptions in other processes, or before a key was
+saved and loaded again, are the caller's to count.
 
 The price is precision: a slot's real and imaginary parts each get an extra error of
 standard deviation about ``sigma * sqrt(N / 2) / scale`` (:meth:`NoiseFlooding.slot_noise`).
@@ -36,9 +39,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["MAX_FLOODING_SIGMA_BITS", "NoiseFlooding"]
+__all__ = ["FLOODED_DECRYPTIONS", "MAX_FLOODING_SIGMA_BITS", "FloodedDecryptionLedger", "NoiseFlooding"]
 
 MAX_FLOODING_SIGMA_BITS = 56.0
 """The largest flooding noise: its 9-sigma tail (the sampler's cut) stays below 2**62, the bound
@@ -134,3 +140,50 @@ class NoiseFlooding:
         if type(flooding) is not cls:
             raise TypeError(f"flooding must be a NoiseFlooding or None, got {type(flooding).__name__}")
         return cls(flooding.error_bits, flooding.queries, flooding.statistical_security)  # type: ignore[attr-defined]
+
+
+class FloodedDecryptionLedger:
+    """Flooded decryptions made under each secret key (by ``key_id``) in this process.
+
+    The flooding noise is sized for ``queries`` decryptions an adversary may see; past that
+    count the guarantee is gone, so :meth:`reserve` refuses a decryption that would exceed the
+    ``queries`` of the ``NoiseFlooding`` it uses. Thread-safe. Counts only grow (a refused or
+    failed decryption adds nothing); they live as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def count(self, key_id: str) -> int:
+        """Flooded decryptions made under the secret ``key_id`` so far (each batch entry counts)."""
+        with self._lock:
+            return self._counts.get(key_id, 0)
+
+    @contextmanager
+    def reserve(self, key_id: str, entries: int, flooding: NoiseFlooding) -> Iterator[None]:
+        """Count ``entries`` flooded decryptions under ``key_id`` for the ``with`` body, which
+        makes them; taken back if the body raises (no result left it).
+
+        Raises:
+            ValueError: the count would pass ``flooding.queries``; nothing is counted.
+        """
+        with self._lock:
+            used = self._counts.get(key_id, 0)
+            if used + entries > flooding.queries:
+                raise ValueError(
+                    f"flooded decryption refused: {used} flooded decryptions were made under secret {key_id} in this "
+                    f"process and this one adds {entries}, past the {flooding.queries} queries its NoiseFlooding is "
+                    "sized for; size one for more queries (more noise) or decrypt under a new key"
+                )
+            self._counts[key_id] = used + entries
+        try:
+            yield
+        except BaseException:
+            with self._lock:
+                self._counts[key_id] -= entries
+            raise
+
+
+FLOODED_DECRYPTIONS = FloodedDecryptionLedger()
+"""The process's ledger, which ``CkksEngine.decrypt(..., flooding=...)`` counts in."""

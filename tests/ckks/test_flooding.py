@@ -16,9 +16,17 @@ from fhelium_cupy.ckks import CkksEngine, NoiseFlooding
 from fhelium_cupy.ckks.flooding import MAX_FLOODING_SIGMA_BITS
 from fhelium_cupy.ckks.sampling import sample_discrete_gaussian_wide
 from fhelium_cupy.errors import ForeignKeyError
-from tests.helpers.ckks_engines import make_engine, random_message
+from tests.helpers.ckks_engines import random_message
 
 PRESET = "test-n4096-scale40"
+
+
+def fresh_engine() -> CkksEngine:
+    """An engine with a secret of its own: flooded decryptions are counted per secret key for
+    the process (``FLOODED_DECRYPTIONS``), so each test starts from a count of 0."""
+    engine = CkksEngine(PRESET, insecure=True)
+    engine.generate_keys()
+    return engine
 
 
 def test_sigma_follows_the_formula_and_fields_are_validated():
@@ -95,7 +103,7 @@ def _phase_difference(engine, a, b) -> np.ndarray:
 
 
 def test_a_flooded_decryption_is_the_phase_plus_fresh_noise_of_sigma():
-    engine = make_engine(PRESET)
+    engine = fresh_engine()
     m = random_message(engine, 1)
     ct = engine.encrypt_message(m)
     flooding = NoiseFlooding(error_bits=6, queries=16)
@@ -118,7 +126,7 @@ def test_a_flooded_decryption_is_the_phase_plus_fresh_noise_of_sigma():
 
 
 def test_measured_error_bits_equal_an_exact_integer_oracle():
-    engine = make_engine(PRESET)
+    engine = fresh_engine()
     m = random_message(engine, 2)
     ct = engine.encrypt_message(m)
     n = engine.coefficient_domain_to_ntt_domain(ct)
@@ -138,7 +146,7 @@ def test_measured_error_bits_equal_an_exact_integer_oracle():
 
 
 def test_refusals_come_first_and_change_nothing():
-    engine = make_engine(PRESET)
+    engine = fresh_engine()
     m = random_message(engine, 3)
     ct = engine.encrypt_message(m)
     last = engine.encrypt_message(m, level=engine.context.max_level)
@@ -169,3 +177,58 @@ def test_refusals_come_first_and_change_nothing():
     with pytest.raises(ForeignKeyError):
         stranger.measure_error_bits(ct, m)
     assert np.max(np.abs(engine.decrypt_message(ct) - m)) < 1e-6
+
+
+def test_flooded_decryptions_are_counted_per_key_and_refused_past_their_queries(monkeypatch):
+    engine = fresh_engine()
+    m = random_message(engine, 4)
+    ct, pair = engine.encrypt_message(m), engine.encrypt_message(np.stack([m, m]))
+    three = NoiseFlooding(error_bits=6, queries=3)
+    assert engine.flooded_decryptions == 0
+    engine.decrypt(ct)  # unflooded decryptions are not counted
+    engine.decrypt(pair, flooding=three)  # each batch entry counts
+    assert engine.flooded_decryptions == 2
+    with pytest.raises(ValueError, match="2 flooded decryptions were made .* adds 2, past the 3 queries"):
+        engine.decrypt_message(pair, flooding=three)
+    assert engine.flooded_decryptions == 2  # the refusal counted nothing
+    engine.decrypt_message(ct, flooding=three)
+    with pytest.raises(ValueError, match="past the 3 queries"):
+        engine.decrypt(ct, flooding=three)
+    engine.decrypt(ct, flooding=NoiseFlooding(error_bits=6, queries=4))  # sized for more: allowed
+    assert engine.flooded_decryptions == 4
+    # another engine holding the same secret shares the count; a new key starts at 0
+    twin = CkksEngine(PRESET, insecure=True)
+    twin.generate_keys(engine.keys.secret_key)
+    assert twin.flooded_decryptions == 4
+    with pytest.raises(ValueError, match="past the 4 queries"):
+        twin.decrypt(ct, flooding=NoiseFlooding(error_bits=6, queries=4))
+    other = fresh_engine()
+    assert other.flooded_decryptions == 0
+
+    # a decryption that fails after its reservation counts nothing (no result left it)
+    def broken(*args, **kwargs):
+        raise RuntimeError("sampler failed")
+
+    monkeypatch.setattr("fhelium_cupy.ckks.engine.sample_discrete_gaussian_wide", broken)
+    with pytest.raises(RuntimeError, match="sampler failed"):
+        engine.decrypt(ct, flooding=NoiseFlooding(error_bits=6, queries=8))
+    assert engine.flooded_decryptions == 4
+
+
+def test_racing_flooded_decryptions_never_pass_the_queries():
+    from fhelium_cupy.ckks.flooding import FloodedDecryptionLedger
+    from tests.helpers.threads import run_together
+
+    ledger, flooding = FloodedDecryptionLedger(), NoiseFlooding(error_bits=1, queries=50)
+    made = []
+
+    def worker(t: int) -> None:
+        for _ in range(20):
+            try:
+                with ledger.reserve("k", 1, flooding):
+                    made.append(t)
+            except ValueError:
+                pass
+
+    run_together(worker, 8)  # 160 attempts for 50 queries
+    assert len(made) == 50 and ledger.count("k") == 50 and ledger.count("other") == 0
