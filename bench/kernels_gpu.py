@@ -44,6 +44,10 @@ def make_sets():
                 ro.make_context(n16, ro.ntt_primes(40, 35, n16), ro.ntt_primes(60, 4, n16), dnum=9)),
         "n16d4": ("N=2^16, 34 Q (40-bit) + 6 P (60-bit), dnum 4",
                   ro.make_context(n16, ro.ntt_primes(40, 34, n16), ro.ntt_primes(60, 6, n16), dnum=4)),
+        # every prime below 2^45, so every NTT row takes the float64 arithmetic (P = 369 bits
+        # covers a digit's 9 x 40 bits; log QP = 1729, under the 1772 of 128-bit security at N=2^16)
+        "n16p41": ("N=2^16, 34 Q (40-bit) + 9 P (41-bit), dnum 4",
+                   ro.make_context(n16, ro.ntt_primes(40, 34, n16), ro.ntt_primes(41, 9, n16), dnum=4)),
     }
 
 
