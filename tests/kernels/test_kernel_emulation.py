@@ -418,7 +418,7 @@ def test_ntt_kernel_emulation_matches_contract_for_every_split(ctx, log_chunk, l
 
 
 @pytest.mark.parametrize("lv", LVS)
-@pytest.mark.parametrize(("log_n", "log_chunk"), [(6, 3), (6, 6), (7, 4), (7, 7)])
+@pytest.mark.parametrize(("log_n", "log_chunk"), [(6, 3), (6, 6), (7, 4), (7, 7), (8, 4)])
 def test_float64_ntt_emulation_matches_contract(log_n, log_chunk, lv):
     """The forward column and chunk kernels and the inverse chunk kernel in float64
     (FHE_NTT_F64, moduli below 2^45): the same canonical residues as the contract, every
