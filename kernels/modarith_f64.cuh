@@ -15,6 +15,9 @@
 //   fma(-c, q, p) is exact: its true value p - c q is an integer of magnitude
 //   < 0.63 q + 2^41 < 2^53; adding e is exact for the same reason.
 // A forward NTT of inputs in [0, 4q) stays below 4q + 16 * 0.63 q < 15q < 2^49.
+// Every fused multiply-add is an explicit __fma_rn and no plain product feeds a plain sum, so
+// NVRTC's FMA contraction (--fmad=true, the default) cannot change a result; 1/q is an IEEE
+// division (a fast-math build's 1-2 ulp reciprocal would still keep products within 0.7 q).
 // The result is congruent to x w mod q and depends only on the inputs, so every transform
 // that ends in reduce_canonical_f64 gives the canonical residues of the integer path.
 #pragma once
