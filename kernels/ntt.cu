@@ -117,19 +117,8 @@ struct SpreadLoad {
 #ifndef FHE_NTT_F64_COLUMN
 #define FHE_NTT_F64_COLUMN FHE_NTT_F64
 #endif
-// A column kernel's arithmetic for a row of modulus q: the float64 one (FHE_NTT_F64_COLUMN,
-// q < F64_MAX_Q) or the 64-bit one; the column bodies below are written once for both.
-// Forward column words out: ForwardArithU64 harvey [0, 4q), ForwardArithF64 canonical.
-#define FHE_FORWARD_COLUMN_ARITH(q, BODY)                        \
-  do {                                                          \
-    if (FHE_NTT_F64_COLUMN && (q) < F64_MAX_Q) {                \
-      const ForwardArithF64Pairs ar{{modulus_f64(q)}};          \
-      BODY;                                                     \
-    } else {                                                    \
-      const ForwardArithU64 ar{(q), 0 - (q), 2 * (q)};          \
-      BODY;                                                     \
-    }                                                           \
-  } while (0)
+// The column kernels take the float64 arithmetic per row (FHE_NTT_F64_COLUMN, q < F64_MAX_Q):
+// forward ones on the (w, Shoup) pairs (ForwardArithF64Pairs), their words out canonical.
 
 template <int K, class Load, class A>
 __device__ __forceinline__ void forward_columns_body(const Load& in, u64* out, const A& ar, const typename A::TW* tw,
@@ -159,7 +148,7 @@ __device__ __forceinline__ void forward_columns_store_x2(typename A::T (&v)[1 <<
 template <int K>
 __device__ __forceinline__ void forward_columns_store_x2(u64 (&v)[1 << (K - 1)], u64* out, u64 q, const u64x2* tw,
                                                          int log_chunk, int j, int h) {
-  forward_columns_store_x2<K>(v, out, ForwardArithU64{q, 0 - q, 2 * q}, tw, log_chunk, j, h);
+  forward_columns_store_x2<K>(v, out, ForwardArithU64(q), tw, log_chunk, j, h);
 }
 
 template <int K, class Load, class A>
@@ -188,7 +177,7 @@ template <int K>
 __device__ __forceinline__ void inverse_columns_load_x2(const u64* in, u64 (&a)[1 << (K - 2)],
                                                         u64 (&b)[1 << (K - 2)], const u64x2* itw, u64 q, int log_n,
                                                         int log_chunk, int j, int h) {
-  inverse_columns_load_x2<K>(in, a, b, itw, InverseArithU64{q, 0 - q, 2 * q, 0, 0}, log_n, log_chunk, j, h);
+  inverse_columns_load_x2<K>(in, a, b, itw, InverseArithU64(q, 0, 0), log_n, log_chunk, j, h);
 }
 
 // The K = log_n - log_chunk column stages of column j (X2: lane h of two a column), by K.
@@ -215,7 +204,8 @@ __device__ __forceinline__ void forward_columns_in(const Load& in, u64* out, con
 template <bool X2, class Load>
 __device__ __forceinline__ void forward_columns(const Load& in, u64* out, u64 q, const TwiddleRow& tw, int log_n,
                                                 int log_chunk, int j, int h) {
-  FHE_FORWARD_COLUMN_ARITH(q, (forward_columns_in<X2>(in, out, ar, ar.row(tw), log_n, log_chunk, j, h)));
+  FHE_WITH_ROW_ARITH(ForwardArithF64Pairs, ForwardArithU64, FHE_NTT_F64_COLUMN, q, (q),
+                     (forward_columns_in<X2>(in, out, ar, ar.row(tw), log_n, log_chunk, j, h)));
 }
 
 // ntt_forward_column_stages: the first K = log_n - log_chunk forward stages (strides >= C).
@@ -653,15 +643,7 @@ struct ForwardChunk {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
 #define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, ar.row(w), ar)
-#if FHE_NTT_F64
-    if (F64 && q < F64_MAX_Q) {
-      const ForwardArithF64 ar{modulus_f64(q)};
-      FHE_CHUNK_DISPATCH(FHE_FWD)
-      return;
-    }
-#endif
-    const ForwardArithU64 ar{q, 0 - q, 2 * q};
-    FHE_CHUNK_DISPATCH(FHE_FWD)
+    FHE_WITH_ROW_ARITH(ForwardArithF64, ForwardArithU64, F64, q, (q), FHE_CHUNK_DISPATCH(FHE_FWD));
 #undef FHE_FWD
   }
 };
@@ -949,15 +931,7 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
 #define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, ar.row(w), ar, whole)
-#if FHE_NTT_F64
-  if (q < F64_MAX_Q) {
-    const InverseArithF64 ar{modulus_f64(q), word_to_f64(ninv)};
-    FHE_CHUNK_DISPATCH(FHE_INV)
-    return;
-  }
-#endif
-  const InverseArithU64 ar{q, 0 - q, 2 * q, ninv, ninv_sh};
-  FHE_CHUNK_DISPATCH(FHE_INV)
+  FHE_WITH_ROW_ARITH(InverseArithF64, InverseArithU64, FHE_NTT_F64, q, (q, ninv, ninv_sh), FHE_CHUNK_DISPATCH(FHE_INV));
 #undef FHE_INV
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out,
@@ -972,18 +946,6 @@ extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u
 }
 #undef FHE_CHUNK_DISPATCH
 
-// An inverse column kernel's arithmetic for a row (as FHE_FORWARD_COLUMN_ARITH), with N^-1.
-#define FHE_INVERSE_COLUMN_ARITH(q, ninv, ninv_sh, BODY)           \
-  do {                                                            \
-    if (FHE_NTT_F64_COLUMN && (q) < F64_MAX_Q) {                  \
-      const InverseArithF64 ar{modulus_f64(q), word_to_f64(ninv)}; \
-      BODY;                                                       \
-    } else {                                                      \
-      const InverseArithU64 ar{(q), 0 - (q), 2 * (q), (ninv), (ninv_sh)}; \
-      BODY;                                                       \
-    }                                                             \
-  } while (0)
-
 template <int K, class A>
 __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, const A& ar, const typename A::TW* itw,
                                                      int log_n, int log_chunk, int j) {
@@ -993,6 +955,33 @@ __device__ __forceinline__ void inverse_columns_body(const u64* in, u64* out, co
   inverse_column_stages<K>(v, itw, ar, log_n);
 #pragma unroll
   for (int c = 0; c < (1 << K); ++c) out[(c << log_chunk) + j] = ar.output(v[c], true);
+}
+
+template <int K, class A>
+__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, const A& ar,
+                                                        const typename A::TW* itw, int log_n, int log_chunk, int j,
+                                                        int h) {
+  constexpr int H = 1 << (K - 1);
+  typename A::T a[H / 2], b[H / 2];
+  inverse_columns_load_x2<K>(in, a, b, itw, ar, log_n, log_chunk, j, h);
+#pragma unroll
+  for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[i], x[i + H]
+    out[((2 * k + h) << log_chunk) + j] = ar.output(a[k], true);
+    out[((2 * k + h + H) << log_chunk) + j] = ar.output(b[k], true);
+  }
+}
+
+// Column j's inverse column stages (X2: lane h of two a column), then N^-1, in the row's
+// arithmetic (FHE_NTT_F64_COLUMN: float64 below F64_MAX_Q, from x - q; canonical out).
+template <int K, bool X2>
+__device__ __forceinline__ void inverse_columns(const ColumnRow& r, u64 ninv, u64 ninv_sh, int log_n, int log_chunk,
+                                                int j, int h) {
+  if constexpr (X2)
+    FHE_WITH_ROW_ARITH(InverseArithF64, InverseArithU64, FHE_NTT_F64_COLUMN, r.q, (r.q, ninv, ninv_sh),
+                       (inverse_columns_body_x2<K>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h)));
+  else
+    FHE_WITH_ROW_ARITH(InverseArithF64, InverseArithU64, FHE_NTT_F64_COLUMN, r.q, (r.q, ninv, ninv_sh),
+                       (inverse_columns_body<K>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j)));
 }
 
 // ntt_inverse_column_stages: the last K = log_n - log_chunk inverse stages (strides >= C),
@@ -1010,25 +999,11 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages(const
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 1: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<1>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
-    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<2>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
-    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<3>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
-    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body<4>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j))); break;
+    case 1: inverse_columns<1, false>(r, ninv, ninv_sh, log_n, log_chunk, j, 0); break;
+    case 2: inverse_columns<2, false>(r, ninv, ninv_sh, log_n, log_chunk, j, 0); break;
+    case 3: inverse_columns<3, false>(r, ninv, ninv_sh, log_n, log_chunk, j, 0); break;
+    case 4: inverse_columns<4, false>(r, ninv, ninv_sh, log_n, log_chunk, j, 0); break;
     default: break;
-  }
-}
-
-template <int K, class A>
-__device__ __forceinline__ void inverse_columns_body_x2(const u64* in, u64* out, const A& ar,
-                                                        const typename A::TW* itw, int log_n, int log_chunk, int j,
-                                                        int h) {
-  constexpr int H = 1 << (K - 1);
-  typename A::T a[H / 2], b[H / 2];
-  inverse_columns_load_x2<K>(in, a, b, itw, ar, log_n, log_chunk, j, h);
-#pragma unroll
-  for (int k = 0; k < H / 2; ++k) {  // pair i = 2k + h: x[i], x[i + H]
-    out[((2 * k + h) << log_chunk) + j] = ar.output(a[k], true);
-    out[((2 * k + h + H) << log_chunk) + j] = ar.output(b[k], true);
   }
 }
 
@@ -1047,9 +1022,9 @@ extern "C" __global__ void FHE_NTT_COLUMN_BOUNDS ntt_inverse_column_stages_x2(co
   const u64 ninv = consts[FHE_C_NINV * num_moduli + r.id];
   const u64 ninv_sh = consts[FHE_C_NINV_SH * num_moduli + r.id];
   switch (log_n - log_chunk) {
-    case 2: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<2>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
-    case 3: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<3>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
-    case 4: FHE_INVERSE_COLUMN_ARITH(r.q, ninv, ninv_sh, (inverse_columns_body_x2<4>(r.src, r.dst, ar, ar.row(r.w), log_n, log_chunk, j, h))); break;
+    case 2: inverse_columns<2, true>(r, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 3: inverse_columns<3, true>(r, ninv, ninv_sh, log_n, log_chunk, j, h); break;
+    case 4: inverse_columns<4, true>(r, ninv, ninv_sh, log_n, log_chunk, j, h); break;
     default: break;
   }
 }

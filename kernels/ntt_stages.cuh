@@ -81,6 +81,7 @@ struct ForwardArithU64 {
   typedef u64 T;
   typedef u64x2 TW;
   u64 q, nq, two_q;
+  __device__ __forceinline__ explicit ForwardArithU64(u64 modulus) : q(modulus), nq(0 - modulus), two_q(2 * modulus) {}
   __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
   __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
   __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
@@ -93,6 +94,7 @@ struct ForwardArithF64 {
   typedef double T;
   typedef double TW;
   ModulusF64 m;
+  __device__ __forceinline__ explicit ForwardArithF64(u64 q) : m(modulus_f64(q)) {}
   __device__ __forceinline__ const double* row(const TwiddleRow& r) const { return r.f; }
   __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
   __device__ __forceinline__ void butterfly(double& a, double& b, double w) const {
@@ -110,6 +112,7 @@ struct ForwardArithF64 {
 // went from 23.4 to 25.8 µs (2026-11-30-s27/f64_twiddles/), while the chunk kernels gained.
 struct ForwardArithF64Pairs : ForwardArithF64 {
   typedef u64x2 TW;
+  __device__ __forceinline__ explicit ForwardArithF64Pairs(u64 q) : ForwardArithF64(q) {}
   __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
   __device__ __forceinline__ void butterfly(double& a, double& b, const u64x2& w) const {
     ForwardArithF64::butterfly(a, b, word_to_f64(w.a));
@@ -130,6 +133,8 @@ struct InverseArithU64 {
   typedef u64 T;
   typedef u64x2 TW;
   u64 q, nq, two_q, ninv, ninv_sh;
+  __device__ __forceinline__ InverseArithU64(u64 modulus, u64 n_inv, u64 n_inv_sh)
+      : q(modulus), nq(0 - modulus), two_q(2 * modulus), ninv(n_inv), ninv_sh(n_inv_sh) {}
   __device__ __forceinline__ const u64x2* row(const TwiddleRow& r) const { return r.w; }
   __device__ __forceinline__ u64 from_word(u64 x) const { return x; }
   __device__ __forceinline__ void butterfly(u64& a, u64& b, const u64x2& w) const {
@@ -147,6 +152,8 @@ struct InverseArithF64 {
   typedef double TW;
   ModulusF64 m;
   double ninv;  // N^-1 mod q (used when whole)
+  __device__ __forceinline__ InverseArithF64(u64 q, u64 n_inv, u64 /* Shoup companion: unused */)
+      : m(modulus_f64(q)), ninv(word_to_f64(n_inv)) {}
   __device__ __forceinline__ const double* row(const TwiddleRow& r) const { return r.f; }
   __device__ __forceinline__ double from_word(u64 x) const { return word_to_f64(x); }
   __device__ __forceinline__ void butterfly(double& a, double& b, double w) const {
@@ -165,6 +172,21 @@ struct InverseArithF64 {
   }
 };
 
+// Runs BODY with `ar` the arithmetic of a row of modulus Q: F64 when USE_F64 (a build switch)
+// and Q < F64_MAX_Q, else U64, either built from the parenthesized ARGS (Q first). Every kernel
+// picks its arithmetic here. (A macro: NVRTC wants a lambda's execution space annotated and
+// nvcc refuses the annotation.)
+#define FHE_WITH_ROW_ARITH(F64, U64, USE_F64, Q, ARGS, BODY) \
+  do {                                                      \
+    if ((USE_F64) && (Q) < F64_MAX_Q) {                     \
+      const F64 ar ARGS;                                    \
+      BODY;                                                 \
+    } else {                                                \
+      const U64 ar ARGS;                                    \
+      BODY;                                                 \
+    }                                                       \
+  } while (0)
+
 // Forward column stages s = 0..K-1 on v[c] = a[j + c*C] (any j), in the arithmetic `ar`
 // (ForwardArithU64: in/out [0, 4q)).
 template <int K, class A>
@@ -180,10 +202,6 @@ __device__ __forceinline__ void forward_column_stages(typename A::T (&v)[1 << K]
       ar.butterfly(v[cl], v[cl + (1 << lt)], tw[widx]);
     }
   }
-}
-template <int K>
-__device__ __forceinline__ void forward_column_stages(u64 (&v)[1 << K], const u64x2* tw, u64 q) {
-  forward_column_stages<K>(v, tw, ForwardArithU64{q, 0 - q, 2 * q});
 }
 
 // Inverse column stages u = log_chunk..log_n-1 on v[c] = a[j + c*C]. In/out [0, 2q).
@@ -205,11 +223,6 @@ __device__ __forceinline__ void inverse_column_stages(typename A::T (&v)[1 << K]
       ar.butterfly(v[cl], v[cl + (1 << lt)], itw[widx]);
     }
   }
-}
-template <int K>
-__device__ __forceinline__ void inverse_column_stages(u64 (&v)[1 << K], const u64x2* itw, u64 q, int log_n,
-                                                      int root = 1) {
-  inverse_column_stages<K>(v, itw, InverseArithU64{q, 0 - q, 2 * q, 0, 0}, log_n, root);
 }
 
 // ---- two threads per column (the _x2 column kernels) ------------------------------------

@@ -167,7 +167,7 @@ extern "C" __global__ void rescale_spread_dropped(const u64* c0, u64* out, const
 // digits of H, evaluated by Horner's rule from the top digit; bit-identical to the host's
 // encoding.CrtReconstructor (the same canonical digits; float64 products and sums rounded
 // one at a time, never fused). Axis order: x [batch, L, coeff] canonical, out [batch, coeff].
-// Table (u64, from CupyBackend._crt_table): row i at 5 i: q_i, H mod q_i, H's digit i (an int64),
+// Table (u64, from _cupy_tables.crt_table): row i at 5 i: q_i, H mod q_i, H's digit i (an int64),
 // (M_i)^-1 mod q_i and its Shoup companion (M_i = q_0 .. q_(i-1)); then for k < i the pair
 // (M_k mod q_i, Shoup) at 5 L + 2 (i (i - 1) / 2 + k). L <= FHE_CRT_MAX_LIMBS.
 // Launch: grid (ceil(N / 256), 1, batch), block 256.

@@ -10,6 +10,7 @@ exactly (Garner mixed radix, host side) and evaluates them with one inverse FFT.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ __all__ = [
     "coefficients_to_slots",
     "crt_reconstructor",
     "integers_to_rns",
+    "signed_to_residues",
     "slot_indices",
     "slots_to_coefficients",
 ]
@@ -97,12 +99,15 @@ def coefficients_to_slots(coefficients: np.ndarray, scale: float) -> np.ndarray:
 
 def integers_to_rns(coefficients: np.ndarray, moduli) -> np.ndarray:
     """Signed int64 coefficients ``[..., N]`` -> canonical residues ``[..., L, N]`` (exact)."""
-    c = np.asarray(coefficients, dtype=np.int64)
-    q = as_u64(list(moduli), (len(moduli), 1))
-    negative = (c < 0)[..., None, :]
-    magnitude = np.abs(c).astype(np.uint64)[..., None, :]
-    r = magnitude % q
-    return np.where(negative & (r != 0), q - r, r)
+    return signed_to_residues(np.asarray(coefficients, dtype=np.int64), as_u64(list(moduli), (len(moduli), 1)))
+
+
+def signed_to_residues(c: Any, q: Any, xp: Any = np) -> Any:
+    """int64 ``c [..., N]`` -> canonical residues ``[..., L, N]`` mod the uint64 column ``q [L, 1]``,
+    both arrays of the module ``xp`` (NumPy, or CuPy for the device upload of sampled integers)."""
+    c = c[..., None, :]
+    r = xp.abs(c).astype(np.uint64) % q
+    return xp.where((c < 0) & (r != 0), q - r, r)
 
 
 class CrtReconstructor:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -404,17 +405,16 @@ class CkksEngine(EvaluationMixin):
         check_ciphertext(self, ciphertext, "decrypt")
         self._check_own_secret(ciphertext, "decrypt")
         rows = ciphertext.prime_ids
-        if flooding is None:
-            phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
-                                  ciphertext.polynomial_domain)
-        else:
+        batch = tuple(ciphertext.data.shape[:-3])
+        counted: AbstractContextManager[None] = nullcontext()
+        if flooding is not None:
             flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again
             flooding.check_fits(self.context.level_modulus_bits[ciphertext.level], ciphertext.level)
-            batch = tuple(ciphertext.data.shape[:-3])
-            with FLOODED_DECRYPTIONS.reserve(self.keys.key_id, math.prod(batch), flooding):
-                phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
-                                      ciphertext.polynomial_domain)
-                # one fresh integer polynomial a batch entry, reduced mod every row
+            counted = FLOODED_DECRYPTIONS.reserve(self.keys.key_id, math.prod(batch), flooding)
+        with counted:  # a flooded decryption is counted, or refused before anything is computed
+            phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
+                                  ciphertext.polynomial_domain)
+            if flooding is not None:  # one fresh integer polynomial a batch entry, reduced mod every row
                 noise = sample_discrete_gaussian_wide(batch + (self.context.ring_degree,), flooding.sigma)
                 phase = self.backend.add(phase, self.backend.rns_from_integers(noise, rows), rows)
         return Plaintext(

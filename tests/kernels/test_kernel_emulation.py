@@ -275,7 +275,7 @@ def emulate_forward_columns(a: list[int], q: int, tw, tw_sh, log_n: int, log_chu
                             f64: bool = False) -> None:
     """ntt_forward_column_stages (one thread per column) or its _x2 form (lanes h = 0, 1 of
     column j: parity layout, forward_column_stages_x2), in place; f64: in float64 below 2^45
-    (FHE_FORWARD_COLUMN_ARITH), canonical words out."""
+    (ntt.cu forward_columns: FHE_WITH_ROW_ARITH), canonical words out."""
     C, K = 1 << log_chunk, log_n - log_chunk
     from_word, butterfly, canonical = forward_arith(q, f64)
     column_word = canonical if f64 and q < F64_MAX_Q else (lambda x: x)
@@ -329,7 +329,7 @@ def emulate_inverse_columns_only(a: list[int], q: int, itw, itw_sh, ninv: int, n
                                  log_chunk: int, x2: bool, f64: bool = True) -> list[int]:
     """ntt_inverse_column_stages or its _x2 form (inverse_column_stages_x2) on the chunk
     kernel's output a (words in [0, 2q)), then N^-1; f64: in float64 below 2^45
-    (FHE_INVERSE_COLUMN_ARITH)."""
+    (ntt.cu inverse_columns: FHE_WITH_ROW_ARITH)."""
     C, K = 1 << log_chunk, log_n - log_chunk
     a = list(a)
     f64 = f64 and q < F64_MAX_Q

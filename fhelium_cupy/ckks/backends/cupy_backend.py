@@ -24,7 +24,7 @@ from ..._once import get_or_build
 from ...interop.arrays import data_pointer
 from ...interop.devices import as_device
 from ...runtime.retention import is_collecting, retain_for_capture
-from ..encoding import crt_reconstructor
+from ..encoding import crt_reconstructor, signed_to_residues
 from ._cupy_tables import (
     active_digits,
     byte_group_words,
@@ -508,11 +508,8 @@ class CupyBackend:
             raise ValueError(f"rns_from_integers: expected int64 [..., {self.n}], got {host.shape}")
         q = self._cached(("moduli_column", rows),
                          lambda: self._upload(np.array([self.context.moduli[r] for r in rows], np.uint64)[:, None]))
-        xp = self.xp
         with self._device:
-            c = xp.asarray(host)[..., None, :]
-            r = xp.abs(c).astype(np.uint64) % q
-            return xp.ascontiguousarray(xp.where((c < 0) & (r != 0), q - r, r))
+            return self.xp.ascontiguousarray(signed_to_residues(self.xp.asarray(host), q, self.xp))
 
     def centered_crt_to_float(self, a: Any, rows: Sequence[int]) -> np.ndarray:
         """Decoding's CRT on the device (``rns_centered_crt_to_double``, bit-identical to the host's
