@@ -4,6 +4,7 @@
 // Notation: L = Q rows of the input (`rows`), K = P primes, R = L + K output rows
 // (`rows + p_rows`, rowmap of length R; rowmap[0..L) are the Q rows). D = active digits.
 #include "modarith.cuh"
+#include "ntt_columns.cuh"
 
 using namespace fhe;
 
@@ -700,6 +701,63 @@ __device__ __forceinline__ void mma_byte_step(int (&d)[4], const unsigned (&a)[2
   mma_u8_m16n8k32(d, a[0][2], a[1][2], a[0][3], a[1][3], (unsigned)b_hi, (unsigned)(b_hi >> 32));
 }
 
+// Lane (g, c)'s A fragments of the m-tile of coefficients k0 .. k0 + 15 (rows g and g + 8:
+// a[h], h = 0, 1; layout above) from the group's sources (src: the table's source words,
+// count of them) in c (canonical).
+__device__ __forceinline__ void byte_a_fragments(unsigned (&a)[2][4], const u64* cin, const u64* src, int count,
+                                                 int n, int k0, int lane) {
+  const int gr = lane >> 2;
+  const int ci = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int k = k0 + gr + 8 * h;
+    u64 y[3] = {0, 0, 0};  // y_c, y_(c+4), y_8
+    unsigned neg = 0;
+#pragma unroll
+    for (int i = 0; i < 3; ++i) {
+      const int j = i < 2 ? ci + 4 * i : 8;
+      if (j < count) {
+        y[i] = shoup_mul(cin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k], src[j], src[FHE_BYTE_SOURCES + j],
+                         src[2 * FHE_BYTE_SOURCES + j]);
+        if (i < 2 || ci == 0) neg += is_negative_centered(y[i], src[2 * FHE_BYTE_SOURCES + j]) ? 1 : 0;
+      }
+    }
+    neg += __shfl_xor_sync(0xffffffffu, neg, 1);
+    neg += __shfl_xor_sync(0xffffffffu, neg, 2);
+    const unsigned e = ci == 3 ? neg : (unsigned)(y[2] >> (16 * ci)) & 0xffffu;
+    a[h][0] = (unsigned)y[0];
+    a[h][1] = (unsigned)(y[0] >> 32) | ((unsigned)y[1] << 16);
+    a[h][2] = (unsigned)(y[1] >> 16);
+    a[h][3] = e;
+  }
+}
+
+// One target group's sums of an m-tile: X = acc[0] + acc[1] 2^40 + acc[2] 2^80 for output i =
+// 2 h + cc of this lane (row g + 8 h, target column 2 c + cc), acc[r] = sum over s = 5r .. 5r + 4
+// of C_s 2^(8 (s - 5r)) (< 2^22 2^33 = 2^55: exact in a u64). bt: this lane's B words of the group.
+__device__ __forceinline__ void byte_target_sums(u64 (&acc)[3][4], const unsigned (&a)[2][4], const u64* bt) {
+#pragma unroll
+  for (int s = 0; s < FHE_BYTE_S; ++s) {
+    int d[4] = {0, 0, 0, 0};
+    mma_byte_step(d, a, bt[(s * 2) * 32], bt[(s * 2 + 1) * 32]);
+    const int r = s / 5, sh = 8 * (s % 5);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const u64 v = (u64)(unsigned)d[i] << sh;
+      acc[r][i] = s % 5 == 0 ? v : acc[r][i] + v;
+    }
+  }
+}
+
+// The canonical residue of output i's X mod q (its target's modulus): xhi < q since X < 10 2^48 q
+// < 2^64 q, so one REDC.
+__device__ __forceinline__ u64 byte_target_value(const u64 (&acc)[3][4], int i, u64 q, u64 qinv) {
+  u64 xlo = acc[0][i], xhi = 0;
+  add_shifted<40>(xlo, xhi, acc[1][i]);
+  add_shifted<80>(xlo, xhi, acc[2][i]);
+  return redc_wide(xlo, xhi, q, qinv);
+}
+
 // dst[0 .. words) = src[0 .. words) by the whole block, words even and both addresses 16-byte
 // aligned; the caller then synchronizes the block. On sm_80 and newer every 16-byte piece is one
 // cp.async, all in flight at once (a plain copy loop waits on each load before its store: the
@@ -715,6 +773,26 @@ __device__ __forceinline__ void copy_to_shared_async(u64* dst, const u64* src, i
 #else
   for (int i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
 #endif
+}
+
+// The block's group (z = g * batch + b) of a bytes_mma launch: its block of the table copied
+// into shared memory (tab, byte_group_words(tg_count) words; the block synchronized after) and
+// the views of it the kernels read.
+struct ByteGroup {
+  const u64* trow;  // output row of each target column (~0: padding), 8 TG
+  const u64* tq;    // q, qinv of each target column at +0, +8 TG
+  const u64* src;   // w, Shoup(w), s, input row, output row of each source; count, own target groups
+  int count, group_tgs, b;
+};
+__device__ __forceinline__ ByteGroup byte_group(u64* tab, const u64* __restrict__ table, int tg_count, int batch) {
+  const int g = blockIdx.z / batch;
+  const int gw = byte_group_words(tg_count);
+  copy_to_shared_async(tab, table + (i64)g * gw, gw);
+  __syncthreads();
+  const u64* trow = tab + tg_count * (FHE_BYTE_S * 2 * 32);
+  const u64* tq = trow + 8 * tg_count;
+  const u64* src = tq + 16 * tg_count;
+  return {trow, tq, src, (int)src[5 * FHE_BYTE_SOURCES], (int)src[5 * FHE_BYTE_SOURCES + 1], (int)(blockIdx.z % batch)};
 }
 
 // keyswitch_base_convert_bytes_mma: the conversion of keyswitch_base_convert_s* (ModUp: targets
@@ -738,65 +816,23 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
     const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
     i64 in_bs, i64 out_bs) {
   extern __shared__ u64 byte_table[];
-  const int g = blockIdx.z / batch;
-  const int b = blockIdx.z % batch;
-  const int gw = byte_group_words(tg_count);
-  copy_to_shared_async(byte_table, table + (i64)g * gw, gw);
-  __syncthreads();
-  const u64* bf = byte_table;
-  const u64* trow = bf + tg_count * (FHE_BYTE_S * 2 * 32);
-  const u64* tq = trow + 8 * tg_count;  // q, qinv at +0, +8 TG
-  const u64* src = tq + 16 * tg_count;  // w, wp, s, input row, output row, count
-  const int count = (int)src[5 * FHE_BYTE_SOURCES];
-  const int group_tgs = (int)src[5 * FHE_BYTE_SOURCES + 1];
+  const ByteGroup t = byte_group(byte_table, table, tg_count, batch);
+  const u64 *bf = byte_table, *trow = t.trow, *tq = t.tq, *src = t.src;
+  const int count = t.count, group_tgs = t.group_tgs;
   const int lane = threadIdx.x & 31;
   const int gr = lane >> 2;
   const int ci = lane & 3;
-  const u64* cin = c + b * in_bs;
-  const u64* sin = (c_self ? c_self : c) + b * in_bs;
+  const u64* cin = c + t.b * in_bs;
+  const u64* sin = (c_self ? c_self : c) + t.b * in_bs;
   u64* o = out + blockIdx.z * out_bs;
   for (int mt = threadIdx.x >> 5; mt < FHE_BYTES_COEFFS / 16; mt += 8) {
     const int k0 = blockIdx.x * FHE_BYTES_COEFFS + mt * 16;
     if (k0 >= n) break;  // n % 16 == 0: whole m-tiles
     unsigned a[2][4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int k = k0 + gr + 8 * h;
-      u64 y[3] = {0, 0, 0};  // y_c, y_(c+4), y_8
-      unsigned neg = 0;
-#pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        const int j = i < 2 ? ci + 4 * i : 8;
-        if (j < count) {
-          y[i] = shoup_mul(cin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k], src[j], src[FHE_BYTE_SOURCES + j],
-                           src[2 * FHE_BYTE_SOURCES + j]);
-          if (i < 2 || ci == 0) neg += is_negative_centered(y[i], src[2 * FHE_BYTE_SOURCES + j]) ? 1 : 0;
-        }
-      }
-      neg += __shfl_xor_sync(0xffffffffu, neg, 1);
-      neg += __shfl_xor_sync(0xffffffffu, neg, 2);
-      const unsigned e = ci == 3 ? neg : (unsigned)(y[2] >> (16 * ci)) & 0xffffu;
-      a[h][0] = (unsigned)y[0];
-      a[h][1] = (unsigned)(y[0] >> 32) | ((unsigned)y[1] << 16);
-      a[h][2] = (unsigned)(y[1] >> 16);
-      a[h][3] = e;
-    }
+    byte_a_fragments(a, cin, src, count, n, k0, lane);
     for (int tg = 0; tg < group_tgs; ++tg) {
-      const u64* bt = bf + tg * (FHE_BYTE_S * 2 * 32) + lane;
-      // X = acc[0] + acc[1] 2^40 + acc[2] 2^80 with acc[r] = sum over s = 5r .. 5r + 4 of C_s 2^(8 (s - 5r))
-      // (< 2^22 2^33 = 2^55: exact in a u64)
       u64 acc[3][4];
-#pragma unroll
-      for (int s = 0; s < FHE_BYTE_S; ++s) {
-        int d[4] = {0, 0, 0, 0};
-        mma_byte_step(d, a, bt[(s * 2) * 32], bt[(s * 2 + 1) * 32]);
-        const int r = s / 5, sh = 8 * (s % 5);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const u64 v = (u64)(unsigned)d[i] << sh;
-          acc[r][i] = s % 5 == 0 ? v : acc[r][i] + v;
-        }
-      }
+      byte_target_sums(acc, a, bf + tg * (FHE_BYTE_S * 2 * 32) + lane);
       // lane (g, c): target columns 2c + cc of the group, rows g + 8 h: output i = 2 h + cc
 #pragma unroll
       for (int cc = 0; cc < 2; ++cc) {
@@ -806,18 +842,127 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
         const u64 q = tq[col], qinv = tq[8 * tg_count + col];
         u64* dst = o + (i64)row * n + k0 + gr;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = 2 * h + cc;
-          u64 xlo = acc[0][i], xhi = 0;
-          add_shifted<40>(xlo, xhi, acc[1][i]);
-          add_shifted<80>(xlo, xhi, acc[2][i]);
-          dst[8 * h] = redc_wide(xlo, xhi, q, qinv);  // xhi < q: X < 10 2^48 q < 2^64 q
-        }
+        for (int h = 0; h < 2; ++h) dst[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
       }
     }
     // the group's own rows: copied (from c_self when given), lanes 0-15 and 16-31 two rows at a time
     for (int j = lane >> 4; j < count; j += 2)
       o[(i64)src[4 * FHE_BYTE_SOURCES + j] * n + k0 + (lane & 15)] =
           sin[(i64)src[3 * FHE_BYTE_SOURCES + j] * n + k0 + (lane & 15)];
+  }
+}
+
+// keyswitch_base_convert_bytes_mma_columns: keyswitch_base_convert_bytes_mma followed by the
+// first K = log_n - log_chunk forward NTT stages of every output row (1 <= K <= 4; the column
+// stages of ntt_forward_column_stages(_x2), same arithmetic and output), so that the ModUp's
+// forward NTT only runs its chunk stages after it: each converted value goes from the tensor
+// cores through shared memory into the column stages instead of through a global row that the
+// column kernel reads back. A block covers FHE_BYTES_COLUMN_SETS sets of W = 256 >> K adjacent
+// columns j (set s: j0 = (blockIdx.x * SETS + s) W); a set is 16 m-tiles (2^K column blocks
+// c of W / 16 tiles; warp w converts tiles w and w + 8), converted one target group of 8 at a
+// time into 8 shared slots of 2^K x W words, then column-transformed by lanes 2 j + h (K = 1:
+// lane j; every lane of a warp on one slot: W >= 16). The group's own rows: copied from c_self when given
+// (already transformed: the chunk kernel's row-skip table skips them), else column-transformed
+// from c. rowmap: prime id of each output row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
+// In canonical; out: the column stages' words (canonical in float64 rows, [0, 4q) otherwise).
+// Launch: grid (C / (W SETS), 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
+// (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT) * 8 bytes.
+#ifndef FHE_BYTES_COLUMN_SETS
+#define FHE_BYTES_COLUMN_SETS 2
+#endif
+// Words a target slot: 2^K x W = 256, padded so that the four lane columns c of an mma output
+// fragment (slots 2 c + cc) store into different banks.
+#define FHE_BYTES_COLUMN_SLOT 258
+#ifndef FHE_BYTES_COLUMNS_MIN_BLOCKS
+#define FHE_BYTES_COLUMNS_MIN_BLOCKS 3
+#endif
+#define FHE_BYTES_COLUMNS_BOUNDS __launch_bounds__(256, FHE_BYTES_COLUMNS_MIN_BLOCKS)
+// What a target row holds at coefficient index x, read from its slot ([c][j - j0], row width W).
+struct SlotLoad {
+  const u64* slot;
+  int log_chunk, j0, log_w;
+  __device__ __forceinline__ u64 operator()(int x) const {
+    return slot[((x >> log_chunk) << log_w) + (x & ((1 << log_chunk) - 1)) - j0];
+  }
+};
+// Task `task` of a set's column pass over one row (prime id): lanes 2 j + h of column j0 + j for
+// K >= 2 (forward_columns_body_x2), lane j for K = 1 (W = 128: one lane a column).
+template <class Load>
+__device__ __forceinline__ void bytes_column_task(const Load& in, u64* out, int id, const u64* __restrict__ consts,
+                                                  const u64* __restrict__ tw2, int num_moduli, int log_n,
+                                                  int log_chunk, int j0, int log_w, int task) {
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const TwiddleRow tw = twiddle_row(tw2, num_moduli, log_n, id);
+  if (log_n - log_chunk >= 2)
+    forward_columns<true>(in, out, q, tw, log_n, log_chunk, j0 + ((task >> 1) & ((1 << log_w) - 1)), task & 1);
+  else
+    forward_columns<false>(in, out, q, tw, log_n, log_chunk, j0 + (task & ((1 << log_w) - 1)), 0);
+}
+extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes_mma_columns(
+    const u64* c, const u64* c_self, u64* out, const u64* __restrict__ table, int tg_count, int n, int batch,
+    i64 in_bs, i64 out_bs, const int* __restrict__ rowmap, const u64* __restrict__ consts,
+    const u64* __restrict__ tw2, int num_moduli, int log_n, int log_chunk) {
+  extern __shared__ u64 byte_table[];
+  const ByteGroup t = byte_group(byte_table, table, tg_count, batch);
+  u64* slots = byte_table + byte_group_words(tg_count);  // an even word count: 16-byte aligned
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int gr = lane >> 2;
+  const int ci = lane & 3;
+  const int K = log_n - log_chunk;
+  const int log_w = 8 - K;  // W = 256 >> K columns a set: 2^K column blocks of W / 16 m-tiles
+  const int log_tasks = log_w + (K >= 2);  // log2 of a row's column tasks in a set (lanes 2 j + h, or j)
+  const u64* cin = c + t.b * in_bs;
+  u64* o = out + blockIdx.z * out_bs;
+  for (int set = 0; set < FHE_BYTES_COLUMN_SETS; ++set) {
+    const int j0 = (blockIdx.x * FHE_BYTES_COLUMN_SETS + set) << log_w;
+    unsigned a[2][2][4];  // the warp's m-tiles u = warp + 8 v: column block u >> (log_w - 4), tile u mod (W / 16)
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+      const int u = warp + 8 * v;
+      const int k0 = ((u >> (log_w - 4)) << log_chunk) + j0 + 16 * (u & ((1 << (log_w - 4)) - 1));
+      byte_a_fragments(a[v], cin, t.src, t.count, n, k0, lane);
+    }
+    for (int tg = 0; tg < t.group_tgs; ++tg) {
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        u64 acc[3][4];
+        byte_target_sums(acc, a[v], byte_table + tg * (FHE_BYTE_S * 2 * 32) + lane);
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          const int col = tg * 8 + 2 * ci + cc;
+          if (t.trow[col] == ~0ULL) continue;  // padding
+          const u64 q = t.tq[col], qinv = t.tq[8 * tg_count + col];
+          u64* slot = slots + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) slot[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
+        }
+      }
+      __syncthreads();
+      for (int task = threadIdx.x; task < (8 << log_tasks); task += blockDim.x) {
+        const int s = task >> log_tasks;
+        const u64 row = t.trow[tg * 8 + s];
+        if (row == ~0ULL) continue;  // padding (a whole warp: a row has 32 tasks or more)
+        bytes_column_task(SlotLoad{slots + s * FHE_BYTES_COLUMN_SLOT, log_chunk, j0, log_w}, o + (i64)row * n,
+                          rowmap[row], consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
+      }
+      __syncthreads();  // the slots are free for the next target group
+    }
+    // the group's own rows
+    if (c_self) {
+      const u64* sin = c_self + t.b * in_bs;
+      for (int task = threadIdx.x; task < (t.count << 8); task += blockDim.x) {  // 2^K x W = 256 words a row
+        const int j = task >> 8, e = task & 255;
+        const int x = ((e >> log_w) << log_chunk) + j0 + (e & ((1 << log_w) - 1));
+        o[(i64)t.src[4 * FHE_BYTE_SOURCES + j] * n + x] = sin[(i64)t.src[3 * FHE_BYTE_SOURCES + j] * n + x];
+      }
+    } else {
+      for (int task = threadIdx.x; task < (t.count << log_tasks); task += blockDim.x) {
+        const int j = task >> log_tasks;
+        const u64 row = t.src[4 * FHE_BYTE_SOURCES + j];
+        bytes_column_task(RowLoad{cin + (i64)t.src[3 * FHE_BYTE_SOURCES + j] * n}, o + (i64)row * n, rowmap[row],
+                          consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
+      }
+    }
   }
 }

@@ -73,7 +73,9 @@ def test_captured_ntt_output_key_switch_with_its_moddown_on_a_side_stream_matche
 
 
 # ModUp through keyswitch_base_convert_bytes_mma (tensor cores): n4096w by default (digits of 9
-# and 8 sources of 40 to 47 bits), the other contexts with the source threshold at 1
+# and 8 sources of 40 to 47 bits), the other contexts with the source threshold at 1; where the
+# transform has column stages, through its _columns form (the NTT's first pass in the same
+# kernel: 2 stages at n4096w, 3 at n16384, 4 at n65536, 1 at n8192 with 4096-word chunks)
 _BYTES_CASES = sorted(name for name in gpu_cases.CASES
                       if name.startswith(("modup", "keyswitch_from_digits", "keyswitch_linear_transform")))
 
@@ -83,18 +85,19 @@ def _bytes_backends(ctx_name: str):
     from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
     from fhelium_cupy.runtime.kernels import KernelOptions
 
-    ctx = gpu_cases.context(ctx_name)
-    options = None if ctx_name == "n4096w" else KernelOptions(extra=("-DFHE_BC_BYTES_MIN_SOURCES=1",))
-    gpu = CupyBackend(ctx, kernel_options=options)
+    name, _, chunks = ctx_name.partition(" ")
+    ctx = gpu_cases.context(name)
+    options = None if name == "n4096w" else KernelOptions(extra=("-DFHE_BC_BYTES_MIN_SOURCES=1",))
+    gpu = CupyBackend(ctx, kernel_options=options, **({"ntt_fill_blocks": 1} if chunks else {}))
     assert gpu._keyswitch_device(tuple(range(ctx.q_count)))["up_bytes"] is not None
     return gpu, gpu_cases.reference(ctx)
 
 
 @pytest.mark.parametrize("case", _BYTES_CASES)
-@pytest.mark.parametrize("ctx_name", ["n4096w", "n16384", "n65536"])
+@pytest.mark.parametrize("ctx_name", ["n4096w", "n16384", "n65536", "n8192 4096-word-chunks"])
 def test_modup_on_tensor_cores_matches_numpy_reference_bit_for_bit(ctx_name, case):
     gpu, ref = _bytes_backends(ctx_name)
-    error = gpu_cases.run_case(case, gpu, ref, ctx_name)
+    error = gpu_cases.run_case(case, gpu, ref, ctx_name.partition(" ")[0])
     assert error is None, f"{case} @ {ctx_name} (tensor-core ModUp): {error}"
 
 

@@ -63,6 +63,7 @@ class _Kernels:
         from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
 
         self.ctx, self.n = ctx, ctx.ring_degree
+        self.column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "2"))  # keyswitch.cu
         self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
         # ntt.cu chunk_coords: batch entries first from FHE_NTT_BATCH_FAST_LOG_N on
         self.batch_fast = self.n.bit_length() - 1 >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
@@ -331,14 +332,42 @@ class _Kernels:
         lane's 128-bit slot word (y_c + y_(c+4) 2^48 + e_c 2^96) spread over A as
         mma.m16n8k32 expects it, B rebuilt from the table's per-lane words, the 13 byte-offset
         products C_s summed in int64 (asserting the s32 bound and X < 2^64 q), then X 2^-64 mod q."""
+        assert grid[:2] == (-(-self.n // 512), 1)
+        self._bytes_convert(grid[2], a)
+
+    def keyswitch_base_convert_bytes_mma_columns(self, grid, a):
+        """The conversion of keyswitch_base_convert_bytes_mma, then the first pass of the rows'
+        forward NTT (which, as ntt_forward_column_stages here, only moves data: the chunk kernel
+        after it transforms, after checking it follows this launch on the same rows). The grid
+        covers the chunk's columns in sets of 256 >> K; the own rows are copied from c_self when
+        given, and the chunk kernel then skips each group's own rows (its grid's rows are R less
+        the fewest of them), else transformed like the targets (R rows)."""
+        *convert, rowmap, consts, _tw, m, log_n, log_chunk = a
+        log_n, log_chunk = int(log_n), int(log_chunk)
+        K = log_n - log_chunk
+        assert log_n == self.n.bit_length() - 1 and 1 <= K <= 4 and int(m) == len(self.ctx.moduli)
+        assert _memory(consts, np.uint64)[0] == self.ctx.moduli[0]
+        assert grid[:2] == ((1 << log_chunk) // ((256 >> K) * self.column_sets), 1)
+        groups = self._bytes_convert(grid[2], convert)
+        c_self, out, out_bs = convert[1], convert[2], convert[8]
+        R = 1 + max(int(r) for g in groups for r in [*g.out_rows, *g.s_out_rows[:g.count]] if r != NO_ROW)
+        hinted = not (isinstance(c_self, np.uint64) and c_self == 0)
+        launched = R - min(g.count for g in groups) if hinted else R
+        self.first_pass = (self._pass_key(out, out_bs, grid[2], launched, rowmap), None)
+
+    def _bytes_convert(self, entries: int, a) -> list:
+        """keyswitch_base_convert_bytes_mma's conversion of ``entries`` = groups x batch; returns
+        the groups' tables (byte_group)."""
         c, c_self, out, table, tg, n, batch, in_bs, out_bs = a
         tg, n, batch, S = int(tg), int(n), int(batch), BYTE_S
-        assert n == self.n and n % 16 == 0 and grid[:2] == (-(-n // 512), 1)
+        assert n == self.n and n % 16 == 0
         words = _memory(table, np.uint64)
+        groups = []
         sin = c if isinstance(c_self, np.uint64) else c_self
-        for z in range(grid[2]):
+        for z in range(entries):
             g, b = z // batch, z % batch
             group = byte_group(words, g, tg)
+            groups.append(group)
             frag, trow = group.frag, group.out_rows
             w, wp, sq, srow, orow, count = group.w, group.w_shoup, group.s, group.s_rows, group.s_out_rows, group.count
             group_tgs = group.group_tgs
@@ -377,6 +406,7 @@ class _Kernels:
                 self._row(out, z * int(out_bs) + trow[col] * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
             for j in range(count):
                 self._row(out, z * int(out_bs) + orow[j] * n)[:] = self._row(sin, b * int(in_bs) + srow[j] * n)
+        return groups
 
     def keyswitch_moddown_convert_combine(self, grid, a):
         """The conversion of each entry's divided-out rows and the combine (x - e) * D^-1 into
@@ -715,18 +745,41 @@ def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emul
 MODUP_CASES = tuple(name for name in gpu_cases.CASES if name.startswith("modup"))
 
 
-@pytest.mark.parametrize("ctx_name", ["n4096w", "n16384"])
-def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, ctx_name):
-    """keyswitch_base_convert_bytes_mma in every ModUp case: digits of 9 and 8 sources of 40 to 47
-    bits (the default threshold), and N=2^14's one-prime digits with the threshold at 1."""
-    options = {} if ctx_name == "n4096w" else {"kernel_options": kernels.KernelOptions(
-        extra=("-DFHE_BC_BYTES_MIN_SOURCES=1",))}
-    gpu, ref = emulated(gpu_cases.context(ctx_name), **options)
+_BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused conversion or 0: not fused)
+    "n4096w": ("n4096w", {}, 2),  # (1024-word chunks: a launch of few rows)
+    "n16384": ("n16384", {}, 3),
+    "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2),
+    "n8192, 4096-word chunks": ("n8192", {"ntt_fill_blocks": 1}, 1),  # one lane a column
+    "n16384, FHE_BYTES_COLUMNS=0": ("n16384", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
+}
+
+
+@pytest.mark.parametrize("setup", list(_BYTES_SETUPS))
+def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
+    """keyswitch_base_convert_bytes_mma in every ModUp case (with and without the NTT hint,
+    batched): digits of 9 and 8 sources of 40 to 47 bits (n4096w, the default threshold), and
+    one-prime digits with the threshold at 1; with column stages its ..._columns form, which
+    also runs the forward NTT's first pass (K = 1 to 4 stages), unless FHE_BYTES_COLUMNS=0."""
+    ctx_name, options, stages = _BYTES_SETUPS[setup]
+    extra = options.get("extra", ())
+    backend_options = {k: v for k, v in options.items() if k != "extra"}
+    if ctx_name != "n4096w":
+        extra = ("-DFHE_BC_BYTES_MIN_SOURCES=1", *extra)
+    gpu, ref = emulated(gpu_cases.context(ctx_name), kernel_options=kernels.KernelOptions(extra=extra),
+                        **backend_options)
+    launched = record_launches(gpu)
     assert len(MODUP_CASES) >= 5
     for name in MODUP_CASES:
         launches = gpu.launch_count
         assert gpu_cases.run_case(name, gpu, ref, ctx_name) is None, name
         assert gpu.launch_count > launches
+    fused = launched.count("keyswitch_base_convert_bytes_mma_columns")
+    assert fused == (len(MODUP_CASES) if stages else 0)
+    assert launched.count("keyswitch_base_convert_bytes_mma") == (0 if stages else len(MODUP_CASES))
+    if stages:
+        t = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))  # the first case: "modup", 2 entries
+        assert gpu.log_n - gpu._chunk_log(t["num_digits"] * 2 * len(t["out_rows"])) == stages
+        assert not [k for k in launched if k.startswith("ntt_forward_column_stages")]
     words, tg, _ = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"]
     if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
         host = gpu.to_numpy(words)

@@ -79,6 +79,7 @@ _CRT_MAX_LIMBS = 64  # kernels/rns.cu FHE_CRT_MAX_LIMBS
 _CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
 _EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
+_BYTES_COLUMN_SLOT = 258  # keyswitch.cu FHE_BYTES_COLUMN_SLOT: words a target slot of the fused ModUp
 _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
 
@@ -191,6 +192,10 @@ class CupyBackend:
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
         self._bytes_min_sources = int(options.define("FHE_BC_BYTES_MIN_SOURCES", "6"))
         self._bytes_coeffs = int(options.define("FHE_BYTES_COEFFS", "512"))  # its coefficients per block
+        # such a ModUp's conversion runs its NTT's column stages too
+        # (keyswitch_base_convert_bytes_mma_columns, _bytes_columns_fit); 0 = the column kernel does
+        self._bytes_columns = options.define("FHE_BYTES_COLUMNS", "1") != "0"
+        self._bytes_column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "2"))  # its column sets a block
         # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
@@ -748,9 +753,11 @@ class CupyBackend:
           ``column_input(suffix, grid, block, base, dst, dst_bs)`` (forward, with column stages:
             ``_column_input_fits``): launches a kernel in place of ``ntt_forward_column_stages``
             that computes its own input (``src`` is not read: a division's correction, a
-            one-prime ModUp's conversion), with the column launch geometry (every row: a
-            row-skip table must skip no row of some entry, and only the chunk kernel reads it)
-            and name suffix (``""`` or ``"_x2"``).
+            one-prime ModUp's conversion, a tensor-core ModUp's), with the column launch
+            geometry and name suffix (``""`` or ``"_x2"``). The geometry's rows are those the
+            chunk kernel transforms (only it reads a row-skip table): a kernel that launches over
+            them takes a table that skips no row of some entry, one with its own grid writes
+            the skipped rows itself.
           ``column_stages=False`` (inverse, with column stages): only the chunk stages run; the
             caller's next launch finishes the transform (``_inverse_spread_fits``).
 
@@ -766,8 +773,6 @@ class CupyBackend:
             raise ValueError("a row-skip table, chunk output or column input needs a transform in one launch group")
         if (chunk_output is not None or column_input is not None) and inverse:
             raise ValueError("chunk output and column input need a forward transform")
-        if column_input is not None and skip is not None and skip[1] != 0:
-            raise ValueError("column input needs column stages and a row-skip table that skips no row of some entry")
         if not column_stages and (not inverse or len(groups) != 1 or self._chunk_log(batch * limbs) == self.log_n):
             raise ValueError("leaving out the column stages needs an inverse transform in one launch group with them")
         skip_table, launched = (np.uint64(0), limbs) if skip is None else (skip[0], limbs - skip[1])
@@ -964,6 +969,37 @@ class CupyBackend:
                      (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
                       np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
 
+    def _bytes_columns_fit(self, t: dict[str, Any], entries: int, skip: tuple[Any, int] | None) -> bool:
+        """Whether a ModUp of ``entries`` groups x batch entries (``t``: ``_keyswitch_device``'s)
+        converts on tensor cores and runs its forward NTT's column stages in the same kernel
+        (``keyswitch_base_convert_bytes_mma_columns``): FHE_BYTES_COLUMNS on, one launch group
+        with column stages (as ``_ntt_launch`` will choose them, ``skip`` rows left out), and
+        the table's block plus the 8 target slots within the shared memory of a launch."""
+        if not self._bytes_columns or t["up_bytes"] is None:
+            return False
+        R = len(t["out_rows"])
+        launched = R - (skip[1] if skip is not None else 0)
+        if len(self._groups(entries, R)) != 1 or self._chunk_log(entries * launched) == self.log_n:
+            return False
+        return t["up_bytes"][2] + 8 * _BYTES_COLUMN_SLOT * 8 <= _MAX_STATIC_SMEM
+
+    def _base_convert_bytes_columns(self, src: Any, out: Any, t: dict[str, Any], groups: int, batch: int,
+                                    in_bs: int, out_bs: int, src_self: Any, base: tuple) -> None:
+        """``keyswitch_base_convert_bytes_mma_columns``: ``_base_convert_bytes`` into ``out``
+        followed by the first ``log_n - log_chunk`` forward NTT stages of every row (``base``:
+        the ``_ntt_launch`` scalars ``(num_moduli, log_n, log_chunk)`` of the chunk launch that
+        finishes the transform); the own rows copied from ``src_self`` when given (the chunk
+        kernel's row-skip table leaves them), else transformed like the others."""
+        words, target_groups, smem = t["up_bytes"]
+        log_chunk = int(base[2])
+        width = 256 >> (self.log_n - log_chunk)  # columns a set
+        tw, _ = self._tw()
+        self._launch("keyswitch_base_convert_bytes_mma_columns",
+                     ((1 << log_chunk) // (width * self._bytes_column_sets), 1, groups * batch), 256,
+                     (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
+                      np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs), t["out_map"],
+                      self._consts, tw, *base), shared_mem=smem + 8 * _BYTES_COLUMN_SLOT * 8)
+
     def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
                       in_bs: int, out_bs: int, src_self: Any = None) -> None:
         """``keyswitch_base_convert_s*``: ``groups x batch`` conversions of ``src`` rows into
@@ -1025,11 +1061,19 @@ class CupyBackend:
             own = t["own_rows"]
             skip = (self._skip_table(own, batch, R), min(count for _, count in own))
         out = self.xp.empty((D,) + batch_shape + (R, n), dtype=np.uint64)
-        if t["up_bytes"] is not None:
-            self._base_convert_bytes(c, out, t["up_bytes"], D, batch, L * n, R * n, src_self=c_ntt if skip else None)
-        else:
-            self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n, src_self=c_ntt if skip else None)
         out3 = out.reshape(D * batch, R, n)
+        src_self = c_ntt if skip else None
+        if self._bytes_columns_fit(t, D * batch, skip):
+            def columns(_suffix: str, _grid: Any, _block: int, base: tuple, dst: Any, dst_bs: int) -> None:
+                self._base_convert_bytes_columns(c, dst, t, D, batch, L * n, dst_bs, src_self, base)
+
+            self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, skip=skip,
+                             column_input=columns)
+            return out
+        if t["up_bytes"] is not None:
+            self._base_convert_bytes(c, out, t["up_bytes"], D, batch, L * n, R * n, src_self=src_self)
+        else:
+            self._base_convert(c, out, t["up"], R, D, batch, L * n, R * n, src_self=src_self)
         self._ntt_launch(out3, out3, t["out_map"], False, R * n, R * n, D * batch, R, skip=skip)
         return out
 
