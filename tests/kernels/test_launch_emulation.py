@@ -56,6 +56,19 @@ def _memory(arg: Any, dtype: Any, count: int | None = None) -> np.ndarray:
     return np.frombuffer((ctypes.c_char * nbytes).from_address(start), dtype=dtype)
 
 
+class _Function:
+    """One emulated kernel, with the driver's check of a launch's dynamic shared memory: at most
+    48 KiB unless the kernel's ``max_dynamic_shared_size_bytes`` was raised."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+        self.max_dynamic_shared_size_bytes = 0
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+        assert shared_mem <= max(48 * 1024, self.max_dynamic_shared_size_bytes), "shared memory past the limit"
+        self.method(grid, args)
+
+
 class _Kernels:
     """The emulated kernels of one kernel build (``options``)."""
 
@@ -68,14 +81,16 @@ class _Kernels:
         # ntt.cu chunk_coords: batch entries first from FHE_NTT_BATCH_FAST_LOG_N on
         self.batch_fast = self.n.bit_length() - 1 >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
         self.first_pass: tuple | None = None  # the first kernel of a two-kernel NTT, awaiting the second
+        self.functions: dict[str, _Function] = {}
 
     def function(self, name: str) -> Any:
-        base = name.removesuffix("_v4").removesuffix("_x2")
-        for family in ("keyswitch_base_convert", "keyswitch_moddown_convert_combine"):
-            if base.startswith(family + "_s"):
-                base = family
-        method = getattr(self, base)
-        return lambda grid, block, args, shared_mem=0: method(grid, args)
+        if name not in self.functions:
+            base = name.removesuffix("_v4").removesuffix("_x2")
+            for family in ("keyswitch_base_convert", "keyswitch_moddown_convert_combine"):
+                if base.startswith(family + "_s"):
+                    base = family
+            self.functions[name] = _Function(getattr(self, base))
+        return self.functions[name]
 
     # --- helpers ---------------------------------------------------------------------
     def _row(self, arg: Any, offset: int) -> np.ndarray:
@@ -784,6 +799,31 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
     if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
         host = gpu.to_numpy(words)
         assert tg == 3 and [byte_group(host, g, tg).group_tgs for g in range(2)] == [2, 3]
+
+
+def test_fused_modup_opts_in_to_the_shared_memory_it_needs(emulated, monkeypatch):
+    """keyswitch_base_convert_bytes_mma_columns needs its table block and 8 target slots: past
+    48 KiB (N=2^16 dnum 4: 5 target groups, 51 KiB) the backend raises the kernel's limit when
+    it builds the tables, up to the device's opt-in limit; past that, or with no tensor-core
+    table, the separate launches run."""
+    from tests.helpers import numpy_cupy
+
+    monkeypatch.setattr(numpy_cupy._Device, "attributes", {"MaxSharedMemoryPerBlockOptin": 227 * 1024},
+                        raising=False)
+    gpu, _ = emulated(gpu_cases.context("n4096w"))
+    slots = 8 * 258 * 8
+    assert gpu._bytes_columns_smem(None) is None
+    function = gpu._library.function("keyswitch_base_convert_bytes_mma_columns")
+    assert gpu._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots  # below 48 KiB: no opt-in
+    assert function.max_dynamic_shared_size_bytes == 0
+    assert gpu._bytes_columns_smem((None, np.int32(5), 34624)) == 34624 + slots
+    assert function.max_dynamic_shared_size_bytes == 34624 + slots
+    assert gpu._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots  # never lowered
+    assert function.max_dynamic_shared_size_bytes == 34624 + slots
+    assert gpu._bytes_columns_smem((None, np.int32(99), 227 * 1024)) is None
+    off, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
+        extra=("-DFHE_BYTES_COLUMNS=0",)))
+    assert off._bytes_columns_smem((None, np.int32(3), 20000)) is None
 
 
 @pytest.mark.parametrize("inverse_spread", [True, False])

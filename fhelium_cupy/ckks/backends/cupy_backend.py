@@ -250,6 +250,8 @@ class CupyBackend:
         # threads the GPU holds at once (2048 per SM on sm_80 / sm_90): a launch below it leaves
         # SMs idle or underfilled (_use_v4, _use_column_x2)
         self._gpu_threads = self._sm_count * int(attributes.get("MaxThreadsPerMultiProcessor", 2048))
+        # dynamic shared memory a block may have after the kernel's opt-in (_opt_in_shared_memory)
+        self._smem_optin = int(attributes.get("MaxSharedMemoryPerBlockOptin", _MAX_STATIC_SMEM))
         if int(getattr(self._device, "compute_capability", "0") or 0) < 80:
             self._bytes_min_sources = 0  # no integer mma.m16n8k32 before sm_80
         with self._device:
@@ -938,7 +940,8 @@ class CupyBackend:
                 "own_rows": up["own_rows"],
                 "groups": up["groups"],
                 "up": (self._upload(up["convert"]), up["convert_size"]),
-                "up_bytes": self._byte_table(up, rows),
+                "up_bytes": (up_bytes := self._byte_table(up, rows)),
+                "up_bytes_columns_smem": self._bytes_columns_smem(up_bytes),
                 "up_spread": None if spread is None else self._upload(spread),
                 "down": (self._upload(down["convert"]), down["convert_size"]),
                 "pinv": self._upload(down["pinv"]),
@@ -969,19 +972,42 @@ class CupyBackend:
                      (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
                       np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs)), shared_mem=smem)
 
+    def _bytes_columns_smem(self, up_bytes: tuple[Any, np.int32, int] | None) -> int | None:
+        """Dynamic shared memory of ``keyswitch_base_convert_bytes_mma_columns`` for a ModUp
+        whose tensor-core table is ``up_bytes`` (``_byte_table``'s): its table block and 8
+        target slots, the kernel's limit raised to it (``_opt_in_shared_memory``; a table build,
+        outside any capture); None when there is no such table, FHE_BYTES_COLUMNS=0, or the
+        device's opt-in limit is smaller."""
+        if up_bytes is None or not self._bytes_columns:
+            return None
+        smem = up_bytes[2] + 8 * _BYTES_COLUMN_SLOT * 8
+        if smem > self._smem_optin:
+            return None
+        self._opt_in_shared_memory("keyswitch_base_convert_bytes_mma_columns", smem)
+        return smem
+
+    def _opt_in_shared_memory(self, name: str, smem: int) -> None:
+        """Let kernel ``name`` launch with ``smem`` bytes of dynamic shared memory: past 48 KiB
+        a kernel needs its ``max_dynamic_shared_size_bytes`` attribute raised first (a driver
+        call, kept out of captures by the callers); never lowered."""
+        if smem <= _MAX_STATIC_SMEM:
+            return
+        function = self._library.function(name)
+        with self._device:  # (the attribute of the kernel as loaded on this backend's device)
+            if int(function.max_dynamic_shared_size_bytes) < smem:
+                function.max_dynamic_shared_size_bytes = smem
+
     def _bytes_columns_fit(self, t: dict[str, Any], entries: int, skip: tuple[Any, int] | None) -> bool:
         """Whether a ModUp of ``entries`` groups x batch entries (``t``: ``_keyswitch_device``'s)
         converts on tensor cores and runs its forward NTT's column stages in the same kernel
-        (``keyswitch_base_convert_bytes_mma_columns``): FHE_BYTES_COLUMNS on, one launch group
-        with column stages (as ``_ntt_launch`` will choose them, ``skip`` rows left out), and
-        the table's block plus the 8 target slots within the shared memory of a launch."""
-        if not self._bytes_columns or t["up_bytes"] is None:
+        (``keyswitch_base_convert_bytes_mma_columns``): its shared memory granted
+        (``_bytes_columns_smem``) and one launch group with column stages, as ``_ntt_launch``
+        will choose them (``skip`` rows left out)."""
+        if t["up_bytes_columns_smem"] is None:
             return False
         R = len(t["out_rows"])
         launched = R - (skip[1] if skip is not None else 0)
-        if len(self._groups(entries, R)) != 1 or self._chunk_log(entries * launched) == self.log_n:
-            return False
-        return t["up_bytes"][2] + 8 * _BYTES_COLUMN_SLOT * 8 <= _MAX_STATIC_SMEM
+        return len(self._groups(entries, R)) == 1 and self._chunk_log(entries * launched) < self.log_n
 
     def _base_convert_bytes_columns(self, src: Any, out: Any, t: dict[str, Any], groups: int, batch: int,
                                     in_bs: int, out_bs: int, src_self: Any, base: tuple) -> None:
@@ -990,7 +1016,7 @@ class CupyBackend:
         the ``_ntt_launch`` scalars ``(num_moduli, log_n, log_chunk)`` of the chunk launch that
         finishes the transform); the own rows copied from ``src_self`` when given (the chunk
         kernel's row-skip table leaves them), else transformed like the others."""
-        words, target_groups, smem = t["up_bytes"]
+        words, target_groups, _ = t["up_bytes"]
         log_chunk = int(base[2])
         width = 256 >> (self.log_n - log_chunk)  # columns a set
         tw, _ = self._tw()
@@ -998,7 +1024,7 @@ class CupyBackend:
                      ((1 << log_chunk) // (width * self._bytes_column_sets), 1, groups * batch), 256,
                      (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
                       np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs), t["out_map"],
-                      self._consts, tw, *base), shared_mem=smem + 8 * _BYTES_COLUMN_SLOT * 8)
+                      self._consts, tw, *base), shared_mem=t["up_bytes_columns_smem"])
 
     def _base_convert(self, src: Any, out: Any, table: tuple[Any, int], targets: int, groups: int, batch: int,
                       in_bs: int, out_bs: int, src_self: Any = None) -> None:
