@@ -867,8 +867,12 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // In canonical; out: the column stages' words (canonical in float64 rows, [0, 4q) otherwise).
 // Launch: grid (C / (W SETS), 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
 // (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT) * 8 bytes.
+// Sets a block (the host must match, CupyBackend._bytes_column_sets). Measured on the H200
+// (N=2^16 dnum 4, 2026-11-30 s28): 1 set 108 us, 2 sets (half the blocks, each table copy
+// serving twice the columns) 121 us; ptxas holds it to 80 registers (3 blocks an SM), 2 blocks
+// an SM measured 117 us with 2 sets.
 #ifndef FHE_BYTES_COLUMN_SETS
-#define FHE_BYTES_COLUMN_SETS 2
+#define FHE_BYTES_COLUMN_SETS 1
 #endif
 // Words a target slot: 2^K x W = 256, padded so that the four lane columns c of an mma output
 // fragment (slots 2 c + cc) store into different banks.

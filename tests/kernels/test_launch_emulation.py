@@ -76,7 +76,7 @@ class _Kernels:
         from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
 
         self.ctx, self.n = ctx, ctx.ring_degree
-        self.column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "2"))  # keyswitch.cu
+        self.column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "1"))  # keyswitch.cu
         self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
         # ntt.cu chunk_coords: batch entries first from FHE_NTT_BATCH_FAST_LOG_N on
         self.batch_fast = self.n.bit_length() - 1 >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
@@ -765,6 +765,7 @@ _BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused
     "n16384": ("n16384", {}, 3),
     "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2),
     "n8192, 4096-word chunks": ("n8192", {"ntt_fill_blocks": 1}, 1),  # one lane a column
+    "n16384, 2 column sets a block": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_SETS=2",)}, 3),
     "n16384, FHE_BYTES_COLUMNS=0": ("n16384", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
 }
 
