@@ -866,7 +866,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // from c. rowmap: prime id of each output row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
 // In canonical; out: the column stages' words (canonical in float64 rows, [0, 4q) otherwise).
 // Launch: grid (C / (W SETS), 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
-// (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT) * 8 bytes.
+// (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT FHE_BYTES_COLUMN_BUFFERS) * 8 bytes.
 // Sets a block (the host must match, CupyBackend._bytes_column_sets). Measured on the H200
 // (N=2^16 dnum 4, 2026-11-30 s28): 1 set 108 us, 2 sets (half the blocks, each table copy
 // serving twice the columns) 121 us; ptxas holds it to 80 registers (3 blocks an SM), 2 blocks
@@ -877,6 +877,14 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // Words a target slot: 2^K x W = 256, padded so that the four lane columns c of an mma output
 // fragment (slots 2 c + cc) store into different banks.
 #define FHE_BYTES_COLUMN_SLOT 258
+// Slot buffers (of 8 slots; the host must match, CupyBackend._bytes_column_buffers): with 2 the
+// target groups alternate between them and one barrier a group suffices (a warp that writes
+// buffer b for group i has passed group i - 1's barrier, which every warp reaches only after its
+// group i - 2 column work, the last reader of b), so a warp's conversion of the next group can
+// run beside other warps' column stages; 1 = one buffer, a second barrier after the column stages.
+#ifndef FHE_BYTES_COLUMN_BUFFERS
+#define FHE_BYTES_COLUMN_BUFFERS 2
+#endif
 #ifndef FHE_BYTES_COLUMNS_MIN_BLOCKS
 #define FHE_BYTES_COLUMNS_MIN_BLOCKS 3
 #endif
@@ -918,6 +926,7 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
   const int log_tasks = log_w + (K >= 2);  // log2 of a row's column tasks in a set (lanes 2 j + h, or j)
   const u64* cin = c + t.b * in_bs;
   u64* o = out + blockIdx.z * out_bs;
+  int group = 0;  // target groups converted so far, over every set (picks the slot buffer)
   for (int set = 0; set < FHE_BYTES_COLUMN_SETS; ++set) {
     const int j0 = (blockIdx.x * FHE_BYTES_COLUMN_SETS + set) << log_w;
     unsigned a[2][2][4];  // the warp's m-tiles u = warp + 8 v: column block u >> (log_w - 4), tile u mod (W / 16)
@@ -927,7 +936,8 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
       const int k0 = ((u >> (log_w - 4)) << log_chunk) + j0 + 16 * (u & ((1 << (log_w - 4)) - 1));
       byte_a_fragments(a[v], cin, t.src, t.count, n, k0, lane);
     }
-    for (int tg = 0; tg < t.group_tgs; ++tg) {
+    for (int tg = 0; tg < t.group_tgs; ++tg, ++group) {
+      u64* buffer = slots + (group % FHE_BYTES_COLUMN_BUFFERS) * (8 * FHE_BYTES_COLUMN_SLOT);
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
         u64 acc[3][4];
@@ -937,7 +947,7 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
           const int col = tg * 8 + 2 * ci + cc;
           if (t.trow[col] == ~0ULL) continue;  // padding
           const u64 q = t.tq[col], qinv = t.tq[8 * tg_count + col];
-          u64* slot = slots + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
+          u64* slot = buffer + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
 #pragma unroll
           for (int h = 0; h < 2; ++h) slot[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
         }
@@ -947,10 +957,10 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
         const int s = task >> log_tasks;
         const u64 row = t.trow[tg * 8 + s];
         if (row == ~0ULL) continue;  // padding (a whole warp: a row has 32 tasks or more)
-        bytes_column_task(SlotLoad{slots + s * FHE_BYTES_COLUMN_SLOT, log_chunk, j0, log_w}, o + (i64)row * n,
+        bytes_column_task(SlotLoad{buffer + s * FHE_BYTES_COLUMN_SLOT, log_chunk, j0, log_w}, o + (i64)row * n,
                           rowmap[row], consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
       }
-      __syncthreads();  // the slots are free for the next target group
+      if (FHE_BYTES_COLUMN_BUFFERS == 1) __syncthreads();  // the slots are free for the next target group
     }
     // the group's own rows
     if (c_self) {

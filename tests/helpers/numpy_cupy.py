@@ -23,6 +23,7 @@ __all__ = ["MAIN_STREAM", "install_numpy_cupy"]
 class _Device:
     id = 0
     compute_capability = "90"  # an H100/H200: the backend picks its sm_80+ kernels
+    attributes = {"MaxSharedMemoryPerBlockOptin": 227 * 1024}  # an H100/H200's (the rest: the backend's defaults)
 
     def __init__(self, *args: Any) -> None:
         pass

@@ -31,6 +31,7 @@ def _signatures() -> dict[str, list[str]]:
 class _Checker:
     def __init__(self, name: str, params: list[str]) -> None:
         self.name, self.params = name, params
+        self.max_dynamic_shared_size_bytes = 0  # the opt-in attribute (past 48 KiB)
 
     def __call__(self, grid, block, args, shared_mem=0):
         assert len(args) == len(self.params), f"{self.name}: {len(args)} args for {len(self.params)} params"
@@ -49,13 +50,18 @@ class _Checker:
             else:
                 raise AssertionError(f"{self.name}: unexpected parameter {param}")
         assert all(g >= 1 for g in grid) and grid[1] <= 65535 and grid[2] <= 65535, grid
-        assert 1 <= block[0] <= 1024 and shared_mem <= 48 * 1024
+        assert 1 <= block[0] <= 1024 and shared_mem <= max(48 * 1024, self.max_dynamic_shared_size_bytes)
 
 
 @pytest.fixture
 def fake_backend_factory(monkeypatch):
     sigs = _signatures()
-    return install_numpy_cupy(monkeypatch, lambda options: lambda name: _Checker(name, sigs[name]))
+
+    def kernels_for(options):
+        checkers: dict[str, _Checker] = {}  # one per kernel, as a library's: attributes stay set
+        return lambda name: checkers.setdefault(name, _Checker(name, sigs[name]))
+
+    return install_numpy_cupy(monkeypatch, kernels_for)
 
 
 @pytest.mark.parametrize("ctx_name", ["n4096", "n16384", "n4096w"])
