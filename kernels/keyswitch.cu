@@ -877,13 +877,15 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // Words a target slot: 2^K x W = 256, padded so that the four lane columns c of an mma output
 // fragment (slots 2 c + cc) store into different banks.
 #define FHE_BYTES_COLUMN_SLOT 258
-// Slot buffers (of 8 slots; the host must match, CupyBackend._bytes_column_buffers): with 2 the
-// target groups alternate between them and one barrier a group suffices (a warp that writes
-// buffer b for group i has passed group i - 1's barrier, which every warp reaches only after its
-// group i - 2 column work, the last reader of b), so a warp's conversion of the next group can
-// run beside other warps' column stages; 1 = one buffer, a second barrier after the column stages.
+// Slot buffers (of 8 slots; the host must match, CupyBackend._bytes_column_buffers): 1 = one
+// buffer, a second barrier after each group's column stages; with 2 the target groups alternate
+// between them and one barrier a group suffices (a warp that writes buffer b for group i has
+// passed group i - 1's barrier, which every warp reaches only after its group i - 2 column work,
+// the last reader of b), so that a warp may convert the next group beside other warps' column
+// stages. Measured on the H200 (N=2^16 dnum 4, 2026-11-30 s28): 1 buffer 107.7 us, 2 buffers
+// 110.0-110.1 us (67.6 KiB of shared memory a block instead of 51.1; still 3 blocks an SM).
 #ifndef FHE_BYTES_COLUMN_BUFFERS
-#define FHE_BYTES_COLUMN_BUFFERS 2
+#define FHE_BYTES_COLUMN_BUFFERS 1
 #endif
 #ifndef FHE_BYTES_COLUMNS_MIN_BLOCKS
 #define FHE_BYTES_COLUMNS_MIN_BLOCKS 3

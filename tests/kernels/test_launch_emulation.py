@@ -766,7 +766,7 @@ _BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused
     "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2),
     "n8192, 4096-word chunks": ("n8192", {"ntt_fill_blocks": 1}, 1),  # one lane a column
     "n16384, 2 column sets a block": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_SETS=2",)}, 3),
-    "n16384, one slot buffer": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_BUFFERS=1",)}, 3),
+    "n16384, two slot buffers": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_BUFFERS=2",)}, 3),
     "n16384, FHE_BYTES_COLUMNS=0": ("n16384", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
 }
 
@@ -804,15 +804,15 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
 
 
 def test_fused_modup_opts_in_to_the_shared_memory_it_needs(emulated, monkeypatch):
-    """keyswitch_base_convert_bytes_mma_columns needs its table block and two buffers of 8
-    target slots (one with FHE_BYTES_COLUMN_BUFFERS=1): past 48 KiB (N=2^16 dnum 4: 5 target
-    groups, 67.6 KiB) the backend raises the kernel's limit when it builds the tables, up to the
+    """keyswitch_base_convert_bytes_mma_columns needs its table block and a buffer of 8 target
+    slots (two with FHE_BYTES_COLUMN_BUFFERS=2): past 48 KiB (N=2^16 dnum 4: 5 target groups,
+    51.1 KiB) the backend raises the kernel's limit when it builds the tables, up to the
     device's opt-in limit; past that (or on a device without the opt-in), or with no
     tensor-core table, the separate launches run."""
     from tests.helpers import numpy_cupy
 
     gpu, _ = emulated(gpu_cases.context("n4096w"))
-    slots = 2 * 8 * 258 * 8
+    slots = 8 * 258 * 8
     assert gpu._bytes_columns_smem(None) is None
     function = gpu._library.function("keyswitch_base_convert_bytes_mma_columns")
     assert gpu._bytes_columns_smem((None, np.int32(1), 7000)) == 7000 + slots  # below 48 KiB: no opt-in
@@ -822,15 +822,16 @@ def test_fused_modup_opts_in_to_the_shared_memory_it_needs(emulated, monkeypatch
     assert gpu._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots  # never lowered
     assert function.max_dynamic_shared_size_bytes == 34624 + slots
     assert gpu._bytes_columns_smem((None, np.int32(99), 227 * 1024)) is None
-    one, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
-        extra=("-DFHE_BYTES_COLUMN_BUFFERS=1",)))
-    assert one._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots // 2
+    two, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
+        extra=("-DFHE_BYTES_COLUMN_BUFFERS=2",)))
+    assert two._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + 2 * slots
     off, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
         extra=("-DFHE_BYTES_COLUMNS=0",)))
     assert off._bytes_columns_smem((None, np.int32(3), 20000)) is None
     monkeypatch.setattr(numpy_cupy._Device, "attributes", {})  # no opt-in reported: 48 KiB
     small, _ = emulated(gpu_cases.context("n4096w"))
-    assert small._bytes_columns_smem((None, np.int32(3), 20000)) is None
+    assert small._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots
+    assert small._bytes_columns_smem((None, np.int32(5), 34624)) is None
 
 
 @pytest.mark.parametrize("inverse_spread", [True, False])

@@ -196,7 +196,7 @@ class CupyBackend:
         # (keyswitch_base_convert_bytes_mma_columns, _bytes_columns_fit); 0 = the column kernel does
         self._bytes_columns = options.define("FHE_BYTES_COLUMNS", "1") != "0"
         self._bytes_column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "1"))  # its column sets a block
-        self._bytes_column_buffers = int(options.define("FHE_BYTES_COLUMN_BUFFERS", "2"))  # and slot buffers
+        self._bytes_column_buffers = int(options.define("FHE_BYTES_COLUMN_BUFFERS", "1"))  # and slot buffers
         # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
