@@ -762,12 +762,11 @@ MODUP_CASES = tuple(name for name in gpu_cases.CASES if name.startswith("modup")
 
 _BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused conversion or 0: not fused)
     "n4096w": ("n4096w", {}, 2),  # (1024-word chunks: a launch of few rows)
-    "n16384": ("n16384", {}, 3),
-    "n16384, 4096-word chunks": ("n16384", {"ntt_fill_blocks": 1}, 2),
+    "n8192": ("n8192", {}, 3),
     "n8192, 4096-word chunks": ("n8192", {"ntt_fill_blocks": 1}, 1),  # one lane a column
-    "n16384, 2 column sets a block": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_SETS=2",)}, 3),
-    "n16384, two slot buffers": ("n16384", {"extra": ("-DFHE_BYTES_COLUMN_BUFFERS=2",)}, 3),
-    "n16384, FHE_BYTES_COLUMNS=0": ("n16384", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
+    "n8192, 2 column sets a block, two slot buffers": (
+        "n8192", {"extra": ("-DFHE_BYTES_COLUMN_SETS=2", "-DFHE_BYTES_COLUMN_BUFFERS=2")}, 3),
+    "n8192, FHE_BYTES_COLUMNS=0": ("n8192", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
 }
 
 
@@ -776,7 +775,8 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
     """keyswitch_base_convert_bytes_mma in every ModUp case (with and without the NTT hint,
     batched): digits of 9 and 8 sources of 40 to 47 bits (n4096w, the default threshold), and
     one-prime digits with the threshold at 1; with column stages its ..._columns form, which
-    also runs the forward NTT's first pass (K = 1 to 4 stages), unless FHE_BYTES_COLUMNS=0."""
+    also runs the forward NTT's first pass (K = 1 to 3 stages here; 4 on the GPU at N=2^16),
+    unless FHE_BYTES_COLUMNS=0."""
     ctx_name, options, stages = _BYTES_SETUPS[setup]
     extra = options.get("extra", ())
     backend_options = {k: v for k, v in options.items() if k != "extra"}
