@@ -21,7 +21,8 @@ using namespace fhe;
 // (x < m_t 2^64) gives the canonical residue: bit-identical to any exact reduction.
 // ModUp: groups = the active digits, sources = the digit's Q rows, targets = rows + p_rows
 // (digits of 6 to 9 primes below 2^48: keyswitch_base_convert_bytes_mma, the same sum on tensor
-// cores, at the end of this file; digits of one prime: ntt.cu's ntt_forward_column_stages_modup_spread,
+// cores, at the end of this file, and its _columns form, which also runs the forward NTT's column
+// stages on what it converts; digits of one prime: ntt.cu's ntt_forward_column_stages_modup_spread,
 // where the sum is centered(c_d, q_d) mod q_t, computed as the NTT loads it).
 // ModDown: one group = the K P rows, targets = the L Q rows (then the combine: in the same
 // kernel for coefficient output, keyswitch_moddown_convert_combine_s*; after the forward NTT of
@@ -861,9 +862,9 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // columns j (set s: j0 = (blockIdx.x * SETS + s) W); a set is 16 m-tiles (2^K column blocks
 // c of W / 16 tiles; warp w converts tiles w and w + 8), converted one target group of 8 at a
 // time into 8 shared slots of 2^K x W words, then column-transformed by lanes 2 j + h (K = 1:
-// lane j; every lane of a warp on one slot: W >= 16). The group's own rows: copied from c_self when given
-// (already transformed: the chunk kernel's row-skip table skips them), else column-transformed
-// from c. rowmap: prime id of each output row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
+// lane j; every lane of a warp on one slot: W >= 16). The group's own rows: copied from c_self
+// when given (already transformed: the chunk kernel's row-skip table skips them), else
+// column-transformed from c. rowmap: prime id of each output row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
 // In canonical; out: the column stages' words (canonical in float64 rows, [0, 4q) otherwise).
 // Launch: grid (C / (W SETS), 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
 // (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT FHE_BYTES_COLUMN_BUFFERS) * 8 bytes.

@@ -147,7 +147,10 @@ class CupyBackend:
             (default 6; 0 = never) is the smallest ModUp digit converted on tensor cores
             (``keyswitch_base_convert_bytes_mma``: sources below 2^48, at most 9 a digit, sm_80
             or newer): at N=2^16 with digits of 9 primes 98 -> 72 us, with 4 or 3 primes slower
-            than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30).
+            than the scalar kernels (bench/kernels_gpu.py, H200 2026-11-30). Where the ModUp's
+            NTT has column stages that conversion runs them too
+            (``keyswitch_base_convert_bytes_mma_columns``; ``FHE_BYTES_COLUMNS=0``: the column
+            kernel does): at N=2^16 dnum 4 the ModUp 205 -> 197 us, one launch less.
 
     Stream: every method enqueues on CuPy's current stream and never synchronizes, except
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
@@ -976,9 +979,9 @@ class CupyBackend:
     def _bytes_columns_smem(self, up_bytes: tuple[Any, np.int32, int] | None) -> int | None:
         """Dynamic shared memory of ``keyswitch_base_convert_bytes_mma_columns`` for a ModUp
         whose tensor-core table is ``up_bytes`` (``_byte_table``'s): its table block and its
-        buffers of 8 target slots, the kernel's limit raised to it (``_opt_in_shared_memory``; a table build,
-        outside any capture); None when there is no such table, FHE_BYTES_COLUMNS=0, or the
-        device's opt-in limit is smaller."""
+        buffers of 8 target slots, the kernel's limit raised to it (``_opt_in_shared_memory``;
+        called by a table build, outside any capture); None when there is no such table,
+        FHE_BYTES_COLUMNS=0, or the device's opt-in limit is smaller."""
         if up_bytes is None or not self._bytes_columns:
             return None
         smem = up_bytes[2] + self._bytes_column_buffers * 8 * _BYTES_COLUMN_SLOT * 8
@@ -1060,6 +1063,10 @@ class CupyBackend:
         """See ``CkksBackend.modup``. With ``c_ntt`` each digit's own rows are copied from it,
         already transformed, and the forward NTT skips them (``ntt.cu`` row-skip table): at
         N=2^16 with 4 digits, 126 instead of 160 limb transforms.
+
+        Digits converted on tensor cores (``_byte_table``) run the transform's column stages in
+        the conversion kernel when it has them (``keyswitch_base_convert_bytes_mma_columns``, one
+        launch group): 2 launches instead of 3.
 
         When every digit is one prime (the N=2^14 preset) and the transform is one launch group
         with column stages, the NTT's column kernel computes the conversion as it loads
