@@ -19,6 +19,7 @@ from .capabilities import loaded_torch, require_cupy
 from .devices import Device
 
 __all__ = [
+    "check_stream_context",
     "is_event_sequence",
     "current_stream_getter",
     "event_handle",
@@ -133,10 +134,13 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     ``None`` means the caller's current stream of ``device`` (see module docstring). A
     CuPy stream passes through; a torch stream (``torch.cuda.Stream``, or a device-generic
     ``torch.Stream`` on a CUDA device, as ``torch.accelerator.current_stream()`` returns) or a
-    ``__cuda_stream__`` object is wrapped without copying.
+    ``__cuda_stream__`` object is wrapped without copying. A ``__cuda_stream__`` object's
+    stream is checked with the driver too (``check_stream_context``): such an object need not
+    tell its device.
 
     Raises:
-        ValueError: the stream belongs to another device.
+        ValueError: the stream belongs to another device (for a ``__cuda_stream__`` object:
+            to a context other than the device's primary one).
         TypeError: the object is not a CUDA stream (a ``torch.Stream`` of another device type
             included).
     """
@@ -155,7 +159,13 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
         _require_torch_cuda(stream, "stream")
         result = _from_handle(int(stream.native_handle), stream)  # type: ignore[attr-defined]
     elif hasattr(stream, "__cuda_stream__"):
-        result = cupy.cuda.Stream.from_external(stream)
+        index = stream_device_index(stream)
+        if index is not None and index != device.index:  # the object's own word, before the driver's
+            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
+        with cupy.cuda.Device(device.index):  # (CuPy gives a wrapped stream the current device)
+            result = cupy.cuda.Stream.from_external(stream)
+        check_stream_context(cupy, int(result.ptr), device)
+        return result
     else:
         raise TypeError(
             f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream, "
@@ -167,6 +177,41 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     if index is not None and index != device.index:
         raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
     return result
+
+
+_CONTEXT_CHECKED: set[tuple[int, int]] = set()  # (handle, device index) pairs already checked
+
+
+def check_stream_context(cupy: Any, handle: int, device: Device) -> None:
+    """Check with the driver that the stream of raw handle ``handle`` belongs to ``device``'s
+    primary context, the one CuPy (and so this library) launches into: a ``__cuda_stream__``
+    object need not say which device its stream is on, and a stream of another device, or
+    of another context of the same device, fails at the first launch or wait on it. The
+    default-stream handles (0, 1, 2) name the current context's own streams. Each (handle,
+    device) pair is asked once (a handle reused for a stream of another device after its
+    destruction goes unnoticed, as with the other caches of foreign handles here).
+
+    Raises:
+        ValueError: the stream belongs to another device or context.
+    """
+    index = int(device.index)  # type: ignore[arg-type]
+    if handle <= CUDA_STREAM_PER_THREAD or (handle, index) in _CONTEXT_CHECKED:
+        return
+    driver = cupy.cuda.driver
+    with cupy.cuda.Device(index):  # makes the device's primary context current
+        expected = driver.ctxGetCurrent()
+        actual = driver.streamGetCtx(handle)
+        if actual != expected:
+            driver.ctxSetCurrent(actual)
+            try:
+                owner = driver.ctxGetDevice()
+            finally:
+                driver.ctxSetCurrent(expected)
+            where = f"cuda:{owner}" if owner != index else f"another context of cuda:{owner}"
+            raise ValueError(f"stream is on the wrong device: expected={device}, actual={where}")
+    if len(_CONTEXT_CHECKED) > 64:
+        _CONTEXT_CHECKED.clear()
+    _CONTEXT_CHECKED.add((handle, index))
 
 
 def _is_generic_torch(obj: object, handle_attr: str) -> bool:

@@ -130,3 +130,71 @@ def test_stream_identity_never_equates_per_thread_default_streams():
 
     assert stream_identity(2) != stream_identity(2)
     assert stream_identity(0) == 0 and stream_identity(1) == 1 and stream_identity(0x7F00) == 0x7F00
+
+
+class _FakeDriver:
+    """The driver calls check_stream_context makes, over a table of stream handle -> context
+    and context -> device (contexts 100 + i: device i's primary one)."""
+
+    def __init__(self, streams: dict[int, int], devices: dict[int, int]) -> None:
+        self.streams, self.devices = streams, devices
+        self.current = 100
+        self.asked: list[int] = []
+
+    def ctxGetCurrent(self) -> int:  # noqa: N802 - CuPy's names
+        return self.current
+
+    def ctxSetCurrent(self, ctx: int) -> None:  # noqa: N802
+        self.current = ctx
+
+    def ctxGetDevice(self) -> int:  # noqa: N802
+        return self.devices[self.current]
+
+    def streamGetCtx(self, handle: int) -> int:  # noqa: N802
+        self.asked.append(handle)
+        return self.streams[handle]
+
+
+def _fake_cupy(driver: _FakeDriver):
+    import contextlib
+    import types
+
+    @contextlib.contextmanager
+    def device(index: int):
+        previous = driver.current
+        driver.current = 100 + index  # cudaSetDevice: the primary context
+        try:
+            yield
+        finally:
+            driver.current = previous
+
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(driver=driver, Device=device))
+
+
+def test_a_foreign_stream_is_checked_against_the_devices_primary_context(monkeypatch):
+    """check_stream_context asks the driver for the stream's context once per handle and
+    device: the device's primary context passes, another device's or another context of the
+    same device is a ValueError naming it, the caller's context is restored either way, and the
+    default-stream handles are not asked about."""
+    from fhelium_cupy.interop import streams
+
+    monkeypatch.setattr(streams, "_CONTEXT_CHECKED", set())
+    # handle 7: a stream of device 0's primary context; 8: of device 1's; 9: of a second context on device 0
+    driver = _FakeDriver({7: 100, 8: 101, 9: 555}, {100: 0, 101: 1, 555: 0})
+    driver.current = 42  # some context the caller had current
+    cupy = _fake_cupy(driver)
+    for handle in (0, 1, 2):
+        streams.check_stream_context(cupy, handle, Device("cuda", 0))
+    assert driver.asked == []
+    streams.check_stream_context(cupy, 7, Device("cuda", 0))
+    streams.check_stream_context(cupy, 7, Device("cuda", 0))
+    assert driver.asked == [7] and driver.current == 42
+    with pytest.raises(ValueError, match=r"wrong device: expected=cuda:0, actual=cuda:1"):
+        streams.check_stream_context(cupy, 8, Device("cuda", 0))
+    assert driver.current == 42
+    streams.check_stream_context(cupy, 8, Device("cuda", 1))
+    with pytest.raises(ValueError, match=r"expected=cuda:0, actual=another context of cuda:0"):
+        streams.check_stream_context(cupy, 9, Device("cuda", 0))
+    with pytest.raises(ValueError, match="wrong device"):  # a refusal is not cached
+        streams.check_stream_context(cupy, 9, Device("cuda", 0))
+    assert driver.current == 42 and driver.asked == [7, 8, 8, 9, 9]

@@ -45,6 +45,54 @@ def test_resolve_stream_accepts_cupy_torch_and_protocol_streams(cp):
         resolve_stream(Fake(), dev)
 
 
+class _ProtocolStream:
+    """A stream handle through the CUDA stream protocol only: nothing says its device."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+def test_protocol_streams_are_checked_against_the_devices_primary_context(cp):
+    """A __cuda_stream__ object that does not tell its device: a stream of the device's
+    primary context passes (wrapped on that device); one of a second context on the same
+    device is refused by the driver's answer, not by any attribute."""
+    dev = Device("cuda", 0)
+    s = cp.cuda.Stream(non_blocking=True)
+    wrapped = resolve_stream(_ProtocolStream(s.ptr), dev)
+    assert wrapped.ptr == s.ptr and wrapped.device_id == 0
+    driver, runtime = cp.cuda.driver, cp.cuda.runtime
+    with cp.cuda.Device(0):
+        primary = driver.ctxGetCurrent()
+        ctx = driver.ctxCreate(0)  # current from here
+        try:
+            handle = runtime.streamCreate()
+        finally:
+            driver.ctxSetCurrent(primary)
+        try:
+            with pytest.raises(ValueError, match="actual=another context of cuda:0"):
+                resolve_stream(_ProtocolStream(handle), dev)
+            assert driver.ctxGetCurrent() == primary
+        finally:
+            driver.ctxSetCurrent(ctx)
+            runtime.streamDestroy(handle)
+            driver.ctxSetCurrent(primary)
+            driver.ctxDestroy(ctx)
+
+
+def test_a_protocol_stream_of_another_gpu_is_refused(cp):
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    with cp.cuda.Device(1):
+        s1 = cp.cuda.Stream(non_blocking=True)
+    with pytest.raises(ValueError, match="expected=cuda:0, actual=cuda:1"):
+        resolve_stream(_ProtocolStream(s1.ptr), Device("cuda", 0))
+    wrapped = resolve_stream(_ProtocolStream(s1.ptr), Device("cuda", 1))
+    assert wrapped.ptr == s1.ptr and wrapped.device_id == 1
+
+
 def test_event_handles_for_cupy_and_torch_events(cp):
     e = cp.cuda.Event()
     e.record()
