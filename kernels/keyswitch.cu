@@ -796,6 +796,23 @@ __device__ __forceinline__ ByteGroup byte_group(u64* tab, const u64* __restrict_
   return {trow, tq, src, (int)src[5 * FHE_BYTE_SOURCES], (int)src[5 * FHE_BYTE_SOURCES + 1], (int)(blockIdx.z % batch)};
 }
 
+// Stores one target group's outputs of an m-tile: lane (g, c) writes target columns 2c + cc of
+// the group at rows g + 8 h (output i = 2 h + cc) to dst(cc, output row)[8 h], skipping padding.
+template <class Dst>
+__device__ __forceinline__ void byte_target_store(const u64 (&acc)[3][4], const ByteGroup& t, int tg, int tg_count,
+                                                  int ci, const Dst& dst) {
+#pragma unroll
+  for (int cc = 0; cc < 2; ++cc) {
+    const int col = tg * 8 + 2 * ci + cc;
+    const u64 row = t.trow[col];
+    if (row == ~0ULL) continue;  // padding
+    const u64 q = t.tq[col], qinv = t.tq[8 * tg_count + col];
+    u64* out = dst(cc, row);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) out[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
+  }
+}
+
 // keyswitch_base_convert_bytes_mma: the conversion of keyswitch_base_convert_s* (ModUp: targets
 // = the R output rows, a group's own rows copied) on tensor cores. Axis order: c and c_self
 // (null: c) [batch, rows_in, coeff] (in_bs per entry); out [G * batch, R, coeff] (out_bs per
@@ -818,7 +835,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
     i64 in_bs, i64 out_bs) {
   extern __shared__ u64 byte_table[];
   const ByteGroup t = byte_group(byte_table, table, tg_count, batch);
-  const u64 *bf = byte_table, *trow = t.trow, *tq = t.tq, *src = t.src;
+  const u64 *bf = byte_table, *src = t.src;
   const int count = t.count, group_tgs = t.group_tgs;
   const int lane = threadIdx.x & 31;
   const int gr = lane >> 2;
@@ -834,17 +851,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
     for (int tg = 0; tg < group_tgs; ++tg) {
       u64 acc[3][4];
       byte_target_sums(acc, a, bf + tg * (FHE_BYTE_S * 2 * 32) + lane);
-      // lane (g, c): target columns 2c + cc of the group, rows g + 8 h: output i = 2 h + cc
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) {
-        const int col = tg * 8 + 2 * ci + cc;
-        const u64 row = trow[col];
-        if (row == ~0ULL) continue;  // padding
-        const u64 q = tq[col], qinv = tq[8 * tg_count + col];
-        u64* dst = o + (i64)row * n + k0 + gr;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) dst[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
-      }
+      byte_target_store(acc, t, tg, tg_count, ci, [&](int, u64 row) { return o + (i64)row * n + k0 + gr; });
     }
     // the group's own rows: copied (from c_self when given), lanes 0-15 and 16-31 two rows at a time
     for (int j = lane >> 4; j < count; j += 2)
@@ -945,15 +952,9 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
       for (int v = 0; v < 2; ++v) {
         u64 acc[3][4];
         byte_target_sums(acc, a[v], byte_table + tg * (FHE_BYTE_S * 2 * 32) + lane);
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc) {
-          const int col = tg * 8 + 2 * ci + cc;
-          if (t.trow[col] == ~0ULL) continue;  // padding
-          const u64 q = t.tq[col], qinv = t.tq[8 * tg_count + col];
-          u64* slot = buffer + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) slot[8 * h] = byte_target_value(acc, 2 * h + cc, q, qinv);
-        }
+        byte_target_store(acc, t, tg, tg_count, ci, [&](int cc, u64) {
+          return buffer + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
+        });
       }
       __syncthreads();
       for (int task = threadIdx.x; task < (8 << log_tasks); task += blockDim.x) {

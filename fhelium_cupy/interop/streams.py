@@ -147,25 +147,18 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     cupy = require_cupy("choosing a CUDA stream")
     if stream is None:
         return _current_stream(cupy, device.index)  # type: ignore[arg-type]
+    protocol = False  # a __cuda_stream__ object, whose device only the driver knows for sure
     if isinstance(stream, cupy.cuda.Stream):
         result = stream
     elif type(stream).__module__.startswith("torch") and hasattr(stream, "cuda_stream"):
         result = _from_handle(int(stream.cuda_stream), stream)  # type: ignore[attr-defined]
-        index = stream_device_index(stream)
-        if index is not None and index != device.index:
-            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
-        return result
     elif _is_generic_torch(stream, "native_handle"):
         _require_torch_cuda(stream, "stream")
         result = _from_handle(int(stream.native_handle), stream)  # type: ignore[attr-defined]
     elif hasattr(stream, "__cuda_stream__"):
-        index = stream_device_index(stream)
-        if index is not None and index != device.index:  # the object's own word, before the driver's
-            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
         with cupy.cuda.Device(device.index):  # (CuPy gives a wrapped stream the current device)
             result = cupy.cuda.Stream.from_external(stream)
-        check_stream_context(cupy, int(result.ptr), device)
-        return result
+        protocol = True
     else:
         raise TypeError(
             f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream, "
@@ -174,8 +167,10 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     index = stream_device_index(stream)
     if index is None:
         index = stream_device_index(result)
-    if index is not None and index != device.index:
+    if index is not None and index != device.index:  # the object's own word first, then the driver's
         raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
+    if protocol:
+        check_stream_context(cupy, int(result.ptr), device)
     return result
 
 

@@ -826,10 +826,11 @@ class CupyBackend:
                              (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
                              shared_mem=chunk_smem)
 
-    def _column_input_fits(self, batch: int, limbs: int) -> bool:
+    def _column_input_fits(self, batch: int, limbs: int, skipped: int = 0) -> bool:
         """Whether a forward transform of ``batch x limbs`` polynomials is one launch group with
-        column stages (the condition of ``_ntt_launch``'s ``column_input``)."""
-        return len(self._groups(batch, limbs)) == 1 and self._chunk_log(batch * limbs) < self.log_n
+        column stages (the condition of ``_ntt_launch``'s ``column_input``), its chunk chosen as
+        ``_ntt_launch`` chooses it: for the rows a row-skip table leaves (``skipped`` fewer)."""
+        return len(self._groups(batch, limbs)) == 1 and self._chunk_log(batch * (limbs - skipped)) < self.log_n
 
     def _inverse_spread_fits(self, entries: int, targets: int) -> bool:
         """Whether a one-prime division of ``entries`` polynomials into ``targets`` rows whose
@@ -1007,11 +1008,8 @@ class CupyBackend:
         (``keyswitch_base_convert_bytes_mma_columns``): its shared memory granted
         (``_bytes_columns_smem``) and one launch group with column stages, as ``_ntt_launch``
         will choose them (``skip`` rows left out)."""
-        if t["up_bytes_columns_smem"] is None:
-            return False
-        R = len(t["out_rows"])
-        launched = R - (skip[1] if skip is not None else 0)
-        return len(self._groups(entries, R)) == 1 and self._chunk_log(entries * launched) < self.log_n
+        return t["up_bytes_columns_smem"] is not None and self._column_input_fits(
+            entries, len(t["out_rows"]), skip[1] if skip is not None else 0)
 
     def _base_convert_bytes_columns(self, src: Any, out: Any, t: dict[str, Any], groups: int, batch: int,
                                     in_bs: int, out_bs: int, src_self: Any, base: tuple) -> None:
