@@ -55,9 +55,14 @@ class _StreamProtocolAdapter:
         return (0, self._ptr)
 
 
-def _from_handle(ptr: int, owner: object) -> Any:
-    cupy = require_cupy("using a foreign CUDA stream")
-    return cupy.cuda.Stream.from_external(_StreamProtocolAdapter(ptr, owner))
+def _wrap_handle(cupy: Any, ptr: int, device_index: int, owner: object = None) -> Any:
+    """A CuPy view of the foreign stream handle ``ptr`` on device ``device_index``: no copy, no
+    ownership; ``owner``, the foreign stream object, is kept alive by the view.
+    ``Stream.from_external`` gives its view device -1 whatever device is current, so the
+    caller's word on the device (checked first) is written into it."""
+    stream = cupy.cuda.Stream.from_external(_StreamProtocolAdapter(ptr, owner))
+    stream.device_id = device_index
+    return stream
 
 
 def stream_device_index(stream: Any) -> int | None:
@@ -97,13 +102,13 @@ def _torch_current_stream_ptr(index: int) -> int:
     return int(current.cuda_stream)
 
 
-def _external(ptr: int, device_index: int) -> Any:
+def _external(cupy: Any, ptr: int, device_index: int) -> Any:
     """A cached CuPy view of a foreign stream handle (a handle is just a number; no ownership)."""
     stream = _EXTERNAL.get(ptr)
-    if stream is None or stream.device_id != device_index:
+    if stream is None or stream.device_id != device_index:  # (a handle is unique per device only)
         if len(_EXTERNAL) > 64:
             _EXTERNAL.clear()
-        stream = _from_handle(ptr, None)
+        stream = _wrap_handle(cupy, ptr, device_index)
         _EXTERNAL[ptr] = stream
     return stream
 
@@ -113,7 +118,7 @@ def _current_stream(cupy: Any, index: int) -> Any:
     if current.ptr <= CUDA_STREAM_PER_THREAD:  # CuPy's default stream, legacy or per-thread
         foreign = _torch_current_stream_ptr(index)
         if foreign > CUDA_STREAM_PER_THREAD:  # 0/1/2: legacy or per-thread default stream, same as CuPy's
-            return _external(foreign, index)
+            return _external(cupy, foreign, index)
     return current
 
 
@@ -132,11 +137,13 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     """A ``cupy.cuda.Stream`` for ``stream`` on ``device``.
 
     ``None`` means the caller's current stream of ``device`` (see module docstring). A
-    CuPy stream passes through; a torch stream (``torch.cuda.Stream``, or a device-generic
-    ``torch.Stream`` on a CUDA device, as ``torch.accelerator.current_stream()`` returns) or a
-    ``__cuda_stream__`` object is wrapped without copying. A ``__cuda_stream__`` object's
-    stream is checked with the driver too (``check_stream_context``): such an object need not
-    tell its device.
+    CuPy stream of a device passes through; a torch stream (``torch.cuda.Stream``, or a
+    device-generic ``torch.Stream`` on a CUDA device, as ``torch.accelerator.current_stream()``
+    returns) or a ``__cuda_stream__`` object is wrapped without copying, as a
+    ``cupy.cuda.Stream`` view of ``device`` that keeps the object alive. A
+    ``__cuda_stream__`` object's stream, and a CuPy view of device -1 (what
+    ``Stream.from_external`` makes), is checked with the driver (``check_stream_context``):
+    neither tells its device.
 
     Raises:
         ValueError: the stream belongs to another device (for a ``__cuda_stream__`` object:
@@ -147,31 +154,43 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     cupy = require_cupy("choosing a CUDA stream")
     if stream is None:
         return _current_stream(cupy, device.index)  # type: ignore[arg-type]
-    protocol = False  # a __cuda_stream__ object, whose device only the driver knows for sure
-    if isinstance(stream, cupy.cuda.Stream):
-        result = stream
+    if isinstance(stream, (cupy.cuda.Stream, getattr(cupy.cuda, "ExternalStream", cupy.cuda.Stream))):
+        index = int(stream.device_id)
+        if index >= 0 and index != device.index:
+            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
+        if index >= 0 or stream.ptr <= CUDA_STREAM_PER_THREAD:  # (default streams: device -1)
+            return stream
+        ptr = int(stream.ptr)  # a view of device -1 (Stream.from_external): the driver tells
     elif type(stream).__module__.startswith("torch") and hasattr(stream, "cuda_stream"):
-        result = _from_handle(int(stream.cuda_stream), stream)  # type: ignore[attr-defined]
+        ptr = int(stream.cuda_stream)  # type: ignore[attr-defined]
     elif _is_generic_torch(stream, "native_handle"):
         _require_torch_cuda(stream, "stream")
-        result = _from_handle(int(stream.native_handle), stream)  # type: ignore[attr-defined]
+        ptr = int(stream.native_handle)  # type: ignore[attr-defined]
     elif hasattr(stream, "__cuda_stream__"):
-        with cupy.cuda.Device(device.index):  # (CuPy gives a wrapped stream the current device)
-            result = cupy.cuda.Stream.from_external(stream)
-        protocol = True
+        ptr = _protocol_handle(stream)
     else:
         raise TypeError(
             f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream, "
             "a torch.Stream on a CUDA device or an object with __cuda_stream__"
         )
-    index = stream_device_index(stream)
-    if index is None:
-        index = stream_device_index(result)
-    if index is not None and index != device.index:  # the object's own word first, then the driver's
-        raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
-    if protocol:
-        check_stream_context(cupy, int(result.ptr), device)
-    return result
+    told = stream_device_index(stream)  # the object's own word (torch streams always give it)
+    if told is not None and told != device.index:
+        raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{told}")
+    if told is None:  # only the driver knows: a __cuda_stream__ object, a CuPy view of device -1
+        check_stream_context(cupy, ptr, device)
+    return _wrap_handle(cupy, ptr, int(device.index), stream)  # type: ignore[arg-type]
+
+
+def _protocol_handle(stream: object) -> int:
+    """The raw handle of a ``__cuda_stream__`` object (protocol version 0: ``(0, handle)``).
+
+    Raises:
+        TypeError: the object's answer is not a ``(version, handle)`` pair of integers.
+    """
+    answer = stream.__cuda_stream__()  # type: ignore[attr-defined]
+    if not (isinstance(answer, tuple) and len(answer) == 2 and all(isinstance(v, int) for v in answer)):
+        raise TypeError(f"{type(stream).__name__}.__cuda_stream__() gave {answer!r}, not (version, handle)")
+    return int(answer[1])
 
 
 _CONTEXT_CHECKED: set[tuple[int, int]] = set()  # (handle, device index) pairs already checked

@@ -198,3 +198,51 @@ def test_a_foreign_stream_is_checked_against_the_devices_primary_context(monkeyp
     with pytest.raises(ValueError, match="wrong device"):  # a refusal is not cached
         streams.check_stream_context(cupy, 9, Device("cuda", 0))
     assert driver.current == 42 and driver.asked == [7, 8, 8, 9, 9]
+
+
+def test_foreign_streams_are_wrapped_on_the_target_device(monkeypatch):
+    """resolve_stream wraps a torch or __cuda_stream__ stream as a CuPy view of the target
+    device that keeps the foreign object alive (Stream.from_external alone says device -1), and
+    the current-stream cache of foreign handles hits on its second call. Real CuPy objects, no
+    GPU: building a view calls no CUDA."""
+    import gc
+    import weakref
+
+    cupy = pytest.importorskip("cupy")
+    from fhelium_cupy.interop import streams
+
+    monkeypatch.setattr(streams, "require_cupy", lambda what: cupy)
+    monkeypatch.setattr(streams, "_EXTERNAL", {})
+    monkeypatch.setattr(streams, "_CONTEXT_CHECKED", {(0x7100, 1), (0x7200, 1)})  # the driver said yes
+
+    class Protocol:
+        def __cuda_stream__(self):
+            return (0, 0x7100)
+
+    foreign = Protocol()
+    alive = weakref.ref(foreign)
+    wrapped = streams.resolve_stream(foreign, Device("cuda", 1))
+    assert isinstance(wrapped, cupy.cuda.Stream) and (wrapped.ptr, wrapped.device_id) == (0x7100, 1)
+    del foreign
+    gc.collect()
+    assert alive() is not None  # the view holds it
+    del wrapped
+    gc.collect()
+    assert alive() is None
+    view = cupy.cuda.Stream.from_external(Protocol())  # device -1: checked, wrapped again
+    assert view.device_id == -1
+    assert streams.resolve_stream(view, Device("cuda", 1)).device_id == 1
+    own = streams._wrap_handle(cupy, 0x7300, 0)  # says its device: passes through or is refused
+    assert streams.resolve_stream(own, Device("cuda", 0)) is own
+    with pytest.raises(ValueError, match="expected=cuda:1, actual=cuda:0"):
+        streams.resolve_stream(own, Device("cuda", 1))
+
+    class Broken:
+        def __cuda_stream__(self):
+            return 0x7100
+
+    with pytest.raises(TypeError, match=r"gave 28928, not \(version, handle\)"):
+        streams.resolve_stream(Broken(), Device("cuda", 1))
+    first = streams._external(cupy, 0x7200, 1)
+    assert streams._external(cupy, 0x7200, 1) is first and first.device_id == 1
+    assert streams._external(cupy, 0x7200, 0).device_id == 0  # the same number on another device

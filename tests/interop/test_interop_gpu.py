@@ -31,9 +31,12 @@ def test_resolve_stream_accepts_cupy_torch_and_protocol_streams(cp):
         assert resolve_stream(None, dev).ptr == s.ptr
     torch = torch_with_cuda()
     ts = torch.cuda.Stream()
-    assert resolve_stream(ts, dev).ptr == ts.cuda_stream
+    wrapped = resolve_stream(ts, dev)
+    assert (wrapped.ptr, wrapped.device_id) == (ts.cuda_stream, 0)
     with torch.cuda.stream(ts):
-        assert resolve_stream(None, dev).ptr == ts.cuda_stream
+        current = resolve_stream(None, dev)
+        assert (current.ptr, current.device_id) == (ts.cuda_stream, 0)
+        assert resolve_stream(None, dev) is current  # the cached view of torch's current stream
 
     class Fake:
         device_id = 99
