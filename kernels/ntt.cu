@@ -753,6 +753,101 @@ extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner
   }
 }
 
+// A digit's NTT values (canonical) put into shared memory in the order of the key switch's
+// output: the value at chunk position j goes to stage[inv[base + j] - out_base] (inv: the
+// inverse of the Galois permutation, which maps this chunk onto the output chunk at out_base;
+// `to`: this thread's four targets).
+template <int LV>
+struct StageStore {
+  u64* stage;
+  const int (&to)[1 << LV];
+  __device__ __forceinline__ void operator()(int k, u64 a, u64 b) const {
+    stage[to[k]] = a;
+    stage[to[k + 1]] = b;
+  }
+};
+
+// ntt_forward_chunk_stages_key_inner_product_galois: a hoisted key switch's inner product with
+// one key through the Galois permutation perm of its element (automorphism_ntt_permute's),
+// fused with the forward chunk stages of every digit of a ModUp of several primes a digit:
+// out[k, r, i] = sum_d NTT(digit_d)[r, perm[i]] * key[keydig[d], k, rowmap[r], i] * 2^-64 mod q_r,
+// keyswitch_inner_product_many's sum bit for bit. One block per (input chunk, row) loops over
+// the digits: it transforms the digit's chunk (or, for a digit's own rows when skip is given,
+// reads the NTT values the ModUp copied there), puts the values through shared memory into the
+// output's order, and multiplies them by the key words there, read in order. In the bit-reversed
+// NTT order an automorphism maps each chunk of C positions onto one chunk (the top bits of a
+// position decide the top bits of its image), so a block's outputs are one contiguous chunk
+// (the host checks it for the chunk size it launches). inv: the inverse permutation [N];
+// skip: null (every row transformed) or the ModUp's row-skip table (skipped_row: a digit's own
+// rows hold NTT values already). Axis order and launch as ntt_forward_chunk_stages_key_inner_
+// product, with (C + C / 16 + C) * 8 bytes of dynamic shared memory (past 48 KiB from C = 2^11
+// on: the host raises the kernel's limit).
+extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner_product_galois(const u64* in,
+    const u64* key, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
+    const int* FHE_RO keydig, const int* FHE_RO skip, const int* FHE_RO inv, int num_moduli, int log_n,
+    int log_chunk, int num_digits, int key_rows, i64 in_bs) {
+  constexpr int LV = 2;
+  extern __shared__ u64 sm[];
+  const int N = 1 << log_n;
+  const int C = 1 << log_chunk;
+  u64* stage = sm + C + C / 16;  // after the chunk stages' own words
+  const int limb = blockIdx.y;
+  const int id = rowmap[limb];
+  const u64 q = consts[FHE_C_Q * num_moduli + id];
+  const u64 qinv = consts[FHE_C_QINV * num_moduli + id];
+  const int base = (int)blockIdx.x << log_chunk;
+  const int mine = (int)threadIdx.x << LV;  // this thread's first chunk position, in and out
+  const int out_base = (inv[base] >> log_chunk) << log_chunk;
+  int to[1 << LV];
+  {
+    const int4 targets = *reinterpret_cast<const int4*>(inv + base + mine);
+    to[0] = targets.x - out_base;
+    to[1] = targets.y - out_base;
+    to[2] = targets.z - out_base;
+    to[3] = targets.w - out_base;
+  }
+  const StageStore<LV> store{stage, to};
+  u64 acc0[1 << LV], acc1[1 << LV];
+#pragma unroll
+  for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
+  for (int d = 0; d < num_digits; ++d) {
+    if (d > 0) __syncthreads();  // the previous digit's shared-memory reads (chunk and stage) are done
+    const int* e = skip == nullptr ? nullptr : skip + 3 * d;
+    if (e != nullptr && limb >= e[0] && limb < e[0] + e[1]) {  // an own row: NTT values already
+      const u64x2* own = reinterpret_cast<const u64x2*>(in + d * in_bs + (i64)limb * N + base + mine);
+#pragma unroll
+      for (int k = 0; k < (1 << LV); k += 2) {
+        const u64x2 pair = own[k >> 1];
+        store(k, pair.a, pair.b);
+      }
+    } else {
+      const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs,
+                                              ChunkCoords{(int)blockIdx.x, limb, d}, limb);
+      c.run<LV, FHE_NTT_F64_FUSED>(store, log_n, log_chunk);
+    }
+    __syncthreads();  // the whole chunk is in the stage
+    const u64* k0 = key + ((i64)keydig[d] * 2 * key_rows + id) * N + out_base + mine;
+    const u64* k1 = k0 + (i64)key_rows * N;
+#pragma unroll
+    for (int k = 0; k < (1 << LV); k += 2) {
+      const u64x2 v = *reinterpret_cast<const u64x2*>(stage + mine + k);
+      const ulonglong2 w0 = __ldcs(reinterpret_cast<const ulonglong2*>(k0) + (k >> 1));  // streamed: read once
+      const ulonglong2 w1 = __ldcs(reinterpret_cast<const ulonglong2*>(k1) + (k >> 1));
+      acc0[k] = add_mod(acc0[k], mont_mul(v.a, w0.x, q, qinv), q);
+      acc0[k + 1] = add_mod(acc0[k + 1], mont_mul(v.b, w0.y, q, qinv), q);
+      acc1[k] = add_mod(acc1[k], mont_mul(v.a, w1.x, q, qinv), q);
+      acc1[k + 1] = add_mod(acc1[k + 1], mont_mul(v.b, w1.y, q, qinv), q);
+    }
+  }
+  u64x2* o0 = reinterpret_cast<u64x2*>(out + (i64)limb * N + out_base + mine);
+  u64x2* o1 = reinterpret_cast<u64x2*>(out + ((i64)gridDim.y + limb) * N + out_base + mine);
+#pragma unroll
+  for (int k = 0; k < (1 << LV); k += 2) {
+    o0[k >> 1] = u64x2{acc0[k], acc0[k + 1]};
+    o1[k >> 1] = u64x2{acc1[k], acc1[k + 1]};
+  }
+}
+
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;
 // out lazy [0, 2q), or times N^-1 and canonical when `whole` (LC == log_n).
 // Rounds: full rounds from ltmin = 0 (16-byte global loads), then a short round of
