@@ -767,21 +767,6 @@ struct StageStore {
   }
 };
 
-// FHE_KIP_GALOIS_PREFETCH (default 0, an A/B build): the galois kernels below ask L2 for a
-// digit's key lines and the next digit's input before the digit's transform.
-#ifndef FHE_KIP_GALOIS_PREFETCH
-#define FHE_KIP_GALOIS_PREFETCH 0
-#endif
-// The _v8 form: 8 coefficients a thread (blocks of C / 8 threads, at most 512), this many blocks
-// resident per SM (two: 64 registers, twice the blocks of the 4-a-thread form's one a SM).
-#ifndef FHE_KIP_GALOIS_V8_MIN_BLOCKS
-#define FHE_KIP_GALOIS_V8_MIN_BLOCKS 2
-#endif
-#define FHE_KIP_GALOIS_V8_BOUNDS __launch_bounds__(512, FHE_KIP_GALOIS_V8_MIN_BLOCKS)
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 // ntt_forward_chunk_stages_key_inner_product_galois: a hoisted key switch's inner product with
 // one key through the Galois permutation perm of its element (automorphism_ntt_permute's),
 // fused with the forward chunk stages of every digit of a ModUp of several primes a digit:
@@ -797,11 +782,11 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 // rows hold NTT values already). Axis order and launch as ntt_forward_chunk_stages_key_inner_
 // product, with (C + C / 16 + C) * 8 bytes of dynamic shared memory (past 48 KiB from C = 2^11
 // on: the host raises the kernel's limit).
-template <int LV>
-__device__ __forceinline__ void key_inner_product_galois(const u64* in, const u64* key, u64* out,
-    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO keydig,
-    const int* FHE_RO skip, const int* FHE_RO inv, int num_moduli, int log_n, int log_chunk, int num_digits,
-    int key_rows, i64 in_bs) {
+extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner_product_galois(const u64* in,
+    const u64* key, u64* out, const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2,
+    const int* FHE_RO keydig, const int* FHE_RO skip, const int* FHE_RO inv, int num_moduli, int log_n,
+    int log_chunk, int num_digits, int key_rows, i64 in_bs) {
+  constexpr int LV = 2;
   extern __shared__ u64 sm[];
   const int N = 1 << log_n;
   const int C = 1 << log_chunk;
@@ -814,13 +799,12 @@ __device__ __forceinline__ void key_inner_product_galois(const u64* in, const u6
   const int mine = (int)threadIdx.x << LV;  // this thread's first chunk position, in and out
   const int out_base = (inv[base] >> log_chunk) << log_chunk;
   int to[1 << LV];
-#pragma unroll
-  for (int k = 0; k < (1 << LV); k += 4) {
-    const int4 targets = *reinterpret_cast<const int4*>(inv + base + mine + k);
-    to[k] = targets.x - out_base;
-    to[k + 1] = targets.y - out_base;
-    to[k + 2] = targets.z - out_base;
-    to[k + 3] = targets.w - out_base;
+  {
+    const int4 targets = *reinterpret_cast<const int4*>(inv + base + mine);
+    to[0] = targets.x - out_base;
+    to[1] = targets.y - out_base;
+    to[2] = targets.z - out_base;
+    to[3] = targets.w - out_base;
   }
   const StageStore<LV> store{stage, to};
   u64 acc0[1 << LV], acc1[1 << LV];
@@ -828,14 +812,6 @@ __device__ __forceinline__ void key_inner_product_galois(const u64* in, const u6
   for (int k = 0; k < (1 << LV); ++k) acc0[k] = acc1[k] = 0;
   for (int d = 0; d < num_digits; ++d) {
     if (d > 0) __syncthreads();  // the previous digit's shared-memory reads (chunk and stage) are done
-#if FHE_KIP_GALOIS_PREFETCH
-    if ((threadIdx.x & ((1 << (4 - LV)) - 1)) == 0) {  // this digit's key lines (128 bytes) and the next
-      const u64* k = key + ((i64)keydig[d] * 2 * key_rows + id) * N + out_base + mine;  // digit's input
-      prefetch_l2(k);                                               // lines into L2 while the transform runs
-      prefetch_l2(k + (i64)key_rows * N);
-      if (d + 1 < num_digits) prefetch_l2(in + (d + 1) * in_bs + (i64)limb * N + base + mine);
-    }
-#endif
     const int* e = skip == nullptr ? nullptr : skip + 3 * d;
     if (e != nullptr && limb >= e[0] && limb < e[0] + e[1]) {  // an own row: NTT values already
       const u64x2* own = reinterpret_cast<const u64x2*>(in + d * in_bs + (i64)limb * N + base + mine);
@@ -870,20 +846,6 @@ __device__ __forceinline__ void key_inner_product_galois(const u64* in, const u6
     o0[k >> 1] = u64x2{acc0[k], acc0[k + 1]};
     o1[k >> 1] = u64x2{acc1[k], acc1[k + 1]};
   }
-}
-extern "C" __global__ void FHE_NTT_KIP_BOUNDS ntt_forward_chunk_stages_key_inner_product_galois(
-    const u64* in, const u64* key, u64* out, const int* FHE_RO rowmap,
-    const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO keydig, const int* FHE_RO skip,
-    const int* FHE_RO inv, int num_moduli, int log_n, int log_chunk, int num_digits, int key_rows, i64 in_bs) {
-  key_inner_product_galois<2>(in, key, out, rowmap, consts, tw2, keydig, skip, inv, num_moduli, log_n, log_chunk, num_digits,
-                                 key_rows, in_bs);
-}
-extern "C" __global__ void FHE_KIP_GALOIS_V8_BOUNDS ntt_forward_chunk_stages_key_inner_product_galois_v8(
-    const u64* in, const u64* key, u64* out, const int* FHE_RO rowmap,
-    const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO keydig, const int* FHE_RO skip,
-    const int* FHE_RO inv, int num_moduli, int log_n, int log_chunk, int num_digits, int key_rows, i64 in_bs) {
-  key_inner_product_galois<3>(in, key, out, rowmap, consts, tw2, keydig, skip, inv, num_moduli, log_n, log_chunk, num_digits,
-                                 key_rows, in_bs);
 }
 
 // Inverse chunk stages of one chunk, LC = log_chunk known at compile time. In canonical;

@@ -209,8 +209,6 @@ class CupyBackend:
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
         self._rotate_fused = options.define("FHE_ROTATE_FUSED", "1") != "0"  # rotate_keyswitch takes its cases
-        # its several-prime form's kernel: 8 coefficients a thread (..._galois_v8) or 4 (A/B)
-        self._galois_v8 = options.define("FHE_KIP_GALOIS_V8", "0") != "0"
         # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
         # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
         self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
@@ -1189,8 +1187,6 @@ class CupyBackend:
         t = self._keyswitch_device(rows)
         if not self._spread_fits(t, t["num_digits"]):
             return self._galois_keyswitch(c, key, rows, galois_element, t, c0, domain, out, before_c0, c_ntt)
-        if c_ntt is not None:  # (the hoisted ModUp with the hint is faster: N=2^14, 52.8 against 68.5 us)
-            return None
         L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
         chunk = 1 << self._chunk_log(D * R)
         smem = (chunk + chunk // 16) * 8
@@ -1256,8 +1252,6 @@ class CupyBackend:
         c = self._check(c, rows, "rotate_keyswitch")
         g = int(galois_element) % (2 * n)
         self._galois(g, "ntt")  # (checks g: odd, before anything is cached for it)
-        if self._galois_v8 and chunk < 8 * 32:
-            return None
         inverse = self._galois_chunk_map(g, log_chunk, smem)
         if inverse is None:
             return None
@@ -1271,8 +1265,6 @@ class CupyBackend:
         acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
         tw, _ = self._tw()
         src_self = c_ntt if skip is not None else None
-        name, values = ("ntt_forward_chunk_stages_key_inner_product_galois_v8", 8) if self._galois_v8 else \
-            ("ntt_forward_chunk_stages_key_inner_product_galois", 4)
         skip_table = np.uint64(0) if skip is None else skip[0]
 
         def columns(_suffix: str, _grid: Any, _block: int, base: tuple, dst: Any, dst_bs: int) -> None:
@@ -1281,7 +1273,7 @@ class CupyBackend:
         def inner_product(_suffix: str, src: Any, _grid: tuple, _block: int, _smem: int, base: tuple,
                           src_bs: Any) -> None:
             assert int(base[2]) == log_chunk, "the chunk _ntt_launch chose"
-            self._launch(name, (n // chunk, R, 1), chunk // values,
+            self._launch("ntt_forward_chunk_stages_key_inner_product_galois", (n // chunk, R, 1), chunk // 4,
                          (src, key, acc, t["out_map"], self._consts, tw, t["key_digits"], skip_table, inverse,
                           *base, np.int32(D), np.int32(key_rows), src_bs), shared_mem=smem)
 
@@ -1305,8 +1297,7 @@ class CupyBackend:
             chunks = (inverse >> log_chunk).reshape(-1, 1 << log_chunk)
             if not (chunks == chunks[:, :1]).all():
                 return None
-            self._opt_in_shared_memory("ntt_forward_chunk_stages_key_inner_product_galois"
-                                       + ("_v8" if self._galois_v8 else ""), smem)
+            self._opt_in_shared_memory("ntt_forward_chunk_stages_key_inner_product_galois", smem)
             return self._upload(inverse.astype(np.int32))
 
         return self._cached(("galois_inverse", g, log_chunk), build)
