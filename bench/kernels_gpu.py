@@ -225,13 +225,9 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
         return be.add(rot[0], y[0], rows, out=y[0]), y[1]
 
     def rotation_hoisted():
-        """The engine's rotate_with_key on an NTT-domain ciphertext: inverse NTT of c1, then
-        the backend's fewer-pass rotate_keyswitch where it has one, else ModUp with the NTT
-        hint and a one-key switch with the permutation and rotated c0 inside."""
+        """The engine's rotate_with_key on an NTT-domain ciphertext: inverse NTT of c1, ModUp
+        with the NTT hint, one-key switch with the permutation and rotated c0 inside."""
         c1 = be.ntt_inverse(ct_ntt[1], rows)
-        y = be.rotate_keyswitch(c1, key, rows, g, c0=ct_ntt[0], domain="ntt", c_ntt=ct_ntt[1])
-        if y is not None:
-            return y
         d = be.modup(c1, rows, c_ntt=ct_ntt[1])
         return be.keyswitch_from_digits_many(d, [key], rows, [g], c0=ct_ntt[0], domain="ntt")
 

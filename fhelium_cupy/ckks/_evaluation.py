@@ -269,18 +269,8 @@ class EvaluationMixin:
             self._check_own_secret(ct, op)
             key = own_key()
         check_key(self, ct, key, op, key_type)
-        be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
-        rotate = getattr(be, "rotate_keyswitch", None)
-        if rotate is None or (ct.polynomial_domain == "coefficient" and domain == "ntt"):
-            c0, digits = self._hoisted_inputs(ct, domain)  # (coefficient to NTT: one ntt_forward_and_modup)
-        else:
-            c1, c1_ntt = self._modup_input(xp.ascontiguousarray(ct.data[1]), rows, ct.polynomial_domain)
-            c0 = self._in_domain(xp.ascontiguousarray(ct.data[0]), rows, ct.polynomial_domain, domain)
-            y = rotate(c1, key.data, rows, key.galois_element, c0=c0, domain=domain, c_ntt=c1_ntt)
-            if y is not None:  # the backend's fewer-pass form of the ModUp and key switch below
-                return ct._with_data(y[0], polynomial_domain=output_domain)
-            digits = be.modup(c1, rows, c_ntt=c1_ntt)
-        y = self._hoisted_switch(digits, rows, [key], c0, domain, None)
+        c0, digits = self._hoisted_inputs(ct, domain)
+        y = self._hoisted_switch(digits, ct.prime_ids, [key], c0, domain, None)
         return ct._with_data(y[0], polynomial_domain=output_domain)
 
     def rotate_with_key(self, ct: Ciphertext, key: RotationKey, *, output_domain: str = "coefficient") -> Ciphertext:

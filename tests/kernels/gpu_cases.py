@@ -356,28 +356,27 @@ def _keyswitch_many(domain: str) -> Case:
     return run
 
 
-def _rotate_keyswitch(domain: str, rescaled_level: bool = False, hint: bool = False) -> Case:
-    """``rotate_keyswitch`` (a rotation's ModUp and inner product in fewer passes: one-prime
-    digits, or a tensor-core ModUp with its column stages), with the rotated c0 and into a
-    strided ``out``, against the reference's single key switch of ``modup(c)`` plus the rotated
-    c0; ``hint``: with ``c_ntt``, c's NTT. Where the backend declines (``None``) the two calls
-    it stands for are checked instead, so the case runs on every context."""
+def _rotate_keyswitch(domain: str, rescaled_level: bool = False) -> Case:
+    """``rotate_keyswitch`` (a rotation's ModUp and inner product in one pass where every digit
+    is one prime), with the rotated c0 and into a strided ``out``, against the reference's
+    single key switch of ``modup(c)`` plus the rotated c0. Where the backend declines (digits
+    of several primes: ``None``) the two calls it stands for are checked instead, so the case
+    runs on every context."""
 
     def run(gpu, ref, ctx, rng, lv):
         rows = lv["ks"][1:] if rescaled_level else lv["ks"]
         c, c0 = rand(ctx, rows, (), rng), rand(ctx, rows, (), rng)
         key, g = random_key(ctx, rng), pow(5, 3, 2 * ctx.ring_degree)
         c0_in = ref.ntt_forward(c0, rows) if domain == "ntt" else c0
-        c_ntt = gpu.asarray(ref.ntt_forward(c, rows)) if hint else None
         store = gpu.xp.zeros((2, 2, len(rows), ctx.ring_degree), dtype=np.uint64)
         out = gpu.xp.swapaxes(store[:, 1:], 0, 1)
         waited = []
         got = gpu.rotate_keyswitch(gpu.asarray(c), gpu.asarray(key), rows, g, c0=gpu.asarray(c0_in), domain=domain,
-                                   out=out, before_c0=lambda: waited.append(True), c_ntt=c_ntt)
+                                   out=out, before_c0=lambda: waited.append(True))
         if got is None:
             assert not waited
-            gpu.keyswitch_from_digits_many(gpu.modup(gpu.asarray(c), rows, c_ntt=c_ntt), [gpu.asarray(key)], rows,
-                                           [g], c0=gpu.asarray(c0_in), domain=domain, out=out)
+            gpu.keyswitch_from_digits_many(gpu.modup(gpu.asarray(c), rows), [gpu.asarray(key)], rows, [g],
+                                           c0=gpu.asarray(c0_in), domain=domain, out=out)
         else:
             assert waited == [True] and got is out
         assert not gpu.to_numpy(store[:, 0]).any(), "out= wrote outside its view"
@@ -495,8 +494,6 @@ CASES: dict[str, Case] = {
     "rotate_keyswitch": _rotate_keyswitch("coefficient"),
     "rotate_keyswitch_ntt": _rotate_keyswitch("ntt"),
     "rotate_keyswitch_ntt_rescaled_level": _rotate_keyswitch("ntt", rescaled_level=True),
-    "rotate_keyswitch_ntt_hint": _rotate_keyswitch("ntt", hint=True),
-    "rotate_keyswitch_hint_rescaled_level": _rotate_keyswitch("coefficient", rescaled_level=True, hint=True),
     "keyswitch_linear_transform": _keyswitch_linear_transform(False),
     "keyswitch_linear_transform_rescale": _keyswitch_linear_transform(True),
     "keyswitch_linear_transform_rescale_rescaled_level": _keyswitch_linear_transform(True, rescaled_level=True),

@@ -76,11 +76,8 @@ def test_captured_ntt_output_key_switch_with_its_moddown_on_a_side_stream_matche
 # and 8 sources of 40 to 47 bits), the other contexts with the source threshold at 1; where the
 # transform has column stages, through its _columns form (the NTT's first pass in the same
 # kernel: 2 stages at n4096w, 3 at n16384, 4 at n65536, 1 at n8192 with 4096-word chunks)
-# (and the rotations' fewer-pass form on it: the chunk stages, the Galois permutation and the
-# key inner product in one kernel, ntt_forward_chunk_stages_key_inner_product_galois)
 _BYTES_CASES = sorted(name for name in gpu_cases.CASES
-                      if name.startswith(("modup", "keyswitch_from_digits", "keyswitch_linear_transform",
-                                          "rotate_keyswitch")))
+                      if name.startswith(("modup", "keyswitch_from_digits", "keyswitch_linear_transform")))
 
 
 @functools.cache

@@ -221,38 +221,6 @@ class _Kernels:
                             .astype(object) for d in range(D))
                 self._row(out, (comp * R + r) * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
 
-    def ntt_forward_chunk_stages_key_inner_product_galois(self, grid, a):
-        """Every digit's chunk stages (after the tensor-core ModUp's column pass) summed against
-        one key through the inverse Galois permutation inv: out[k, r, inv[j]] = sum_d NTT(in[d,
-        r])[j] * key[keydig[d], k, rowmap[r], inv[j]] * 2^-64 mod q_r; a digit's own rows (skip
-        table given) are NTT values already and taken as they are. Checks that inv maps each
-        chunk onto one chunk (the kernel's output is one contiguous chunk a block)."""
-        src, key, out, rowmap, _consts, _tw, keydig, skip, inv, _m, log_n, log_chunk, D, key_rows, in_bs = a
-        n, D, key_rows, R, C = self.n, int(D), int(key_rows), grid[1], 1 << int(log_chunk)
-        assert grid == (n // C, R, 1) and int(log_n) == n.bit_length() - 1
-        skipped = None if isinstance(skip, np.uint64) else _memory(skip, np.int32)[:3 * D].reshape(D, 3)
-        launched = R - (0 if skipped is None else int(skipped[:, 1].min()))
-        assert self.first_pass is not None and self.first_pass[0] == self._pass_key(src, in_bs, D, launched, rowmap), \
-            "chunks after their columns"
-        self.first_pass = None
-        target = _memory(inv, np.int32)[:n].astype(np.int64)
-        assert ((target >> int(log_chunk)).reshape(-1, C) == (target[::C] >> int(log_chunk))[:, None]).all()
-        key_digit = _memory(keydig, np.int32)[:D]
-        for r in range(R):
-            prime_id, q = self._prime(rowmap, r)
-            digits = []
-            for d in range(D):
-                row = self._row(src, d * int(in_bs) + r * n)
-                own = skipped is not None and skipped[d, 0] <= r < skipped[d, 0] + skipped[d, 1]
-                values = row.copy() if own else self._transform(row, prime_id, False)
-                placed = np.empty(n, dtype=object)
-                placed[target] = values.astype(object)
-                digits.append(placed)
-            for comp in range(2):
-                total = sum(digits[d] * self._row(key, ((int(key_digit[d]) * 2 + comp) * key_rows + prime_id) * n)
-                            .astype(object) for d in range(D))
-                self._row(out, (comp * R + r) * n)[:] = (total * pow(R64, -1, q) % q).astype(np.uint64)
-
     # --- key switching ----------------------------------------------------------------
     def keyswitch_inner_product_many(self, grid, a):
         digits, key_ptrs, out, rowmap, _consts, keydig, perms, _m, n, R, batch, D, key_rows = a
@@ -790,7 +758,6 @@ def test_launch_groups_split_by_a_small_l2_budget_compute_the_numpy_results(emul
 
 
 MODUP_CASES = tuple(name for name in gpu_cases.CASES if name.startswith("modup"))
-ROTATE_CASES = tuple(name for name in gpu_cases.CASES if name.startswith("rotate_keyswitch"))
 
 
 _BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused conversion or 0: not fused)
@@ -830,10 +797,6 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
         t = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))  # the first case: "modup", 2 entries
         assert gpu.log_n - gpu._chunk_log(t["num_digits"] * 2 * len(t["out_rows"])) == stages
         assert not [k for k in launched if k.startswith("ntt_forward_column_stages")]
-    for name in ROTATE_CASES:  # the rotations: the chunk stages and the inner product in one kernel
-        before = len(launched)
-        assert gpu_cases.run_case(name, gpu, ref, ctx_name) is None, name
-        assert ("ntt_forward_chunk_stages_key_inner_product_galois" in launched[before:]) == bool(stages), name
     words, tg, _ = gpu._keyswitch_device(tuple(range(gpu.context.q_count)))["up_bytes"]
     if ctx_name == "n4096w":  # each digit loops over its own target groups, not the widest digit's
         host = gpu.to_numpy(words)

@@ -284,14 +284,12 @@ class CkksBackend(Protocol):
         domain: Domain = "coefficient",
         out: Array | None = None,
         before_c0: Callable[[], None] | None = None,
-        c_ntt: Array | None = None,
     ) -> Array | None:
         """One rotation's key switch in fewer passes, where a backend has them: ``keyswitch_from_digits_many(
-        modup(c, rows, c_ntt=c_ntt), [key], rows, [galois_element], c0=c0, domain=domain,
-        out=out)`` bit for bit, for an unbatched coefficient-domain ``c`` ``[L, N]`` (a
-        ciphertext's c1; ``c_ntt``: its NTT when at hand, ``modup``'s hint), or ``None`` with
-        nothing done where the backend has no such form (the caller makes the two calls).
-        ``before_c0()`` is called before anything that reads ``c0`` (inside a
+        modup(c, rows), [key], rows, [galois_element], c0=c0, domain=domain, out=out)`` bit for
+        bit, for an unbatched coefficient-domain ``c`` ``[L, N]`` (a ciphertext's c1), or
+        ``None`` with nothing done where the backend has no such form (the caller makes the two
+        calls). ``before_c0()`` is called before anything that reads ``c0`` (inside a
         ``run_independent`` task: ``wait_for_published``)."""
         ...
 

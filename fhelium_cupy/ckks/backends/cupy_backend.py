@@ -208,7 +208,6 @@ class CupyBackend:
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
         self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
         self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
-        self._rotate_fused = options.define("FHE_ROTATE_FUSED", "1") != "0"  # rotate_keyswitch takes its cases
         # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
         # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
         self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
@@ -1161,7 +1160,7 @@ class CupyBackend:
                          column_input=spread, chunk_output=chunk_output)
 
     def rotate_keyswitch(self, c, key, rows, galois_element, *, c0=None, domain="coefficient", out=None,
-                         before_c0=None, c_ntt=None):
+                         before_c0=None):
         """``keyswitch_from_digits_many(modup(c), [key], rows, [galois_element], c0=c0,
         domain=domain, out=out)`` bit for bit, where every digit is one prime and ``c`` (the
         coefficient-domain c1 of a rotation, ``[L, N]``) is unbatched; ``None``, with nothing
@@ -1174,23 +1173,16 @@ class CupyBackend:
         (``ntt_forward_chunk_stages_key_inner_product``): the digits' NTT values are never
         stored and the key is read in order. ``before_c0()``, when given, is called after the
         inner product is enqueued and before anything that reads ``c0`` (a branch's wait for
-        another branch's ``c0``). Stream: the current one; no host synchronization.
-
-        Where digits have several primes and the ModUp converts on tensor cores with its column
-        stages (``_bytes_columns_fit``), the permutation cannot go first; the ModUp's chunk
-        stages and the inner product are then one kernel that applies it on the way
-        (``_galois_keyswitch``), with ``c_ntt`` (``c``'s NTT, ``modup``'s hint) when given.
-        ``FHE_ROTATE_FUSED=0`` in the kernel options declines every case (A/B builds)."""
+        another branch's ``c0``). Stream: the current one; no host synchronization."""
         rows, rowmap = self._rows(rows)
-        if not self._rotate_fused or c.ndim != 2 or any(r >= self.context.q_count for r in rows):
+        if c.ndim != 2 or any(r >= self.context.q_count for r in rows):
             return None
         t = self._keyswitch_device(rows)
-        if not self._spread_fits(t, t["num_digits"]):
-            return self._galois_keyswitch(c, key, rows, galois_element, t, c0, domain, out, before_c0, c_ntt)
         L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
         chunk = 1 << self._chunk_log(D * R)
         smem = (chunk + chunk // 16) * 8
-        if D * R > _MAX_GRID_YZ or chunk > 4 * self._kip_threads or smem > _MAX_STATIC_SMEM:
+        if (not self._spread_fits(t, D) or D * R > _MAX_GRID_YZ or chunk > 4 * self._kip_threads
+                or smem > _MAX_STATIC_SMEM):
             return None  # (a chunk too large for the build's fused kernel: its blocks or shared memory)
         check_domain(domain, "rotate_keyswitch")
         c = self._check(c, rows, "rotate_keyswitch")
@@ -1218,89 +1210,6 @@ class CupyBackend:
         if before_c0 is not None:
             before_c0()
         return self._moddown_many(acc, perms, t, rows, [g], (), c0, domain, out, out_strides)
-
-    def _galois_keyswitch(self, c: Any, key: Any, rows: tuple[int, ...], galois_element: int, t: dict[str, Any],
-                          c0: Any, domain: Any, out: Any, before_c0: Callable[[], None] | None,
-                          c_ntt: Any) -> Any:
-        """``rotate_keyswitch`` where digits have several primes: the tensor-core ModUp with
-        its column stages (``keyswitch_base_convert_bytes_mma_columns``; the own rows copied
-        from ``c_ntt`` when given), then ``ntt_forward_chunk_stages_key_inner_product_galois``:
-        every digit's chunk stages (none for the own rows copied), the Galois permutation
-        through shared memory, and the key inner product, so the digits' NTT values are never
-        stored; then the ModDown. ``None``, with nothing launched, where that does not fit:
-        no such ModUp, or a chunk the kernel's blocks, shared memory or the permutation's
-        chunk map do not allow."""
-        L, n, R, D = len(rows), self.n, len(t["out_rows"]), t["num_digits"]
-        if D * R > _MAX_GRID_YZ:
-            return None
-        if c_ntt is not None:
-            c_ntt = self._check(c_ntt, rows, "rotate_keyswitch")
-            if c_ntt.shape != c.shape:
-                raise ValueError(f"rotate_keyswitch: c_ntt {tuple(c_ntt.shape)} must have c's shape {tuple(c.shape)}")
-        skip = None
-        if c_ntt is not None and t["own_rows"] is not None and len(self._groups(D, R)) == 1:
-            own = t["own_rows"]
-            skip = (self._skip_table(own, 1, R), min(count for _, count in own))
-        if not self._bytes_columns_fit(t, D, skip):
-            return None
-        log_chunk = self._chunk_log(D * (R - (skip[1] if skip is not None else 0)))  # (as _ntt_launch picks it)
-        chunk = 1 << log_chunk
-        smem = (2 * chunk + chunk // 16) * 8
-        if chunk > 4 * self._kip_threads or smem > self._smem_optin:
-            return None
-        check_domain(domain, "rotate_keyswitch")
-        c = self._check(c, rows, "rotate_keyswitch")
-        g = int(galois_element) % (2 * n)
-        self._galois(g, "ntt")  # (checks g: odd, before anything is cached for it)
-        inverse = self._galois_chunk_map(g, log_chunk, smem)
-        if inverse is None:
-            return None
-        if c0 is not None:
-            c0 = self._check(c0, rows, "rotate_keyswitch")
-            if c0.ndim != 2:
-                raise ValueError(f"rotate_keyswitch: c0 must be [L, N] like c, got {tuple(c0.shape)}")
-        out_strides = self._many_out(out, (1, 2, L, n))
-        (key,), key_rows = self._checked_keys([key], rows, t, "rotate_keyswitch")
-        _, perms = self._many_tables([key], [g])  # keeps the key alive for a capture
-        acc = self.xp.empty((1, 2, 1, R, n), dtype=np.uint64)
-        tw, _ = self._tw()
-        src_self = c_ntt if skip is not None else None
-        skip_table = np.uint64(0) if skip is None else skip[0]
-
-        def columns(_suffix: str, _grid: Any, _block: int, base: tuple, dst: Any, dst_bs: int) -> None:
-            self._base_convert_bytes_columns(c, dst, t, D, 1, L * n, dst_bs, src_self, base)
-
-        def inner_product(_suffix: str, src: Any, _grid: tuple, _block: int, _smem: int, base: tuple,
-                          src_bs: Any) -> None:
-            assert int(base[2]) == log_chunk, "the chunk _ntt_launch chose"
-            self._launch("ntt_forward_chunk_stages_key_inner_product_galois", (n // chunk, R, 1), chunk // 4,
-                         (src, key, acc, t["out_map"], self._consts, tw, t["key_digits"], skip_table, inverse,
-                          *base, np.int32(D), np.int32(key_rows), src_bs), shared_mem=smem)
-
-        column_output = self.xp.empty((D, R, n), dtype=np.uint64)
-        self._ntt_launch(column_output, column_output, t["out_map"], False, R * n, R * n, D, R, skip=skip,
-                         column_input=columns, chunk_output=inner_product)
-        if before_c0 is not None:
-            before_c0()
-        return self._moddown_many(acc, perms, t, rows, [g], (), c0, domain, out, out_strides)
-
-    def _galois_chunk_map(self, g: int, log_chunk: int, smem: int) -> Any:
-        """The inverse of Galois element ``g``'s NTT-domain permutation on the device (int32
-        [N]) for ``ntt_forward_chunk_stages_key_inner_product_galois`` with chunks of
-        2^log_chunk, the kernel's shared memory granted (``smem`` bytes; a table build,
-        outside any capture); None if the permutation does not map each chunk onto one chunk
-        (in the bit-reversed order it does: kept as a check)."""
-        def build() -> Any:
-            perm = ntt_automorphism_permutation(self.n, g).astype(np.int64)
-            inverse = np.empty_like(perm)
-            inverse[perm] = np.arange(self.n)
-            chunks = (inverse >> log_chunk).reshape(-1, 1 << log_chunk)
-            if not (chunks == chunks[:, :1]).all():
-                return None
-            self._opt_in_shared_memory("ntt_forward_chunk_stages_key_inner_product_galois", smem)
-            return self._upload(inverse.astype(np.int32))
-
-        return self._cached(("galois_inverse", g, log_chunk), build)
 
     def _one_prime_division(self, row: Any, c0: Any, row_map: Any, row_bs: int, c0_bs: int, entries: int,
                             targets: int, rowmap: Any, table: Any, dropped_id: int) -> Callable[..., None] | None:

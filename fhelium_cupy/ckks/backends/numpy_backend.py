@@ -495,7 +495,7 @@ class NumpyBackend:
         self.add(acc[..., :L, :], self.mul_scalar(c, [self._big_p] * L, rows), rows, out=acc[..., :L, :])
 
     def rotate_keyswitch(self, c, key, rows, galois_element, *, c0=None, domain="coefficient", out=None,
-                         before_c0=None, c_ntt=None):
+                         before_c0=None):
         """See ``CkksBackend.rotate_keyswitch``: no one-pass form here (``None``: the caller makes
         the two calls, which this backend computes exactly)."""
         return None
