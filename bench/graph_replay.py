@@ -32,7 +32,7 @@ if __package__ in (None, ""):
 
 from bench._report import exit_without_gpu  # noqa: E402
 
-__all__ = ["bench_program", "ciphertext_program", "main", "synthetic_program"]
+__all__ = ["bench_program", "ciphertext_program", "main", "synthetic_program", "torch_stream_host"]
 
 _STEP = r"""
 extern "C" __global__ void step_f32(const float* x, float* y, long long n) {
@@ -104,6 +104,27 @@ def bench_program(
     return result
 
 
+def torch_stream_host(program: Any, inputs: Sequence[Any], *, runs: int = 2000, warmup: int = 100,
+                      sync_every: int = 64) -> dict[str, Any] | None:
+    """Host time of ``replay()`` and ``replay_prepared()`` with a torch stream current (``with
+    torch.cuda.stream(s):``, FHElium's torch API), where the runtime replays on torch's current
+    stream through its cached CuPy view; None without a CUDA torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    from bench._timing import time_host_pipelined as _host_us
+
+    side = torch.cuda.Stream()
+    common = {"runs": runs, "warmup": warmup, "drain": side.synchronize, "every": sync_every}
+    inputs = tuple(inputs)
+    with torch.cuda.stream(side):
+        return {"host_replay": _host_us(lambda: program.replay(*inputs), **common),
+                "host_replay_prepared": _host_us(lambda: program.replay_prepared(), **common)}
+
+
 def synthetic_program(kernels: int = 300, n: int = 4096) -> tuple[Any, tuple[Any, ...], Callable[..., Any]]:
     """A graph of ``kernels`` RawKernel launches on ``n`` float32 elements, one array input."""
     import cupy
@@ -159,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     shape = tuple(int(s) for s in args.ct_shape.split(",") if s)
     program, inputs, function = ciphertext_program(shape)
     results["ciphertext"] = {"shape": shape, **bench_program(program, inputs, function=function, runs=args.runs, warmup=args.warmup, sync_every=args.sync_every)}
+    results["ciphertext_torch_stream"] = torch_stream_host(program, inputs, runs=args.runs, warmup=args.warmup,
+                                                           sync_every=args.sync_every)
     # the same ciphertext program fed from pinned host memory (H2D in the replay)
     from fhelium_cupy.runtime import pin_value_tree
 
