@@ -877,8 +877,10 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT FHE_BYTES_COLUMN_BUFFERS) * 8 bytes.
 // Sets a block (the host must match, CupyBackend._bytes_column_sets). Measured on the H200
 // (N=2^16 dnum 4, 2026-11-30 s28): 1 set 108 us, 2 sets (half the blocks, each table copy
-// serving twice the columns) 121 us; ptxas holds it to 80 registers (3 blocks an SM), 2 blocks
-// an SM measured 117 us with 2 sets.
+// serving twice the columns) 121 us; 2 blocks an SM measured 117 us with 2 sets. Blocks an SM
+// (FHE_BYTES_COLUMNS_MIN_BLOCKS, below): 4 (64 registers, 32 bytes spilled) against 3 (80
+// registers), 2026-12-01 s29, alternated twice: ModUp with the NTT hint 188.2-188.7 against
+// 190.2-191.3 us, the engine's rotation 427.0-427.7 against 430.5-431.0.
 #ifndef FHE_BYTES_COLUMN_SETS
 #define FHE_BYTES_COLUMN_SETS 1
 #endif
@@ -896,7 +898,7 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 #define FHE_BYTES_COLUMN_BUFFERS 1
 #endif
 #ifndef FHE_BYTES_COLUMNS_MIN_BLOCKS
-#define FHE_BYTES_COLUMNS_MIN_BLOCKS 3
+#define FHE_BYTES_COLUMNS_MIN_BLOCKS 4
 #endif
 #define FHE_BYTES_COLUMNS_BOUNDS __launch_bounds__(256, FHE_BYTES_COLUMNS_MIN_BLOCKS)
 // What a target row holds at coefficient index x, read from its slot ([c][j - j0], row width W).
