@@ -865,38 +865,26 @@ extern "C" __global__ void FHE_BYTES_MMA_BOUNDS keyswitch_base_convert_bytes_mma
 // stages of ntt_forward_column_stages(_x2), same arithmetic and output), so that the ModUp's
 // forward NTT only runs its chunk stages after it: each converted value goes from the tensor
 // cores through shared memory into the column stages instead of through a global row that the
-// column kernel reads back. A block covers FHE_BYTES_COLUMN_SETS sets of W = 256 >> K adjacent
-// columns j (set s: j0 = (blockIdx.x * SETS + s) W); a set is 16 m-tiles (2^K column blocks
-// c of W / 16 tiles; warp w converts tiles w and w + 8), converted one target group of 8 at a
-// time into 8 shared slots of 2^K x W words, then column-transformed by lanes 2 j + h (K = 1:
-// lane j; every lane of a warp on one slot: W >= 16). The group's own rows: copied from c_self
-// when given (already transformed: the chunk kernel's row-skip table skips them), else
-// column-transformed from c. rowmap: prime id of each output row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
+// column kernel reads back. A block covers W = 256 >> K adjacent columns j from j0 =
+// blockIdx.x W: 16 m-tiles (2^K column blocks c of W / 16 tiles; warp w converts tiles w and
+// w + 8), converted one target group of 8 at a time into 8 shared slots of 2^K x W words, then
+// column-transformed by lanes 2 j + h (K = 1: lane j; every lane of a warp on one slot: W >= 16).
+// The group's own rows: copied from c_self when given (already transformed: the chunk kernel's
+// row-skip table skips them), else column-transformed from c. rowmap: prime id of each output
+// row (the ModUp's out_rows); consts, tw2 as ntt.cu's.
 // In canonical; out: the column stages' words (canonical in float64 rows, [0, 4q) otherwise).
-// Launch: grid (C / (W SETS), 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
-// (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT FHE_BYTES_COLUMN_BUFFERS) * 8 bytes.
-// Sets a block (the host must match, CupyBackend._bytes_column_sets). Measured on the H200
-// (N=2^16 dnum 4, 2026-11-30 s28): 1 set 108 us, 2 sets (half the blocks, each table copy
-// serving twice the columns) 121 us; 2 blocks an SM measured 117 us with 2 sets. Blocks an SM
-// (FHE_BYTES_COLUMNS_MIN_BLOCKS, below): 4 (64 registers, 32 bytes spilled) against 3 (80
-// registers), 2026-12-01 s29, alternated twice: ModUp with the NTT hint 188.2-188.7 against
-// 190.2-191.3 us, the engine's rotation 427.0-427.7 against 430.5-431.0.
-#ifndef FHE_BYTES_COLUMN_SETS
-#define FHE_BYTES_COLUMN_SETS 1
-#endif
+// Launch: grid (C / W, 1, G * batch), C = 2^log_chunk; block 256; dynamic shared memory
+// (byte_group_words(tg_count) + 8 FHE_BYTES_COLUMN_SLOT) * 8 bytes.
+// Measured on the H200 (N=2^16 dnum 4, 2026-11-30 s28, perf notes change 64) and not kept: two
+// sets of W columns a block (each table copy serving twice the columns) 121 us against 108;
+// two slot buffers, so that target groups alternate between them with one barrier a group,
+// 110.0 against 107.7 us. Blocks an SM (FHE_BYTES_COLUMNS_MIN_BLOCKS, below): 4 (64 registers,
+// 32 bytes spilled) against 3 (80 registers), 2026-12-01 s29, alternated twice: ModUp with the
+// NTT hint 188.2-188.7 against 190.2-191.3 us, the engine's rotation 427.0-427.7 against
+// 430.5-431.0 (perf notes change 65).
 // Words a target slot: 2^K x W = 256, padded so that the four lane columns c of an mma output
-// fragment (slots 2 c + cc) store into different banks.
+// fragment (slots 2 c + cc) store into different banks (CupyBackend._BYTES_COLUMN_SLOT).
 #define FHE_BYTES_COLUMN_SLOT 258
-// Slot buffers (of 8 slots; the host must match, CupyBackend._bytes_column_buffers): 1 = one
-// buffer, a second barrier after each group's column stages; with 2 the target groups alternate
-// between them and one barrier a group suffices (a warp that writes buffer b for group i has
-// passed group i - 1's barrier, which every warp reaches only after its group i - 2 column work,
-// the last reader of b), so that a warp may convert the next group beside other warps' column
-// stages. Measured on the H200 (N=2^16 dnum 4, 2026-11-30 s28): 1 buffer 107.7 us, 2 buffers
-// 110.0-110.1 us (67.6 KiB of shared memory a block instead of 51.1; still 3 blocks an SM).
-#ifndef FHE_BYTES_COLUMN_BUFFERS
-#define FHE_BYTES_COLUMN_BUFFERS 1
-#endif
 #ifndef FHE_BYTES_COLUMNS_MIN_BLOCKS
 #define FHE_BYTES_COLUMNS_MIN_BLOCKS 4
 #endif
@@ -909,7 +897,7 @@ struct SlotLoad {
     return slot[((x >> log_chunk) << log_w) + (x & ((1 << log_chunk) - 1)) - j0];
   }
 };
-// Task `task` of a set's column pass over one row (prime id): lanes 2 j + h of column j0 + j for
+// Task `task` of a block's column pass over one row (prime id): lanes 2 j + h of column j0 + j for
 // K >= 2 (forward_columns_body_x2), lane j for K = 1 (W = 128: one lane a column).
 template <class Load>
 __device__ __forceinline__ void bytes_column_task(const Load& in, u64* out, int id, const u64* __restrict__ consts,
@@ -934,55 +922,51 @@ extern "C" __global__ void FHE_BYTES_COLUMNS_BOUNDS keyswitch_base_convert_bytes
   const int gr = lane >> 2;
   const int ci = lane & 3;
   const int K = log_n - log_chunk;
-  const int log_w = 8 - K;  // W = 256 >> K columns a set: 2^K column blocks of W / 16 m-tiles
-  const int log_tasks = log_w + (K >= 2);  // log2 of a row's column tasks in a set (lanes 2 j + h, or j)
+  const int log_w = 8 - K;  // W = 256 >> K columns a block: 2^K column blocks of W / 16 m-tiles
+  const int log_tasks = log_w + (K >= 2);  // log2 of a row's column tasks in a block (lanes 2 j + h, or j)
   const u64* cin = c + t.b * in_bs;
   u64* o = out + blockIdx.z * out_bs;
-  int group = 0;  // target groups converted so far, over every set (picks the slot buffer)
-  for (int set = 0; set < FHE_BYTES_COLUMN_SETS; ++set) {
-    const int j0 = (blockIdx.x * FHE_BYTES_COLUMN_SETS + set) << log_w;
-    unsigned a[2][2][4];  // the warp's m-tiles u = warp + 8 v: column block u >> (log_w - 4), tile u mod (W / 16)
+  const int j0 = blockIdx.x << log_w;
+  unsigned a[2][2][4];  // the warp's m-tiles u = warp + 8 v: column block u >> (log_w - 4), tile u mod (W / 16)
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    const int u = warp + 8 * v;
+    const int k0 = ((u >> (log_w - 4)) << log_chunk) + j0 + 16 * (u & ((1 << (log_w - 4)) - 1));
+    byte_a_fragments(a[v], cin, t.src, t.count, n, k0, lane);
+  }
+  for (int tg = 0; tg < t.group_tgs; ++tg) {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
-      const int u = warp + 8 * v;
-      const int k0 = ((u >> (log_w - 4)) << log_chunk) + j0 + 16 * (u & ((1 << (log_w - 4)) - 1));
-      byte_a_fragments(a[v], cin, t.src, t.count, n, k0, lane);
+      u64 acc[3][4];
+      byte_target_sums(acc, a[v], byte_table + tg * (FHE_BYTE_S * 2 * 32) + lane);
+      byte_target_store(acc, t, tg, tg_count, ci, [&](int cc, u64) {
+        return slots + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
+      });
     }
-    for (int tg = 0; tg < t.group_tgs; ++tg, ++group) {
-      u64* buffer = slots + (group % FHE_BYTES_COLUMN_BUFFERS) * (8 * FHE_BYTES_COLUMN_SLOT);
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        u64 acc[3][4];
-        byte_target_sums(acc, a[v], byte_table + tg * (FHE_BYTE_S * 2 * 32) + lane);
-        byte_target_store(acc, t, tg, tg_count, ci, [&](int cc, u64) {
-          return buffer + (2 * ci + cc) * FHE_BYTES_COLUMN_SLOT + 16 * (warp + 8 * v) + gr;
-        });
-      }
-      __syncthreads();
-      for (int task = threadIdx.x; task < (8 << log_tasks); task += blockDim.x) {
-        const int s = task >> log_tasks;
-        const u64 row = t.trow[tg * 8 + s];
-        if (row == ~0ULL) continue;  // padding (a whole warp: a row has 32 tasks or more)
-        bytes_column_task(SlotLoad{buffer + s * FHE_BYTES_COLUMN_SLOT, log_chunk, j0, log_w}, o + (i64)row * n,
-                          rowmap[row], consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
-      }
-      if (FHE_BYTES_COLUMN_BUFFERS == 1) __syncthreads();  // the slots are free for the next target group
+    __syncthreads();
+    for (int task = threadIdx.x; task < (8 << log_tasks); task += blockDim.x) {
+      const int s = task >> log_tasks;
+      const u64 row = t.trow[tg * 8 + s];
+      if (row == ~0ULL) continue;  // padding (a whole warp: a row has 32 tasks or more)
+      bytes_column_task(SlotLoad{slots + s * FHE_BYTES_COLUMN_SLOT, log_chunk, j0, log_w}, o + (i64)row * n,
+                        rowmap[row], consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
     }
-    // the group's own rows
-    if (c_self) {
-      const u64* sin = c_self + t.b * in_bs;
-      for (int task = threadIdx.x; task < (t.count << 8); task += blockDim.x) {  // 2^K x W = 256 words a row
-        const int j = task >> 8, e = task & 255;
-        const int x = ((e >> log_w) << log_chunk) + j0 + (e & ((1 << log_w) - 1));
-        o[(i64)t.src[4 * FHE_BYTE_SOURCES + j] * n + x] = sin[(i64)t.src[3 * FHE_BYTE_SOURCES + j] * n + x];
-      }
-    } else {
-      for (int task = threadIdx.x; task < (t.count << log_tasks); task += blockDim.x) {
-        const int j = task >> log_tasks;
-        const u64 row = t.src[4 * FHE_BYTE_SOURCES + j];
-        bytes_column_task(RowLoad{cin + (i64)t.src[3 * FHE_BYTE_SOURCES + j] * n}, o + (i64)row * n, rowmap[row],
-                          consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
-      }
+    __syncthreads();  // the slots are free for the next target group
+  }
+  // the group's own rows
+  if (c_self) {
+    const u64* sin = c_self + t.b * in_bs;
+    for (int task = threadIdx.x; task < (t.count << 8); task += blockDim.x) {  // 2^K x W = 256 words a row
+      const int j = task >> 8, e = task & 255;
+      const int x = ((e >> log_w) << log_chunk) + j0 + (e & ((1 << log_w) - 1));
+      o[(i64)t.src[4 * FHE_BYTE_SOURCES + j] * n + x] = sin[(i64)t.src[3 * FHE_BYTE_SOURCES + j] * n + x];
+    }
+  } else {
+    for (int task = threadIdx.x; task < (t.count << log_tasks); task += blockDim.x) {
+      const int j = task >> log_tasks;
+      const u64 row = t.src[4 * FHE_BYTE_SOURCES + j];
+      bytes_column_task(RowLoad{cin + (i64)t.src[3 * FHE_BYTE_SOURCES + j] * n}, o + (i64)row * n, rowmap[row],
+                        consts, tw2, num_moduli, log_n, log_chunk, j0, log_w, task);
     }
   }
 }

@@ -76,7 +76,6 @@ class _Kernels:
         from fhelium_cupy.ckks.backends.numpy_backend import NumpyBackend
 
         self.ctx, self.n = ctx, ctx.ring_degree
-        self.column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "1"))  # keyswitch.cu
         self.ntt = NumpyBackend(ctx)  # one row at a time: the transforms themselves are not under test
         # ntt.cu chunk_coords: batch entries first from FHE_NTT_BATCH_FAST_LOG_N on
         self.batch_fast = self.n.bit_length() - 1 >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
@@ -354,7 +353,7 @@ class _Kernels:
         """The conversion of keyswitch_base_convert_bytes_mma, then the first pass of the rows'
         forward NTT (which, as ntt_forward_column_stages here, only moves data: the chunk kernel
         after it transforms, after checking it follows this launch on the same rows). The grid
-        covers the chunk's columns in sets of 256 >> K; the own rows are copied from c_self when
+        covers the chunk's columns in blocks of 256 >> K; the own rows are copied from c_self when
         given, and the chunk kernel then skips each group's own rows (its grid's rows are R less
         the fewest of them), else transformed like the targets (R rows)."""
         *convert, rowmap, consts, _tw, m, log_n, log_chunk = a
@@ -362,7 +361,7 @@ class _Kernels:
         K = log_n - log_chunk
         assert log_n == self.n.bit_length() - 1 and 1 <= K <= 4 and int(m) == len(self.ctx.moduli)
         assert _memory(consts, np.uint64)[0] == self.ctx.moduli[0]
-        assert grid[:2] == ((1 << log_chunk) // ((256 >> K) * self.column_sets), 1)
+        assert grid[:2] == ((1 << log_chunk) // (256 >> K), 1)
         groups = self._bytes_convert(grid[2], convert)
         c_self, out, out_bs = convert[1], convert[2], convert[8]
         R = 1 + max(int(r) for g in groups for r in [*g.out_rows, *g.s_out_rows[:g.count]] if r != NO_ROW)
@@ -764,8 +763,6 @@ _BYTES_SETUPS = {  # name: (context, backend options, column stages of the fused
     "n4096w": ("n4096w", {}, 2),  # (1024-word chunks: a launch of few rows)
     "n8192": ("n8192", {}, 3),
     "n8192, 4096-word chunks": ("n8192", {"ntt_fill_blocks": 1}, 1),  # one lane a column
-    "n8192, 2 column sets a block, two slot buffers": (
-        "n8192", {"extra": ("-DFHE_BYTES_COLUMN_SETS=2", "-DFHE_BYTES_COLUMN_BUFFERS=2")}, 3),
     "n8192, FHE_BYTES_COLUMNS=0": ("n8192", {"extra": ("-DFHE_BYTES_COLUMNS=0",)}, 0),
 }
 
@@ -804,11 +801,10 @@ def test_modup_on_tensor_cores_computes_the_numpy_results(emulated, setup):
 
 
 def test_fused_modup_opts_in_to_the_shared_memory_it_needs(emulated, monkeypatch):
-    """keyswitch_base_convert_bytes_mma_columns needs its table block and a buffer of 8 target
-    slots (two with FHE_BYTES_COLUMN_BUFFERS=2): past 48 KiB (N=2^16 dnum 4: 5 target groups,
-    51.1 KiB) the backend raises the kernel's limit when it builds the tables, up to the
-    device's opt-in limit; past that (or on a device without the opt-in), or with no
-    tensor-core table, the separate launches run."""
+    """keyswitch_base_convert_bytes_mma_columns needs its table block and 8 target slots: past
+    48 KiB (N=2^16 dnum 4: 5 target groups, 51.1 KiB) the backend raises the kernel's limit
+    when it builds the tables, up to the device's opt-in limit; past that (or on a device
+    without the opt-in), or with no tensor-core table, the separate launches run."""
     from tests.helpers import numpy_cupy
 
     gpu, _ = emulated(gpu_cases.context("n4096w"))
@@ -822,9 +818,6 @@ def test_fused_modup_opts_in_to_the_shared_memory_it_needs(emulated, monkeypatch
     assert gpu._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + slots  # never lowered
     assert function.max_dynamic_shared_size_bytes == 34624 + slots
     assert gpu._bytes_columns_smem((None, np.int32(99), 227 * 1024)) is None
-    two, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
-        extra=("-DFHE_BYTES_COLUMN_BUFFERS=2",)))
-    assert two._bytes_columns_smem((None, np.int32(3), 20000)) == 20000 + 2 * slots
     off, _ = emulated(gpu_cases.context("n4096w"), kernel_options=kernels.KernelOptions(
         extra=("-DFHE_BYTES_COLUMNS=0",)))
     assert off._bytes_columns_smem((None, np.int32(3), 20000)) is None

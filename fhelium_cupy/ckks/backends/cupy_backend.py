@@ -198,8 +198,6 @@ class CupyBackend:
         # such a ModUp's conversion runs its NTT's column stages too
         # (keyswitch_base_convert_bytes_mma_columns, _bytes_columns_fit); 0 = the column kernel does
         self._bytes_columns = options.define("FHE_BYTES_COLUMNS", "1") != "0"
-        self._bytes_column_sets = int(options.define("FHE_BYTES_COLUMN_SETS", "1"))  # its column sets a block
-        self._bytes_column_buffers = int(options.define("FHE_BYTES_COLUMN_BUFFERS", "1"))  # and slot buffers
         # ModDown conversions (wide sources, targets below 2^54) hold their weights in 27-bit pieces
         # (keyswitch.cu weight pieces; 0 = plain weights, the 64 x 64-bit sums)
         self._weight_pieces = options.define("FHE_BC_WEIGHT_PIECES", "1") != "0"
@@ -980,12 +978,12 @@ class CupyBackend:
     def _bytes_columns_smem(self, up_bytes: tuple[Any, np.int32, int] | None) -> int | None:
         """Dynamic shared memory of ``keyswitch_base_convert_bytes_mma_columns`` for a ModUp
         whose tensor-core table is ``up_bytes`` (``_byte_table``'s): its table block and its
-        buffers of 8 target slots, the kernel's limit raised to it (``_opt_in_shared_memory``;
+        8 target slots, the kernel's limit raised to it (``_opt_in_shared_memory``;
         called by a table build, outside any capture); None when there is no such table,
         FHE_BYTES_COLUMNS=0, or the device's opt-in limit is smaller."""
         if up_bytes is None or not self._bytes_columns:
             return None
-        smem = up_bytes[2] + self._bytes_column_buffers * 8 * _BYTES_COLUMN_SLOT * 8
+        smem = up_bytes[2] + 8 * _BYTES_COLUMN_SLOT * 8
         if smem > self._smem_optin:
             return None
         self._opt_in_shared_memory("keyswitch_base_convert_bytes_mma_columns", smem)
@@ -1020,10 +1018,10 @@ class CupyBackend:
         kernel's row-skip table leaves them), else transformed like the others."""
         words, target_groups, _ = t["up_bytes"]
         log_chunk = int(base[2])
-        width = 256 >> (self.log_n - log_chunk)  # columns a set
+        width = 256 >> (self.log_n - log_chunk)  # columns a block
         tw, _ = self._tw()
         self._launch("keyswitch_base_convert_bytes_mma_columns",
-                     ((1 << log_chunk) // (width * self._bytes_column_sets), 1, groups * batch), 256,
+                     ((1 << log_chunk) // width, 1, groups * batch), 256,
                      (src, np.uint64(0) if src_self is None else src_self, out, words, target_groups,
                       np.int32(self.n), np.int32(batch), np.int64(in_bs), np.int64(out_bs), t["out_map"],
                       self._consts, tw, *base), shared_mem=t["up_bytes_columns_smem"])
