@@ -120,3 +120,30 @@ def test_racing_threads_compile_each_source_once_and_load_each_kernel_once():
     assert len(compiled) == len({kernels.kernel_names()[name] for name in names})  # one compile per source
     with pytest.raises(KeyError, match="no kernel named"):
         library.function("no_such_kernel")
+
+
+def test_host_constants_match_the_kernel_sources():
+    """The CuPy backend's copies of kernel constants (launch shapes, shared memory, the
+    instantiated source counts) equal what the sources define, so that one cannot change
+    without the other."""
+    import re
+
+    from fhelium_cupy.ckks.backends import cupy_backend as cb
+
+    source = {path.name: path.read_text() for path in kernels.kernel_source_dir().glob("*.cu")}
+
+    def define(file: str, name: str) -> int:
+        found = re.findall(rf"^#define {name} (\d+)$", source[file], flags=re.MULTILINE)
+        assert len(found) == 1, (file, name, found)
+        return int(found[0])
+
+    def sizes(family: str) -> tuple[int, ...]:
+        found = sorted({int(s) for s in re.findall(rf"\b{family}_s(\d+)\(", source["keyswitch.cu"])})
+        assert found[0] == 0, family  # s0: the any-size loop
+        return tuple(found[1:])
+
+    assert cb._BYTES_COLUMN_SLOT == define("keyswitch.cu", "FHE_BYTES_COLUMN_SLOT")
+    assert cb._CRT_MAX_LIMBS == define("rns.cu", "FHE_CRT_MAX_LIMBS")
+    assert cb._COEFFS_PER_THREAD_LOG == define("ntt.cu", "FHE_LV")
+    assert cb._BASE_CONVERT_SIZES == sizes("keyswitch_base_convert")
+    assert cb._CONVERT_COMBINE_SIZES == sizes("keyswitch_moddown_convert_combine")

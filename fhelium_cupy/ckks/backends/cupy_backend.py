@@ -79,7 +79,7 @@ _CRT_MAX_LIMBS = 64  # kernels/rns.cu FHE_CRT_MAX_LIMBS
 _CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
 _EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
-_BYTES_COLUMN_SLOT = 258  # keyswitch.cu FHE_BYTES_COLUMN_SLOT: words a target slot of the fused ModUp
+_BYTES_COLUMN_SLOT = 258  # keyswitch.cu FHE_BYTES_COLUMN_SLOT (a test ties the copies): words a target slot of the fused ModUp
 _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
 
 
