@@ -154,13 +154,10 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
     cupy = require_cupy("choosing a CUDA stream")
     if stream is None:
         return _current_stream(cupy, device.index)  # type: ignore[arg-type]
+    own = False  # a CuPy stream that says its device (or a default stream): used as it is
     if isinstance(stream, (cupy.cuda.Stream, getattr(cupy.cuda, "ExternalStream", cupy.cuda.Stream))):
-        index = int(stream.device_id)
-        if index >= 0 and index != device.index:
-            raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{index}")
-        if index >= 0 or stream.ptr <= CUDA_STREAM_PER_THREAD:  # (default streams: device -1)
-            return stream
-        ptr = int(stream.ptr)  # a view of device -1 (Stream.from_external): the driver tells
+        own = stream.device_id >= 0 or stream.ptr <= CUDA_STREAM_PER_THREAD  # (default streams: device -1)
+        ptr = int(stream.ptr)  # else a view of device -1 (Stream.from_external): the driver tells
     elif type(stream).__module__.startswith("torch") and hasattr(stream, "cuda_stream"):
         ptr = int(stream.cuda_stream)  # type: ignore[attr-defined]
     elif _is_generic_torch(stream, "native_handle"):
@@ -173,9 +170,11 @@ def resolve_stream(stream: object | None, device: Device) -> Any:
             f"{type(stream).__name__} is not a CUDA stream; pass a cupy.cuda.Stream, a torch.cuda.Stream, "
             "a torch.Stream on a CUDA device or an object with __cuda_stream__"
         )
-    told = stream_device_index(stream)  # the object's own word (torch streams always give it)
+    told = stream_device_index(stream)  # the object's own word (CuPy and torch streams give it)
     if told is not None and told != device.index:
         raise ValueError(f"stream is on the wrong device: expected={device}, actual=cuda:{told}")
+    if own:
+        return stream
     if told is None:  # only the driver knows: a __cuda_stream__ object, a CuPy view of device -1
         check_stream_context(cupy, ptr, device)
     return _wrap_handle(cupy, ptr, int(device.index), stream)  # type: ignore[arg-type]
