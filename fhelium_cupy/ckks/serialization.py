@@ -87,11 +87,12 @@ def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes
     """Write ``value`` (any registered CKKS value, on any device) to ``path``.
 
     The file format follows the suffix: ``.npz`` is always NumPy; otherwise safetensors
-    if installed, else ``.npz`` is appended. Returns the path written. A ``SecretKey`` is
-    written readable by its owner only (mode 0600), whatever the umask or the safetensors
-    version: its bytes go to a new 0600 file next to ``path`` (never through a symlink),
-    which then replaces ``path``. With ``authentication_key`` (bytes, at least 16) the header
-    carries an HMAC-SHA256 tag of the header and the data (module docstring).
+    if installed, else ``.npz`` is appended. Returns the path written. The bytes go to a new
+    file next to ``path`` (never through a symlink), flushed to the disk, which then replaces
+    ``path``: a failed save leaves whatever was at ``path`` as it was. A ``SecretKey``'s file
+    is readable by its owner only (mode 0600), whatever the umask or the safetensors version.
+    With ``authentication_key`` (bytes, at least 16) the header carries an HMAC-SHA256 tag of
+    the header and the data (module docstring).
 
     Raises:
         TypeError, ValueError: ``authentication_key`` is not bytes of at least 16 (before
@@ -123,14 +124,17 @@ def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes
 
 
 def _write(path: Path, payload: bytes, *, secret: bool) -> None:
-    if not secret:
-        path.write_bytes(payload)
-        return
+    """Write ``payload`` to a new file next to ``path`` (never through a symlink; mode 0600 for
+    a secret, else 0666 less the umask), flush it to the disk and move it over ``path``: a failed
+    write (a full disk, a signal) leaves the file that was there as it was."""
     tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    mode = 0o600 if secret else 0o666
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)  # a symlink at ``path`` is replaced, not followed
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -154,6 +158,9 @@ def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
                 if any(info.compress_type != zipfile.ZIP_STORED for info in members.values()):
                     # members inflate in memory before anything is checked: refuse compression
                     raise SerializationError(f"{path}: compressed members are not accepted (save_value never compresses)")
+                for name, info in members.items():
+                    with archive.zip.open(name) as member:
+                        _check_npy_size(path, member, info.file_size, name == "header.npy")
                 return json.loads(str(archive["header"])), data
         st = _safetensors()
         if st is None:
@@ -170,6 +177,50 @@ def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
         raise
     except Exception as error:  # corrupt file, missing keys, bad JSON
         raise SerializationError(f"cannot read a CKKS value from {path}: {error}") from error
+
+
+def _check_npy_size(path: Path, member: Any, size: int, header: bool) -> None:
+    """A member's ``.npy`` header names what ``save_value`` writes (the header: one unicode
+    string; the data: uint64 in C order) and exactly the bytes the member holds: NumPy
+    allocates an array from the header's shape before it reads it, so a forged shape must not
+    get that far (a few bytes of file could ask for any amount of memory)."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise SerializationError(f"{path}: unsupported .npy version {version}")
+    if header:
+        if dtype.kind != "U" or shape != ():
+            raise SerializationError(f"{path}: the header must be one string, got {dtype} of shape {shape}")
+    elif dtype != np.dtype("<u8") or fortran:
+        raise SerializationError(f"{path}: data must be little-endian uint64 in C order, got {dtype}")
+    if size != member.tell() + dtype.itemsize * int(np.prod(shape, dtype=object)):
+        raise SerializationError(f"{path}: a member's header (shape {shape}) does not match its {size} bytes")
+
+
+def _read_data(path: Any, read_data: Callable[[], np.ndarray]) -> np.ndarray:
+    """``read_data()``, its failures (a truncated or corrupt member) as SerializationError."""
+    try:
+        return read_data()
+    except Exception as error:
+        raise SerializationError(f"cannot read the data of {path}: {error}") from error
+
+
+def _header_fields(path: Any, header: dict) -> tuple[str, dict]:
+    """The header's type name and metadata, of the types ``save_value`` writes, else
+    SerializationError (nothing of them is used before this)."""
+    type_name, meta = header.get("type_name"), header.get("metadata", {})
+    if not isinstance(type_name, str):
+        raise SerializationError(f"{path}: the header names no value type")
+    if not isinstance(meta, dict):
+        raise SerializationError(f"{path}: the header's metadata must be a mapping, got {type(meta).__name__}")
+    prime_ids = meta.get("prime_ids")
+    if prime_ids is not None and (not isinstance(prime_ids, list)
+                                  or not all(isinstance(i, int) and not isinstance(i, bool) for i in prime_ids)):
+        raise SerializationError(f"{path}: prime_ids must be a list of integers, got {prime_ids!r}")
+    return type_name, meta
 
 
 def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None,
@@ -211,8 +262,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
     if key is not None:
         read_data = _authenticated(path, key, header, read_data)
+    type_name, meta = _header_fields(path, header)
     try:
-        entry = value_type_info(str(header["type_name"]))
+        entry = value_type_info(type_name)
     except TypeError as error:
         raise SerializationError(f"{path}: {error}") from error
     if header.get("schema_version") != entry.schema_version:
@@ -220,7 +272,6 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
             f"{path}: {entry.type_name} schema version {header.get('schema_version')} is not supported "
             f"(this build reads version {entry.schema_version})"
         )
-    meta = dict(header.get("metadata") or {})
     if engine is not None:
         context = engine.context
     if meta.get("context_id") != context.context_id:
@@ -237,7 +288,7 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     unknown = sorted(set(meta) - allowed - derived)
     if unknown:
         raise SerializationError(f"{path}: unknown {entry.type_name} metadata {unknown}")
-    data = read_data()
+    data = _read_data(path, read_data)
     if data.dtype != np.uint64:
         raise SerializationError(f"{path}: data must be uint64, got {data.dtype}")
     target = device or (engine.device if engine is not None else "cpu")
@@ -259,8 +310,11 @@ def _authenticated(path: Any, key: bytes, header: dict, read_data: Callable[[], 
     auth = header.get(_AUTH)
     if not isinstance(auth, dict) or auth.get("algorithm") != _AUTH_ALGORITHM or not isinstance(auth.get("tag"), str):
         raise SerializationError(f"{path}: not authenticated (saved without an authentication key)")
-    data = read_data()
-    if not hmac.compare_digest(auth["tag"], _auth_tag(key, header, data)):
+    tag = auth["tag"]
+    if len(tag) != 64 or any(ch not in "0123456789abcdef" for ch in tag):
+        raise SerializationError(f"{path}: authentication failed: the tag is not 64 lowercase hex digits")
+    data = _read_data(path, read_data)
+    if not hmac.compare_digest(tag.encode("ascii"), _auth_tag(key, header, data).encode("ascii")):
         raise SerializationError(f"{path}: authentication failed: the file was changed, or saved with another key")
     return lambda: data
 

@@ -313,3 +313,121 @@ def test_any_single_bit_flip_of_an_authenticated_file_s_content_is_refused(data)
 
 
 _AUTH_CT: dict = {}
+
+
+# -- files written whole, headers checked before they are acted on (audit, session 30) --------
+
+
+def _stored_npz(target, members):
+    """A ``.npz`` of the given raw ``.npy`` member bytes, stored (what a forger writes)."""
+    import zipfile
+
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
+        for name, raw in members.items():
+            archive.writestr(name, raw)
+    return target
+
+
+def _npy(header, body=b""):
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + body
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_a_failed_save_leaves_the_file_that_was_there(tmp_path, suffix, monkeypatch):
+    """Every value goes to a new file that replaces the old one only once it is on the disk: a
+    write that fails (a full disk) leaves the old file loadable and no temporary behind."""
+    import os
+
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    e = make_engine("test-n4096-scale40")
+    for value in (e.keys.public_key, e.encrypt_message(random_message(e, 9))):
+        path = save_value(value, tmp_path / f"v{suffix}")
+        before = path.read_bytes()
+
+        def full_disk(_fd):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "fsync", full_disk)
+        with pytest.raises(OSError, match="No space"):
+            save_value(e.encrypt_message(random_message(e, 10)), path)
+        monkeypatch.undo()
+        assert path.read_bytes() == before
+        np.testing.assert_array_equal(load_value(path, engine=e).data, value.data)
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_no_value_is_written_through_a_symlink(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"untouched")
+    link = tmp_path / "ct.npz"
+    link.symlink_to(elsewhere)
+    ct = e.encrypt_message(random_message(e, 11))
+    path = save_value(ct, link)
+    assert elsewhere.read_bytes() == b"untouched" and not path.is_symlink()
+    np.testing.assert_array_equal(load_value(path, engine=e).data, ct.data)
+
+
+@pytest.mark.parametrize("key", [None, _AUTH_KEY], ids=["no key", "with key"])
+def test_a_forged_member_shape_is_refused_before_anything_is_allocated(tmp_path, key):
+    """NumPy allocates an array from its ``.npy`` header's shape before it reads the bytes: a
+    2 KB file claiming 2^37 words (1 TiB) must be refused from the header and the member's size,
+    with or without an authentication key (the tag is checked on the data, so after reading it)."""
+    e = make_engine("test-n4096-scale40")
+    path = save_value(e.encrypt_message(random_message(e, 12)), tmp_path / "ct.npz", authentication_key=_AUTH_KEY)
+    with np.load(path) as archive:
+        header = json.loads(str(archive["header"]))
+    header_npy = _npy({"descr": np.array(json.dumps(header)).dtype.str, "fortran_order": False, "shape": ()},
+                      np.array(json.dumps(header)).tobytes())
+    huge_data = _npy({"descr": "<u8", "fortran_order": False, "shape": (1 << 37,)}, bytes(64))
+    huge_header = _npy({"descr": "<U1", "fortran_order": False, "shape": (1 << 37,)}, bytes(64))
+    wrong_type = _npy({"descr": ">u8", "fortran_order": False, "shape": (2, 1)}, bytes(16))
+    with np.load(path) as archive:
+        good_data = archive.zip.read("data.npy")
+    cases = {"data": {"header.npy": header_npy, "data.npy": huge_data},
+             "header": {"header.npy": huge_header, "data.npy": good_data},
+             "byte order": {"header.npy": header_npy, "data.npy": wrong_type},
+             "truncated": {"header.npy": header_npy, "data.npy": good_data[:5000]}}
+    for name, members in cases.items():
+        forged = _stored_npz(tmp_path / f"{name}.npz", members)
+        with pytest.raises(SerializationError, match="does not match|uint64|one string"):
+            load_value(forged, engine=e, authentication_key=key)
+
+
+def test_a_truncated_or_malformed_file_is_a_serialization_error(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 13))
+    path = save_value(ct, tmp_path / "ct.npz", authentication_key=_AUTH_KEY)
+    with np.load(path) as archive:
+        header, data = json.loads(str(archive["header"])), archive["data"]
+
+    def saved(name, h):
+        target = tmp_path / f"{name}.npz"
+        np.savez(target, data=data, header=np.array(json.dumps(h)))
+        return target
+
+    no_type = saved("no_type", {k: v for k, v in header.items() if k != "type_name"})
+    meta_str = saved("meta_str", {**header, "metadata": "ab"})
+    ids_int = saved("ids_int", {**header, "metadata": {**header["metadata"], "prime_ids": 5}})
+    ids_str = saved("ids_str", {**header, "metadata": {**header["metadata"], "prime_ids": ["0", "1"]}})
+    for forged, match in ((no_type, "no value type"), (meta_str, "mapping"), (ids_int, "prime_ids"),
+                          (ids_str, "prime_ids")):
+        with pytest.raises(SerializationError, match=match):
+            load_value(forged, engine=e)
+    for tag in ("\u00e9" * 64, "AB" * 32, "00" * 31, "00" * 33):
+        forged = saved("tag", {**header, "authentication": {"algorithm": "HMAC-SHA256", "tag": tag}})
+        with pytest.raises(SerializationError, match="authentication failed"):
+            load_value(forged, engine=e, authentication_key=_AUTH_KEY)
+    import importlib.util
+
+    if importlib.util.find_spec("safetensors") is not None:
+        st_path = save_value(ct, tmp_path / "ct.safetensors")
+        raw = st_path.read_bytes()
+        st_path.write_bytes(raw[: len(raw) - 4096])
+        with pytest.raises(SerializationError):
+            load_value(st_path, engine=e)
