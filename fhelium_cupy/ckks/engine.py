@@ -48,8 +48,13 @@ def host_message(message: Any) -> np.ndarray:
     """NumPy view/copy of a NumPy, CuPy or torch (CPU or CUDA) message, or a sequence.
 
     Raises:
-        TypeError: the message is not numeric (bool, integer, float or complex values).
+        TypeError: the message is not numeric (bool, integer, float or complex values), or is
+            a masked array (the values under its mask are not its values; the runtime's
+            ``leaf_kind`` refuses them for the same reason).
     """
+    if isinstance(message, np.ma.MaskedArray):
+        raise TypeError("a masked array's hidden values would be encrypted as they are; pass message.filled(value) "
+                        "or message.compressed()")
     if isinstance(message, np.ndarray):
         array = message
     else:
@@ -75,8 +80,10 @@ def _torch_message(tensor: Any) -> np.ndarray:
     state, lazy bits or float format (bfloat16 and float8 widen exactly to float64, complex32
     to complex128)."""
     torch: Any = loaded_torch()  # a torch tensor exists, so torch is imported
-    if tensor.layout is torch.strided and tensor.device.type in ("cpu", "cuda"):
+    if tensor.layout is torch.strided and tensor.device.type in ("cpu", "cuda") and not tensor.is_nested:
         tensor = tensor.detach().resolve_conj().resolve_neg()  # lazy bits: read the values
+        if tensor.is_quantized:  # its values are scale * (q - zero point), which float32 holds
+            tensor = tensor.dequantize()
     try:
         check_plain_torch(tensor)  # what is left: layout, device, storage
     except TypeError as error:

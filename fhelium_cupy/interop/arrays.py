@@ -163,7 +163,8 @@ def leaf_dtype(leaf: Any) -> np.dtype:
 def check_plain_torch(leaf: Any) -> None:
     """Refuse torch tensors whose bytes are not their values or that have no bytes to copy.
 
-    A lazily conjugated or negated view (``is_conj()``, ``is_neg()``, e.g. ``x.conj().imag``)
+    Nested tensors (``torch.nested``) have no one shape or strides. A lazily conjugated or
+    negated view (``is_conj()``, ``is_neg()``, e.g. ``x.conj().imag``)
     shares the bytes of its base, and only reading it through torch applies the sign; a
     byte copy would silently lose it. Sparse and other non-strided layouts and tensors on
     devices other than CPU and CUDA (``meta``) have no strided storage to copy.
@@ -175,6 +176,8 @@ def check_plain_torch(leaf: Any) -> None:
         TypeError: naming the fix (``resolve_conj()``, ``resolve_neg()``, ``to_dense()``).
     """
     torch = loaded_torch()
+    if getattr(leaf, "is_nested", False):  # layout reads strided, but it has no one shape or strides
+        raise TypeError("nested torch tensors are not supported; pass one dense tensor per leaf (tensor.unbind())")
     if torch is not None and leaf.layout is not torch.strided:
         raise TypeError(f"torch tensors with layout {leaf.layout} are not supported; pass a dense tensor (to_dense())")
     if leaf.device.type not in ("cpu", "cuda"):

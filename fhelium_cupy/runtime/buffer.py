@@ -85,10 +85,20 @@ def allocate_storage(sig: TensorSignature, device: Device, pinned: bool = False,
                      layout: StorageLayout | None = None) -> Any:
     """Storage with exactly ``sig``'s shape and strides on ``device`` (NumPy or CuPy array;
     a torch-only dtype's tag is stored as its unsigned integers, ``storage_dtype``).
-    ``layout``: ``StorageLayout(sig)`` when the caller holds it."""
+    ``layout``: ``StorageLayout(sig)`` when the caller holds it.
+
+    Raises:
+        TypeError: a dtype not in the machine's byte order (``>f8`` on x86) for a CUDA device:
+            CuPy would keep it on storage it is handed, and every kernel would misread it.
+    """
     layout = layout or StorageLayout(sig)
     if device.type == "cpu":
         return layout.host_array(pinned)
+    if not layout.dtype.isnative:  # CuPy keeps the dtype of storage it is handed; its kernels do not
+        raise TypeError(
+            f"dtype {layout.dtype} is not in this machine's byte order: CUDA code would read its bytes as "
+            f"{layout.dtype.newbyteorder('=')}; convert the example first (x.astype(x.dtype.newbyteorder('=')))"
+        )
     cupy = require_cupy("a CUDA buffer")
     with cupy.cuda.Device(device.index):
         return layout.device_array(cupy)

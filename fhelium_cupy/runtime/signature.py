@@ -103,9 +103,10 @@ class TensorSignature:
         """
         if leaf_kind(tensor) is None:
             raise TypeError(f"TensorSignature.from_tensor needs a NumPy, CuPy or torch array, got {type(tensor).__name__}")
+        stride = element_strides(tensor)  # first: it refuses torch tensors with no strided shape (nested)
         return cls(
             shape=tuple(int(n) for n in tensor.shape),
-            stride=element_strides(tensor),
+            stride=stride,
             dtype=leaf_dtype(tensor),
             layout="strided",
             requires_grad=leaf_requires_grad(tensor),

@@ -229,3 +229,67 @@ def test_a_bfloat16_signature_differs_from_float16_and_int16():
     signatures = {TensorSignature.from_tensor(torch.zeros(2, dtype=d))
                   for d in (torch.bfloat16, torch.float16, torch.int16, torch.uint16)}
     assert len(signatures) == 4
+
+
+def test_nested_torch_tensors_are_refused_with_a_type_error():
+    """A nested tensor's layout reads strided, and its shape raises torch's RuntimeError; every
+    entry point now names it first (audit, session 30)."""
+    import warnings
+
+    from fhelium_cupy.interop.arrays import check_plain_torch
+    from fhelium_cupy.runtime import TensorSignature, value_tree_nbytes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the strided nested API is a prototype, torch says)
+        nested = [torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=layout)
+                  for layout in (torch.strided, torch.jagged)]
+    for call in (check_plain_torch, to_numpy, TensorSignature.from_tensor, value_tree_nbytes,
+                 ValueTreeSignature.from_value, lambda t: ReusableValueBuffer.like((t,), device="cpu"),
+                 make_engine("test-n4096-scale40").encode):
+        for tensor in nested:
+            with pytest.raises(TypeError, match="nested torch tensors"):
+                call(tensor)
+
+
+def test_a_quantized_torch_message_encodes_the_values_it_stands_for():
+    e = make_engine("test-n4096-scale40")
+    values = torch.tensor([0.5, -1.0, 2.25, 0.0])
+    import warnings
+
+    for dtype, zero in ((torch.quint8, 64), (torch.qint8, 0), (torch.qint32, 0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (quantized dtypes are deprecated in torch 2.13)
+            quantized = torch.quantize_per_tensor(values, 0.25, zero, dtype)
+        decoded = e.decode(e.encode(quantized), real=True)[:4]
+        np.testing.assert_allclose(decoded, quantized.dequantize().numpy(), atol=1e-6)
+        np.testing.assert_allclose(decoded, values.numpy(), atol=1e-6)  # (exact in these scales)
+
+
+def test_a_masked_message_is_refused_as_the_runtime_refuses_masked_leaves():
+    e = make_engine("test-n4096-scale40")
+    masked = np.ma.masked_array([1.0, 1e6, 3.0], mask=[False, True, False])
+    for call in (e.encode, e.encrypt_message):
+        with pytest.raises(TypeError, match="masked array"):
+            call(masked)
+    np.testing.assert_allclose(e.decode(e.encode(masked.filled(0.0)), real=True)[:3], [1.0, 0.0, 3.0], atol=1e-6)
+
+
+def test_a_cuda_buffer_refuses_a_dtype_in_the_other_byte_order():
+    """CuPy keeps '>f8' on storage it is handed, and its kernels then read the bytes as '<f8'
+    (on the H200: [1.5, 2.5, 3.5] summed to 3.3e-319). Refused before anything is allocated; on
+    the CPU NumPy honours the byte order, so it stays allowed there."""
+    from fhelium_cupy.interop.devices import Device
+    from fhelium_cupy.runtime import TensorSignature
+    from fhelium_cupy.runtime.buffer import allocate_storage
+
+    big = np.array([1.5, 2.5, 3.5], dtype=">f8")
+    sig = TensorSignature.from_tensor(big)
+    with pytest.raises(TypeError, match="byte order"):
+        allocate_storage(sig, Device("cuda", 0))
+    host = allocate_storage(sig, Device("cpu"))
+    host[...] = big
+    np.testing.assert_array_equal(host, [1.5, 2.5, 3.5])
+    buffer = ReusableValueBuffer.like((big,), device="cpu")
+    buffer.copy_from((big[::-1].copy(),))
+    np.testing.assert_array_equal(buffer.value[0], [3.5, 2.5, 1.5])
+    buffer.close()
