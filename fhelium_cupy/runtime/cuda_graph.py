@@ -378,7 +378,8 @@ class CudaGraphProgram(Generic[_OutputT]):
         graph may still read the old payload) and earlier unfinished copies. It does not
         wait for the producer of a CUDA source on another stream: pass its event.
         Ownership: the handle keeps the sources alive until the copy completed; it
-        supersedes any earlier outstanding handle.
+        supersedes any earlier outstanding handle, and so does a copy that fails partway (the
+        payload is then part old, part new: copy again before ``replay_prepared``).
 
         Raises:
             ExecutionError: the program is closed.
@@ -399,7 +400,13 @@ class CudaGraphProgram(Generic[_OutputT]):
         last = self._events.last
         if last is not None:
             waits = (*waits, last.ptr)
-        handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+        try:
+            handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+        except BaseException:
+            # a copy that failed partway (the buffer drained its stream) left the payload part old,
+            # part new: no earlier handle describes it any more
+            self._latest_copy = None
+            raise
         self._latest_copy = handle
         return handle
 
@@ -458,8 +465,10 @@ class CudaGraphProgram(Generic[_OutputT]):
         executables of the graph (``runtime._graph_execs``: a driver call only when none of
         them copies from these addresses already); otherwise one ``cudaMemcpyAsync`` per
         leaf precedes the launch. Either way the copies run in stream order before the
-        graph's work. A replay that reaches its launch (even one that fails) supersedes an outstanding ``copy_inputs_from``
-        handle. ``copy_output`` and ``synchronize`` are as for :meth:`replay_prepared`.
+        graph's work. A replay that reaches its launch (even one that fails), or whose copies fail
+        partway, supersedes an outstanding ``copy_inputs_from`` handle; after copies that failed
+        partway, later copies and replays still order behind the ones enqueued.
+        ``copy_output`` and ``synchronize`` are as for :meth:`replay_prepared`.
 
         Raises:
             ExecutionError: the program is closed.
@@ -492,7 +501,16 @@ class CudaGraphProgram(Generic[_OutputT]):
             sources = nodes.device_sources(leaves)
             if sources is not None:  # every source is device memory of this device: the graph copies them itself
                 return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, sources)
-        self._enqueue_copies(leaves, sptr, self._memcpy_async)
+        try:
+            self._enqueue_copies(leaves, sptr, self._memcpy_async)
+        except BaseException:
+            # a copy failed partway: the ones enqueued still write the inputs, so later copies
+            # and replays order behind them as behind a replay, the sources stay alive until
+            # they ran, and no earlier handle describes the payload any more
+            self._record(stream, leaves)
+            self._last_stream = ident
+            self._latest_copy = None
+            raise
         return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize)
 
     def _launch_graph(self, stream: Any, sptr: int, ident: object, sources: Any, copy_output: bool,

@@ -342,3 +342,67 @@ def test_breakdown_script_runs_end_to_end_on_the_fake(tmp_path):
     assert entry["checks"] == {"mismatch_rejected": True, "borrowed_output_shared": True}
     for mode, ops in (("warm", 5), ("cold", 5), ("parts", 7)):
         assert len(entry[mode]) == ops and all("median_us" in row for row in entry[mode].values()), entry[mode]
+
+
+# -- an input copy that fails partway (audit, session 30) -------------------------------------
+
+
+class _FailingSecondCopy:
+    """``memcpyAsync`` that enqueues (logs) every copy and raises on the second one once armed."""
+
+    def __init__(self, original):
+        self.original, self.armed, self.count = original, False, 0
+
+    def __call__(self, *args):
+        self.original(*args)
+        if self.armed:
+            self.count += 1
+            if self.count == 2:
+                raise RuntimeError("cudaErrorInvalidValue (injected)")
+
+
+def _pair():
+    return FakeArray((4,), np.float32), FakeArray((4,), np.float32)
+
+
+def _first(a, b):
+    return FakeArray(a.shape, a.dtype)
+
+
+def test_a_replay_whose_copies_fail_partway_is_ordered_and_supersedes_the_prepared_handle(fake, monkeypatch):
+    """The copies enqueued before the failure still write the inputs: later copies must order
+    behind them (an event recorded, the sources kept), and the prepared handle no longer
+    describes the payload."""
+    failing = _FailingSecondCopy(fake.cuda.runtime.memcpyAsync)
+    monkeypatch.setattr(fake.cuda.runtime, "memcpyAsync", staticmethod(failing))
+    program = build_program(fake, _first, _pair())
+    other = fake.cuda.Stream()
+    handle = program.copy_inputs_from(*_pair(), stream=other)
+    before = program._events.last
+    failing.armed = True
+    with pytest.raises(RuntimeError, match="injected"):
+        program.replay(*_pair())
+    failing.armed = False
+    event = program._events.last
+    assert event is not None and event is not before  # recorded behind the enqueued copy
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle"):
+        program.replay_prepared(copy_handle=handle)
+    calls = fake.calls(lambda: program.copy_inputs_from(*_pair(), stream=other))
+    assert ("streamWaitEvent", other.ptr, event.ptr) in calls  # the next write waits for them
+    program.close()
+
+
+def test_a_prepared_copy_that_fails_partway_retires_the_earlier_handle(fake, monkeypatch):
+    failing = _FailingSecondCopy(fake.cuda.runtime.memcpyAsync)
+    monkeypatch.setattr(fake.cuda.runtime, "memcpyAsync", staticmethod(failing))
+    program = build_program(fake, _first, _pair())
+    handle = program.copy_inputs_from(*_pair())
+    failing.armed = True
+    with pytest.raises(RuntimeError, match="injected"):
+        program.copy_inputs_from(*_pair())
+    failing.armed = False
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle"):
+        program.replay_prepared(copy_handle=handle)  # part of its payload was overwritten
+    fresh = program.copy_inputs_from(*_pair())
+    program.replay_prepared(copy_handle=fresh)
+    program.close()
