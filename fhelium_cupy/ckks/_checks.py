@@ -173,6 +173,8 @@ def check_product_scale(engine, ct, scale: float, op: str) -> float:
     wraps mod Q and decrypts to garbage (a 2^60 scale over one 40-bit prime did, with no
     error). The bound is SEAL's (scale bits below the modulus bits); returns ``scale``."""
     bits = engine.context.level_modulus_bits[ct.level]
+    if not (0 < scale < math.inf):  # a product of tiny (huge) scales under- (over-)flows
+        raise StateMismatchError(f"{op}: the product's scale {scale!r} is not a positive finite number")
     if not math.log2(scale) < bits:
         raise StateMismatchError(
             f"{op}: the product's scale 2^{math.log2(scale):.1f} does not fit the modulus of level {ct.level} "

@@ -95,9 +95,10 @@ class EvaluationMixin:
     def sum_ciphertext_batch(self, ct: Ciphertext) -> Ciphertext:
         """Sum over the first batch axis (data axis 1); level, scale and domain unchanged."""
         check_ciphertext(self, ct, "sum_ciphertext_batch")
-        if not ct.is_batched:
+        if not ct.is_batched or ct.batch_shape[0] == 0:
             raise StateMismatchError(
-                "sum_ciphertext_batch needs a batched ciphertext (data [component, batch, ..., limb, N])"
+                "sum_ciphertext_batch needs a batched ciphertext with at least one entry (data [component, batch, "
+                f"..., limb, N]), got batch shape {ct.batch_shape}"
             )
         return ct._with_data(self.backend.sum_batch(ct.data, 1, ct.prime_ids))
 

@@ -15,6 +15,7 @@ conjugation keys to the chain's.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -225,7 +226,12 @@ class CkksEngine(EvaluationMixin):
         return self.keys.relinearization_key()
 
     def rotation_key(self, step: int) -> RotationKey:
-        """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention; cached)."""
+        """Key for ``rotate_with_key`` by ``step`` (``numpy.roll`` convention; cached).
+
+        Raises:
+            TypeError: ``step`` is not an integer; checked before the key chain is made.
+        """
+        normalize_rotation_step(step, self.context.ring_degree // 2)
         return self.keys.rotation_key(step)
 
     def rotation_keys(self, steps: Sequence[int], *, progress: bool | None = None) -> dict[int, RotationKey]:
@@ -284,11 +290,18 @@ class CkksEngine(EvaluationMixin):
         reduced mod P too): the weights ``linear_transform`` takes.
 
         Raises:
-            TypeError: the message is not numeric.
-            ValueError: NaN or infinite values, more than ``num_slots`` values, a bad scale,
-                or scaled coefficients that the level's primes cannot hold (|c| must stay
-                below half their product; it would wrap and decode to garbage).
+            TypeError: the message is not numeric, ``level`` is not an int or ``scale`` is
+                not a real number (a bool is neither).
+            ValueError: NaN or infinite values, more than ``num_slots`` values, a level past
+                the last, a bad scale, or scaled coefficients that the level's primes cannot
+                hold (|c| must stay below half their product; it would wrap and decode to
+                garbage).
         """
+        if not isinstance(level, (int, np.integer)) or isinstance(level, (bool, np.bool_)):
+            raise TypeError(f"level must be an int, got {type(level).__name__} {level!r}")
+        if scale is not None and (isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real)):
+            raise TypeError(f"scale must be a real number, got {type(scale).__name__} {scale!r}")
+        level = int(level)
         if modulus_basis not in ("Q", "QP"):
             raise ValueError(f"modulus_basis must be 'Q' or 'QP', got {modulus_basis!r}")
         if polynomial_domain not in ("ntt", "coefficient"):
@@ -324,9 +337,17 @@ class CkksEngine(EvaluationMixin):
         return plaintext._with_data(data, polynomial_domain="ntt", residue_representation="montgomery")
 
     def decode(self, plaintext: Plaintext, *, real: bool = False) -> np.ndarray:
-        """Plaintext (any domain/representation) -> ``[*batch, num_slots]`` complex (or real) NumPy values."""
+        """Plaintext (any domain/representation) -> ``[*batch, num_slots]`` complex (or real) NumPy values.
+
+        Raises:
+            StateMismatchError: not a ``Plaintext``, or its prime ids, ring degree or device
+                are not the engine's for its level.
+            ForeignContextError: it was made under another parameter set.
+        """
         if type(plaintext) is not Plaintext:
             raise StateMismatchError(f"decode expects a Plaintext, got {type(plaintext).__name__}")
+        check_plaintext(self, plaintext, "decode", domain=plaintext.polynomial_domain,
+                        residue=plaintext.residue_representation, basis=None)  # any form: its context and level
         rows = plaintext.prime_ids
         data = plaintext.data
         if plaintext.polynomial_domain == "ntt":

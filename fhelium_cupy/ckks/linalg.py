@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import StateMismatchError
+from ._checks import check_ciphertext, check_plaintext, check_product_scale
 from ._evaluation import _check_output_domain, _from_ntt_sum
 from .engine import host_message
 from .keygen import normalize_rotation_step
@@ -152,16 +153,26 @@ def _keys(rotation_keys, steps, num_slots: int) -> list[RotationKey]:
     return keys
 
 
-def _check_source(engine, source: Ciphertext, diagonals: Plaintext, batch: tuple[int, ...]) -> None:
+def _check_source(engine, source: Ciphertext, diagonals: Plaintext, batch: tuple[int, ...], op: str) -> None:
+    """Everything the product with the diagonals and the rescale will check, checked before
+    the first rotation runs (a capture must not record work that then fails): the source's
+    and the diagonals' types, context, form and level rows, the batch shape, a prime left to
+    drop and the product's scale."""
     if type(source) is not Ciphertext or source.polynomial_domain != "coefficient" or source.is_batched:
-        raise StateMismatchError("matrix_vector needs an unbatched coefficient-domain Ciphertext")
+        raise StateMismatchError(f"{op} needs an unbatched coefficient-domain Ciphertext")
     if type(diagonals) is not Plaintext or diagonals.batch_shape != batch:
         raise StateMismatchError(
             f"diagonals must be a Plaintext with batch shape {batch}, got "
             f"{getattr(diagonals, 'batch_shape', type(diagonals).__name__)}"
         )
+    check_ciphertext(engine, source, op, domain="coefficient", components=(2,))
+    check_plaintext(engine, diagonals, op, domain="ntt", residue="montgomery", basis=None)
     if diagonals.level != source.level:
         raise StateMismatchError(f"diagonals are at level {diagonals.level}, the source at level {source.level}")
+    if source.level >= engine.context.max_level:
+        raise StateMismatchError(f"{op}: the source is at the last level {source.level}; the product's rescale has no "
+                                 "prime to drop")
+    check_product_scale(engine, source, source.scale * diagonals.scale, op)
 
 
 def matrix_vector(
@@ -207,8 +218,8 @@ def matrix_vector(
         CT2 in ``output_domain`` at level ``l + 1``, scale ``source.scale * diagonals.scale / q_l``.
     """
     _check_output_domain(output_domain, "matrix_vector")
-    n = diagonals.data.shape[0] if diagonals.data.ndim == 3 else 0
-    _check_source(engine, source, diagonals, (n,))
+    n = diagonals.data.shape[0] if type(diagonals) is Plaintext and diagonals.data.ndim == 3 else 0
+    _check_source(engine, source, diagonals, (n,), "matrix_vector")
     keys = _keys(rotation_keys, range(1, n), engine.num_slots)
     if diagonals.modulus_basis == "QP":
         if hoisted:
@@ -252,10 +263,10 @@ def matrix_vector_bsgs(
         CT2 in ``output_domain`` at level ``l + 1`` (scale as in ``matrix_vector``).
     """
     _check_output_domain(output_domain, "matrix_vector_bsgs")
-    if diagonals.data.ndim != 4:
+    if type(diagonals) is not Plaintext or diagonals.data.ndim != 4:
         raise StateMismatchError("matrix_vector_bsgs needs diagonals from encode_bsgs_diagonals ([g, b, L, N])")
     g, b = diagonals.data.shape[:2]
-    _check_source(engine, source, diagonals, (g, b))
+    _check_source(engine, source, diagonals, (g, b), "matrix_vector_bsgs")
     baby = _keys(rotation_keys, range(1, b), engine.num_slots)
     giant = _keys(rotation_keys, [i * b for i in range(1, g)], engine.num_slots)
     stacked = engine.rotate_hoisted_batch(source, baby, output_domain="ntt")

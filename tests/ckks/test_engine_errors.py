@@ -224,3 +224,74 @@ def test_plaintext_form_errors_name_a_call_that_makes_the_form_and_it_works():
     with pytest.raises(StateMismatchError, match=r"engine\.encode\(m\) returns that form"):
         e.multiply_plaintext(ntt_ct, e.encode(m, polynomial_domain="coefficient"))
     e.multiply_plaintext(ntt_ct, e.encode(m))
+
+
+# -- audit, session 30 ----------------------------------------------------------------------
+
+
+def test_a_bad_rotation_step_makes_no_keys():
+    fresh = CkksEngine("test-n4096-scale40", insecure=True)
+    for bad in (1.5, "2", None):
+        with pytest.raises(TypeError, match="rotation step"):
+            fresh.rotation_key(bad)
+    assert fresh._keys is None  # no secret, public key or chain was made for a call that failed
+
+
+def test_decode_checks_the_plaintext_against_the_engine(e):
+    other = make_engine("test-n4096-scale30")  # same ring degree, other primes
+    with pytest.raises(ForeignContextError, match="decode"):
+        e.decode(other.encode(np.arange(4.0)))  # decoded to values around 1e31 before
+    own = e.encode(np.arange(4.0), level=1)
+    with pytest.raises(StateMismatchError):
+        e.decode(own._with_data(own.data, level=0))  # level 0 claimed with level 1's primes
+    np.testing.assert_allclose(e.decode(own, real=True)[:4], np.arange(4.0), atol=1e-6)
+
+
+def test_matrix_vector_checks_its_diagonals_before_any_rotation(e, monkeypatch):
+    from fhelium_cupy.ckks import linalg
+
+    other = make_engine("test-n4096-scale30")
+    A = np.eye(4)
+    keys = e.rotation_keys(linalg.required_rotation_steps(4))
+    source = e.encrypt_message(linalg.periodic_message(np.ones(4), e.num_slots))
+    last = e.encrypt_message(linalg.periodic_message(np.ones(4), e.num_slots), level=e.context.max_level)
+    modups = []
+    original = e.backend.modup
+    monkeypatch.setattr(e.backend, "modup", lambda *a, **k: modups.append(1) or original(*a, **k))
+    cases = [
+        (source, linalg.encode_diagonals(other, A, modulus_basis="Q"), ForeignContextError),
+        (source, e.encode(linalg.matrix_diagonals(A, e.num_slots), polynomial_domain="coefficient"),
+         StateMismatchError),
+        (last, linalg.encode_diagonals(e, A, level=e.context.max_level, modulus_basis="Q", scale=2.0**20),
+         StateMismatchError),
+        (source, None, StateMismatchError),
+        (source, [1, 2], StateMismatchError),
+    ]
+    for src, diagonals, error in cases:
+        with pytest.raises(error):
+            linalg.matrix_vector(src, engine=e, diagonals=diagonals, rotation_keys=keys)
+    for diagonals, error in ((linalg.encode_bsgs_diagonals(other, A), ForeignContextError),
+                             (None, StateMismatchError)):
+        with pytest.raises(error):
+            linalg.matrix_vector_bsgs(source, engine=e, diagonals=diagonals, rotation_keys=keys)
+    assert modups == []  # no rotation ran for a call that then failed
+
+
+def test_encode_validates_level_and_scale_types_and_products_of_tiny_scales(e):
+    for level in (True, 1.0, "1"):
+        with pytest.raises(TypeError, match="level must be an int"):
+            e.encode(np.ones(2), level=level)
+    for scale in (True, 1 + 2j, "2"):
+        with pytest.raises(TypeError, match="scale must be a real number"):
+            e.encode(np.ones(2), scale=scale)
+    np.testing.assert_allclose(e.decode(e.encode(np.ones(2), level=np.int64(1)), real=True)[:2], 1.0, atol=1e-6)
+    tiny = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2), scale=1e-200))
+    with pytest.raises(StateMismatchError, match="not a positive finite number"):
+        e.multiply(tiny, tiny)  # the scales' product underflows to 0 (math domain error before)
+
+
+def test_summing_an_empty_batch_is_a_state_mismatch(e):
+    empty = e.encrypt_message(np.ones((0, 2)))
+    assert empty.batch_shape == (0,)
+    with pytest.raises(StateMismatchError, match="at least one entry"):
+        e.sum_ciphertext_batch(empty)
