@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationMixin"]
 
+def _key_tuple(keys: object, op: str) -> tuple:
+    """``keys`` read once into a tuple (a generator or a dict's values work as a list does;
+    the checks and the key switch then see the same keys)."""
+    try:
+        return tuple(keys)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{op}: keys must be an iterable of RotationKey, got {type(keys).__name__}") from None
+
+
 def _check_output_domain(output_domain: str, op: str) -> Domain:
     """Reject an unknown ``output_domain`` before any key-switch work is enqueued."""
     if output_domain == "coefficient":
@@ -293,6 +302,7 @@ class EvaluationMixin:
         ``output_domain="ntt"`` gives exactly the NTT of the coefficient-domain results, with
         fewer limb transforms (the key switch never leaves the NTT domain for the Q rows).
         """
+        keys = _key_tuple(keys, "rotate_hoisted_with_keys")  # (a generator: read once, here)
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
@@ -312,6 +322,7 @@ class EvaluationMixin:
         domain). The key switch writes its results straight into the batch storage, which is
         what a diagonal matrix-vector product consumes.
         """
+        keys = _key_tuple(keys, "rotate_hoisted_batch")
         domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
         return self._rotation_batch(ct, keys, domain, hoisted=True)
 
@@ -320,6 +331,7 @@ class EvaluationMixin:
         domain, bit for bit, without the stacking copies: each rotation (its own ModUp,
         FHElium's independent schedule) is written by its key switch straight into the batch
         storage. ``ct``: an unbatched coefficient-domain CT2."""
+        keys = _key_tuple(keys, op)
         self._check_hoisted(ct, keys, "ntt", op)
         return self._rotation_batch(ct, keys, "ntt", hoisted=False)
 
@@ -444,6 +456,7 @@ class EvaluationMixin:
         caller who needs NTT values next (a ciphertext product).
         """
         op = "linear_transform"
+        keys = _key_tuple(keys, op)
         self._check_hoisted(ct, keys, "ntt", op)
         if ct.is_batched:
             raise StateMismatchError(f"{op} needs an unbatched ciphertext, got batch shape {ct.batch_shape}")

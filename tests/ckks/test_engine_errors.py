@@ -295,3 +295,19 @@ def test_summing_an_empty_batch_is_a_state_mismatch(e):
     assert empty.batch_shape == (0,)
     with pytest.raises(StateMismatchError, match="at least one entry"):
         e.sum_ciphertext_batch(empty)
+
+
+def test_hoisted_rotations_read_their_keys_once(e):
+    """A generator of keys was used up by the key checks, and the rotations then ran on none."""
+    ct = e.encrypt_message(random_message(e, 21))
+    keys = {s: e.rotation_key(s) for s in (1, 2)}
+    want = e.rotate_hoisted_with_keys(ct, list(keys.values()))
+    for given in ((k for k in keys.values()), keys.values()):
+        got = e.rotate_hoisted_with_keys(ct, given)
+        assert len(got) == 2
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.data, b.data)
+    batch = e.rotate_hoisted_batch(ct, (k for k in keys.values()))
+    assert batch.batch_shape == (3,)
+    with pytest.raises(TypeError, match="iterable of RotationKey"):
+        e.rotate_hoisted_with_keys(ct, 3)
