@@ -25,6 +25,7 @@ on every replay instead of a fresh one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -121,6 +122,14 @@ def register_value_type(cls: type, *, type_name: str | None = None, schema_versi
     if not isinstance(name, str) or not name:
         raise ValueError("type_name must be a non-empty string")
     entry = RegisteredValueType(cls=cls, type_name=name, schema_version=schema_version, immutable=immutable)
+    with _REGISTER_LOCK:  # check and write as one: two threads must not both take a name
+        return _register(cls, name, entry)
+
+
+_REGISTER_LOCK = threading.Lock()
+
+
+def _register(cls: type, name: str, entry: RegisteredValueType) -> type:
     taken = _BY_NAME.get(name)
     if taken is not None and taken.cls is not cls:
         raise ValueError(

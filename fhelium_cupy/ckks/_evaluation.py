@@ -64,7 +64,7 @@ class EvaluationMixin:
         @property
         def keys(self) -> KeyChain: ...
 
-        def _check_own_secret(self, ct: Ciphertext, op: str) -> None: ...
+        def _check_own_secret(self, ct: Ciphertext, op: str) -> KeyChain: ...
 
     # --- linear ----------------------------------------------------------------------
     def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -249,8 +249,7 @@ class EvaluationMixin:
         domain = _check_output_domain(output_domain, "relinearize")
         self._check_rescale_flag(ct, rescale, "relinearize")
         if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
-            self._check_own_secret(ct, "relinearize")
-            key = self.keys.relinearization_key()
+            key = self._check_own_secret(ct, "relinearize").relinearization_key()
         check_key(self, ct, key, "relinearize", RelinearizationKey)
         be, rows, xp = self.backend, ct.prime_ids, self.backend.xp
         c2, c2_ntt = self._modup_input(xp.ascontiguousarray(ct.data[2]), rows, ct.polynomial_domain)

@@ -211,16 +211,20 @@ class CkksEngine(EvaluationMixin):
         this process under the engine's secret key, by any engine holding it; 0 without keys."""
         return 0 if self._keys is None else FLOODED_DECRYPTIONS.count(self._keys.key_id)
 
-    def _check_own_secret(self, ct: Ciphertext, op: str) -> None:
-        """ForeignKeyError unless ``ct`` is under this engine's secret; never generates keys
-        (an operation on a foreign ciphertext must not leave a new random secret behind)."""
-        if self._keys is None:
+    def _check_own_secret(self, ct: Ciphertext, op: str) -> KeyChain:
+        """The engine's key chain, read once, if ``ct`` is under its secret, else
+        ForeignKeyError; never generates keys (an operation on a foreign ciphertext must not
+        leave a new random secret behind). Callers use the chain returned, not ``self.keys``:
+        another thread's ``generate_keys`` may replace it after this check."""
+        chain = self._keys
+        if chain is None:
             raise ForeignKeyError(
                 f"{op}: the engine holds no keys, so the ciphertext (under secret {ct.key_id}) is not under its "
                 "secret; call generate_keys(secret_key) to adopt that secret first"
             )
-        if ct.key_id != self._keys.key_id:
-            raise ForeignKeyError(f"{op}: ciphertext is under secret {ct.key_id}, the engine holds {self._keys.key_id}")
+        if ct.key_id != chain.key_id:
+            raise ForeignKeyError(f"{op}: ciphertext is under secret {ct.key_id}, the engine holds {chain.key_id}")
+        return chain
 
     def relinearization_key(self) -> RelinearizationKey:
         return self.keys.relinearization_key()
@@ -431,16 +435,16 @@ class CkksEngine(EvaluationMixin):
                 counting) past ``flooding.queries``.
         """
         check_ciphertext(self, ciphertext, "decrypt")
-        self._check_own_secret(ciphertext, "decrypt")
+        chain = self._check_own_secret(ciphertext, "decrypt")  # the secret checked is the one used
         rows = ciphertext.prime_ids
         batch = tuple(ciphertext.data.shape[:-3])
         counted: AbstractContextManager[None] = nullcontext()
         if flooding is not None:
             flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again
             flooding.check_fits(self.context.level_modulus_bits[ciphertext.level], ciphertext.level)
-            counted = FLOODED_DECRYPTIONS.reserve(self.keys.key_id, math.prod(batch), flooding)
+            counted = FLOODED_DECRYPTIONS.reserve(chain.key_id, math.prod(batch), flooding)
         with counted:  # a flooded decryption is counted, or refused before anything is computed
-            phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows,
+            phase = decrypt_phase(self.backend, chain.secret_key, ciphertext.data, rows,
                                   ciphertext.polynomial_domain)
             if flooding is not None:  # one fresh integer polynomial a batch entry, reduced mod every row
                 noise = sample_discrete_gaussian_wide(batch + (self.context.ring_degree,), flooding.sigma)
@@ -479,7 +483,7 @@ class CkksEngine(EvaluationMixin):
             TypeError: a message ``encode`` refuses.
         """
         check_ciphertext(self, ciphertext, "measure_error_bits")
-        self._check_own_secret(ciphertext, "measure_error_bits")
+        chain = self._check_own_secret(ciphertext, "measure_error_bits")
         expected = self.encode(message, level=ciphertext.level, scale=ciphertext.scale,
                                polynomial_domain="coefficient")
         rows = ciphertext.prime_ids
@@ -488,7 +492,7 @@ class CkksEngine(EvaluationMixin):
                 f"message of batch shape {tuple(expected.data.shape[:-2])} for a ciphertext of batch shape "
                 f"{tuple(ciphertext.data.shape[1:-2])}"
             )
-        phase = decrypt_phase(self.backend, self.keys.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
+        phase = decrypt_phase(self.backend, chain.secret_key, ciphertext.data, rows, ciphertext.polynomial_domain)
         error = self.backend.sub(phase, expected.data, rows)
         peak = float(np.max(np.abs(self.backend.centered_crt_to_float(error, rows)), initial=0.0))
         return math.ceil(2.0 * math.log2(max(peak, 1.0))) / 2.0

@@ -34,3 +34,57 @@ def test_racing_workers_get_one_key_per_kind_and_step():
         keys = _race(make)
         assert all(key is keys[0] for key in keys)
     assert engine.rotation_key(3 + engine.num_slots) is engine.rotation_key(3)
+
+
+def test_decrypt_uses_the_secret_it_checked_when_another_thread_replaces_the_keys(monkeypatch):
+    """The window a thread race opened (audit, session 30): decrypt checked the ciphertext
+    against one key chain and then read ``engine.keys`` again, so a ``generate_keys`` of another
+    thread in between made it decrypt with the other secret: garbage, silently, and a flooded
+    decryption counted against one secret while another was used. The swap is made here right
+    after the check, where the other thread's would land."""
+    from fhelium_cupy.ckks import NoiseFlooding
+
+    engine = CkksEngine("test-n4096-scale30", insecure=True)
+    first = engine.generate_keys()
+    ct = engine.encrypt_message(np.full(4, 0.5))
+    other = CkksEngine("test-n4096-scale30", insecure=True).generate_keys().secret_key
+    checked = engine._check_own_secret
+
+    def check_then_swap(value, op):
+        chain = checked(value, op)
+        engine.generate_keys(other)  # "another thread"
+        return chain
+
+    monkeypatch.setattr(engine, "_check_own_secret", check_then_swap)
+    np.testing.assert_allclose(engine.decrypt_message(ct, real=True)[:4], 0.5, atol=1e-3)
+    engine.generate_keys(first.secret_key)
+    before = engine.flooded_decryptions
+    flooded = engine.decrypt_message(ct, real=True, flooding=NoiseFlooding(error_bits=10.0, queries=4))
+    assert np.max(np.abs(flooded[:4] - 0.5)) < 1e3  # the flooding noise (~10 at this scale), not ~1e30
+    engine.generate_keys(first.secret_key)
+    assert engine.flooded_decryptions == before + 1  # counted against the secret that was used
+    assert engine.measure_error_bits(ct, np.full(4, 0.5)) < 20  # (garbage measures ~2^60)
+
+
+def test_racing_registrations_of_one_name_leave_one_owner():
+    from fhelium_cupy import values
+
+    def make(i):
+        return type(f"Raced{i}", (), {"value_metadata": lambda s: {}, "value_tensors": lambda s: {},
+                                      "with_value_tensors": lambda s, t: s})
+
+    for run in range(200):
+        name = f"tests.raced{run}"
+        classes = [make(i) for i in range(4)]
+
+        def register(i, name=name, classes=classes):
+            try:
+                values.register_value_type(classes[i], type_name=name)
+                return True
+            except ValueError:
+                return False
+
+        won = run_together(register, 4)  # (a barrier and a 1 us switch interval)
+        assert sum(won) == 1, run  # exactly one class took the name
+        owner = values._BY_NAME[name].cls
+        assert [c for c in classes if c in values._REGISTRY] == [owner]
