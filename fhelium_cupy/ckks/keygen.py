@@ -13,7 +13,8 @@ import hashlib
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -254,6 +255,7 @@ class KeyChain:
             generator.check_secret_distribution(secret_key)
         self.secret_key = secret_key
         self.public_key = generator.public_key(self.secret_key)
+        generator.backend.complete_for_other_streams()  # published next: other threads' streams read it
         self._relin: RelinearizationKey | None = None
         self._conj: ConjugationKey | None = None
         self._rotations: dict[int, RotationKey] = {}
@@ -263,12 +265,21 @@ class KeyChain:
     def key_id(self) -> str:
         return self.secret_key.key_id
 
+    def _complete(self, make: Callable[..., Any], *args: Any) -> Any:
+        """``make(*args)``, its device work finished before the key is cached: a worker of
+        another thread may read the cached key on its own stream at once."""
+        key = make(*args)
+        self.generator.backend.complete_for_other_streams()
+        return key
+
     def relinearization_key(self) -> RelinearizationKey:
         # the attributes are the cache (vars(self)): None until the first call makes the key
-        return get_or_build(vars(self), "_relin", self._lock, self.generator.relinearization_key, self.secret_key)
+        return get_or_build(vars(self), "_relin", self._lock, self._complete, self.generator.relinearization_key,
+                            self.secret_key)
 
     def conjugation_key(self) -> ConjugationKey:
-        return get_or_build(vars(self), "_conj", self._lock, self.generator.conjugation_key, self.secret_key)
+        return get_or_build(vars(self), "_conj", self._lock, self._complete, self.generator.conjugation_key,
+                            self.secret_key)
 
     def missing_rotation_steps(self, steps: Iterable[int]) -> list[int]:
         """The normalized steps of ``steps`` whose keys are not cached yet, each once, in order.
@@ -287,4 +298,5 @@ class KeyChain:
     def rotation_key(self, step: int) -> RotationKey:
         n = self.generator.context.ring_degree
         step = normalize_rotation_step(step, n // 2)
-        return get_or_build(self._rotations, step, self._lock, self.generator.rotation_key, self.secret_key, step)
+        return get_or_build(self._rotations, step, self._lock, self._complete, self.generator.rotation_key,
+                            self.secret_key, step)

@@ -88,3 +88,48 @@ def test_racing_registrations_of_one_name_leave_one_owner():
         assert sum(won) == 1, run  # exactly one class took the name
         owner = values._BY_NAME[name].cls
         assert [c for c in classes if c in values._REGISTRY] == [owner]
+
+
+def test_keys_are_complete_on_the_device_before_they_are_handed_out():
+    """A key chain's public key and each evaluation key are cached for workers of other threads,
+    which read them on their own CUDA streams: the backend's current stream has finished
+    generating one before it is cached (``complete_for_other_streams``; the CuPy backend
+    synchronizes its stream, outside a capture), and a cache hit waits for nothing."""
+    from types import SimpleNamespace
+
+    from fhelium_cupy.ckks.keygen import KeyChain
+
+    events: list[str] = []
+
+    class Generator:
+        context = SimpleNamespace(ring_degree=16)
+        backend = SimpleNamespace(complete_for_other_streams=lambda: events.append("complete"))
+
+        def secret_key(self):
+            events.append("secret")
+            return SimpleNamespace(key_id="k")
+
+        def public_key(self, sk):
+            events.append("public")
+            return "pk"
+
+        def relinearization_key(self, sk):
+            events.append("relin")
+            return object()
+
+        def conjugation_key(self, sk):
+            events.append("conj")
+            return object()
+
+        def rotation_key(self, sk, step):
+            events.append(f"rot{step}")
+            return object()
+
+    chain = KeyChain(Generator())
+    assert events == ["secret", "public", "complete"]
+    for make, name in ((chain.relinearization_key, "relin"), (chain.conjugation_key, "conj"),
+                       (lambda: chain.rotation_key(3), "rot3")):
+        del events[:]
+        key = make()
+        assert events == [name, "complete"]
+        assert make() is key and events == [name, "complete"]  # the hit: nothing generated or awaited

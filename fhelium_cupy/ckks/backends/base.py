@@ -139,6 +139,12 @@ class CkksBackend(Protocol):
 
     def is_capturing(self) -> bool: ...  # the current stream records a CUDA graph (host: never)
 
+    def complete_for_other_streams(self) -> None:
+        """Wait until the work enqueued on the current stream has finished (not while it
+        captures): what it built (a table, a key) is about to be read on other streams, by
+        another thread's worker, which nothing else orders after it (host: nothing)."""
+        ...
+
     def run_independent(self, tasks: Sequence[Callable[[], None]]) -> None:
         """Run ``tasks``, which write disjoint memory and read nothing another task writes,
         side by side (the CuPy backend spreads them over streams: parallel branches in a CUDA

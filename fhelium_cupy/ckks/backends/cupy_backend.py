@@ -433,17 +433,24 @@ class CupyBackend:
         return build()
 
     def _upload(self, host: np.ndarray) -> Any:
-        """A device copy of a host table, ordered on the current stream. Inside
-        ``run_independent`` (outside a capture) the copy is also complete when this returns,
-        so a table one branch builds may be read at once by a branch on another stream (a
-        table is built once, so that wait is paid once)."""
+        """A device copy of a host table, ordered on the current stream and, outside a
+        capture, complete when this returns (``complete_for_other_streams``): the table is
+        published in the cache, and a branch of ``run_independent`` or another thread's
+        worker may read it at once on another stream. A table is built once, so that wait is
+        paid once per table, not per call."""
         with self._device:
             table = self.xp.asarray(np.ascontiguousarray(host))
-            if getattr(self._branches, "open", False):
-                stream = self.xp.cuda.get_current_stream()
-                if not stream.is_capturing():
-                    stream.synchronize()
-            return table
+        self.complete_for_other_streams()
+        return table
+
+    def complete_for_other_streams(self) -> None:
+        """Wait until the work enqueued on the device's current stream has finished, unless
+        that stream is capturing: what it built (a table, a key) is about to be shared with
+        work on other streams, which nothing else orders after it."""
+        with self._device:
+            stream = self.xp.cuda.get_current_stream()
+            if not stream.is_capturing():
+                stream.synchronize()
 
     def _rows(self, rows: Sequence[int]) -> tuple[tuple[int, ...], Any]:
         rows = tuple(int(r) for r in rows)

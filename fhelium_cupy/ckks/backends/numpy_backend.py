@@ -241,6 +241,9 @@ class NumpyBackend:
     def is_capturing(self) -> bool:
         return False
 
+    def complete_for_other_streams(self) -> None:
+        """Nothing to wait for: host work is complete when it returns."""
+
     def run_independent(self, tasks):
         for task in tasks:  # one host thread: in order
             task()
