@@ -87,13 +87,18 @@ class EvaluationMixin:
         return a._with_data(self.backend.neg(a.data, a.prime_ids))
 
     def add_plaintext(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
-        """``ct + pt`` (pt in standard form, same domain, level and scale as ``ct``); state unchanged."""
+        """``ct + pt`` (pt in standard form, same domain, level and scale as ``ct``); state unchanged.
+
+        ``pt`` has the batch shape of ``ct`` or none (then it is broadcast: one plaintext added
+        to every entry), as in :meth:`multiply_plaintext`.
+        """
         check_ciphertext(self, ct, "add_plaintext")
         check_plaintext(self, pt, "add_plaintext", domain=ct.polynomial_domain, residue="standard")
         check_same_state(ct, pt, "add_plaintext", check_components=False)
-        if tuple(pt.data.shape) != tuple(ct.data.shape[1:]):
+        target = tuple(ct.data.shape[1:])
+        if tuple(pt.data.shape) not in (target, target[-2:]):
             raise StateMismatchError(
-                f"add_plaintext: plaintext shape {tuple(pt.data.shape)} does not match {tuple(ct.data.shape[1:])}"
+                f"add_plaintext: plaintext shape {tuple(pt.data.shape)} fits neither {target} nor {target[-2:]}"
             )
         xp, rows = self.backend.xp, ct.prime_ids
         out = xp.empty_like(ct.data)

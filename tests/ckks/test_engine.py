@@ -63,6 +63,12 @@ def test_add_subtract_negate_add_plaintext(setup):
     assert _err(e.decrypt_message(e.negate(ca)), -a) < tol
     pt = e.encode(b, polynomial_domain="coefficient")
     assert _err(e.decrypt_message(e.add_plaintext(ca, pt)), a + b) < tol
+    batch = np.stack([a, b, -a])  # one unbatched plaintext broadcast to every entry, as multiply_plaintext does
+    summed = e.decrypt_message(e.add_plaintext(e.encrypt_message(batch), pt))
+    for i in range(3):
+        assert _err(summed[i], batch[i] + b) < tol
+    with pytest.raises(StateMismatchError, match="fits neither"):
+        e.add_plaintext(e.encrypt_message(batch), e.encode(np.stack([b, b]), polynomial_domain="coefficient"))
     na, nb = e.coefficient_domain_to_ntt_domain(ca), e.coefficient_domain_to_ntt_domain(cb)
     s = e.add(na, nb)
     assert s.polynomial_domain == "ntt"
