@@ -33,6 +33,7 @@ from .signature import ValueTreeSignature
 __all__ = [
     "CaptureParts",
     "capture_parts",
+    "release_parts",
     "check_arguments",
     "end_capture_quietly",
     "example_device",
@@ -293,6 +294,13 @@ class CaptureParts:
         return cupy.cuda.Device(self.device.index)
 
 
+def release_parts(parts: CaptureParts) -> None:
+    """Close what ``capture_parts`` handed over when the program cannot be built from it."""
+    parts.buffer.close()
+    if parts.arena is not None:
+        parts.arena.close()
+
+
 def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup: int, pool: CudaGraphPool | None) -> CaptureParts:
     """Run the whole construction: checks, retained buffer, warmup, capture, first replay.
 
@@ -324,17 +332,22 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
                 )
             stage = "first replay"
             first_seconds = run_first_replay(graph, device, pool)
-        except Exception as error:
-            graph = None
+            buffer._prune()  # the initial copy completed: drop the references to the examples
+            # The spec's stats: process allocator snapshots after capture (CuPy's default pool on
+            # the device plus every open graph arena on it), not this program's own footprint.
+            snapshot = memory_snapshot(device)
+        except BaseException as error:
+            # the error's traceback keeps this frame: what its locals reference (the inputs'
+            # storage, the captured output's arena memory, a pool's retained outputs) must not
+            # stay held while the caller keeps the exception
+            graph = output = retained = kept_alive = static_inputs = None  # type: ignore[assignment]
             buffer.close()
             if arena is not None:
                 arena.close()
+            if not isinstance(error, Exception):
+                raise  # KeyboardInterrupt, SystemExit: cleaned up, passed on as they are
             error_type = CudaGraphOutputError if isinstance(error, OutputLeafError) else CudaGraphCaptureError
             raise error_type(stage=stage, function_name=function_name(function), detail=str(error)) from error
-        buffer._prune()  # the initial copy completed: drop the references to the examples
-    # The spec's stats: process allocator snapshots after capture (CuPy's default pool on
-    # the device plus every open graph arena on it), not this program's own footprint.
-    snapshot = memory_snapshot(device)
     return CaptureParts(
         device=device,
         kept_alive=kept_alive,

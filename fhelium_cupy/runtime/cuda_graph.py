@@ -8,12 +8,13 @@ inputs, copies them into fixed addresses and launches the graph on the caller's 
 
 from __future__ import annotations
 
+import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import CudaGraphInputError, ExecutionError, ExecutionInputError
+from ..errors import CudaGraphCaptureError, CudaGraphInputError, ExecutionError, ExecutionInputError
 from ..interop.arrays import bump_autograd_versions, leaf_kind
 from ..interop.capabilities import require_cupy
 from ..interop.devices import Device
@@ -287,20 +288,31 @@ class CudaGraphProgram(Generic[_OutputT]):
             memory_allocated_bytes=parts.allocated_bytes,
             memory_reserved_bytes=parts.reserved_bytes,
         )
-        with parts.device_context():
-            return cls(
-                function=function,
-                device=parts.device,
-                graph=parts.graph,
-                input_buffer=parts.buffer,
-                static_inputs=parts.static_inputs,
-                output=parts.output,
-                stats=stats,
-                pool=pool,
-                arena=parts.arena,
-                check_input_liveness=check_input_liveness,
-                kept_alive=parts.kept_alive,
-            )
+        try:
+            with parts.device_context():
+                return cls(
+                    function=function,
+                    device=parts.device,
+                    graph=parts.graph,
+                    input_buffer=parts.buffer,
+                    static_inputs=parts.static_inputs,
+                    output=parts.output,
+                    stats=stats,
+                    pool=pool,
+                    arena=parts.arena,
+                    check_input_liveness=check_input_liveness,
+                    kept_alive=parts.kept_alive,
+                )
+        except BaseException as error:  # (an event the driver would not create): nothing may stay held
+            _capture.release_parts(parts)
+            # the error's traceback keeps this frame and the half-built program's __init__ frame
+            # (its self holds the output and inputs): ours, so their locals can go
+            parts = None  # type: ignore[assignment]
+            traceback.clear_frames(error.__traceback__)
+            if not isinstance(error, Exception):
+                raise
+            raise CudaGraphCaptureError(stage="first replay", function_name=_capture.function_name(function),
+                                        detail=str(error)) from error
 
     # -- properties ---------------------------------------------------------------------
 
@@ -601,6 +613,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._output = None  # type: ignore[assignment]
         self._borrow = None  # type: ignore[assignment]
         self._torch_outputs = ()
+        self._input_torch_targets = ()  # (torch views of the input storage keep it alive through DLPack)
         self._static_inputs = ()
         self._function = None  # type: ignore[assignment]
         self._latest_copy = None

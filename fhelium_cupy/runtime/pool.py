@@ -24,6 +24,13 @@ class CudaGraphPool:
     last warmup output and filled by device copies at the end of its graph), so replay
     order may differ from capture order without overwriting another program's output.
 
+    Sizing: the scratch grows by whole chunks of device memory that never merge, so a
+    member that needs more than the free space of every chunk so far gets a chunk of its
+    own size. Capture the largest member first: then the others fit in its chunk and the
+    pool holds about the largest member's scratch (members captured in increasing size hold
+    the sum of their chunks; measured on the fakes: 1, 3, 5 and 7 MiB of temporaries took
+    20 MiB in that order, 8 MiB in the other).
+
     Ordering: an event chain serializes scratch use across caller-selected streams.
     Every member replay first waits (on its stream, without blocking the host) for the
     pool's last replay-complete event, then records its own completion as the new last
