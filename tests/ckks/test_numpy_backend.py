@@ -178,6 +178,20 @@ def _random_key(be, rng) -> np.ndarray:
     return np.stack([np.stack([random_residues(rng, list(moduli), N) for _ in range(2)]) for _ in be.context.digits])
 
 
+def test_key_switches_refuse_an_even_galois_element(be):
+    """An even element is not an automorphism of the slots (its NTT index map repeats indices):
+    the key switch returned garbage where automorphism() and the CuPy backend refuse it."""
+    rows = tuple(range(be.context.q_count))
+    rng = random.Random(12)
+    digits = be.modup(random_residues(rng, [be.context.moduli[r] for r in rows], N), rows)
+    key = _random_key(be, rng)
+    for g in (4, 2 * N, -2):
+        with pytest.raises(ValueError, match="must be odd"):
+            be.keyswitch_from_digits(digits, key, rows, galois_element=g)
+        with pytest.raises(ValueError, match="must be odd"):
+            be.keyswitch_from_digits_many(digits, [key], rows, [g])
+
+
 def test_keyswitch_from_digits_equals_inner_product_then_rounding_moddown(be):
     level = 1
     rows = tuple(range(level, be.context.q_count))

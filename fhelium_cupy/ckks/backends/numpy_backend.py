@@ -412,9 +412,10 @@ class NumpyBackend:
         if digits_ntt.shape[0] != len(active):
             raise ValueError(f"expected {len(active)} active digits for these rows, got {digits_ntt.shape[0]}")
         if galois_element is not None:
-            perm = ntt_automorphism_indices(
-                self.context.ring_degree, int(galois_element) % (2 * self.context.ring_degree)
-            )
+            g = int(galois_element) % (2 * self.context.ring_degree)
+            if g % 2 == 0:  # not a permutation of the NTT slots: the inner product would be garbage
+                raise ValueError(f"galois element must be odd, got {galois_element}")
+            perm = ntt_automorphism_indices(self.context.ring_degree, g)
             digits_ntt = np.take(digits_ntt, perm, axis=-1)
         acc = np.empty((2,) + digits_ntt.shape[1:], dtype=np.uint64)
         for where, part in self._width_groups(targets):
