@@ -630,6 +630,31 @@ EMULATED_CASES = tuple(name for name in gpu_cases.CASES
                                            "centered_crt")))
 
 
+def test_inputs_at_an_odd_word_are_copied_and_such_outputs_refused(emulated):
+    """The NTT and key kernels move word pairs with 16-byte loads and stores: a contiguous view
+    that starts at an odd word (a flat buffer sliced by one) would fault on the GPU. Such an
+    input is copied to a fresh (aligned) allocation; such an ``out`` is refused (audit,
+    session 30)."""
+    from fhelium_cupy.interop.arrays import data_pointer
+
+    gpu, ref = emulated(gpu_cases.context("n4096"))
+    rows = tuple(range(gpu.context.q_count))
+    L, n = len(rows), gpu.n
+    rng = np.random.default_rng(3)
+    flat = np.zeros(L * n + 1, dtype=np.uint64)
+    view = flat[1:].reshape(L, n)
+    view[...] = np.stack([rng.integers(0, gpu.context.moduli[r], n, dtype=np.uint64) for r in rows])
+    assert view.flags.c_contiguous and data_pointer(view) % 16 == 8
+    checked = gpu._check(view, rows, "test")
+    assert checked is not view and data_pointer(checked) % 16 == 0
+    np.testing.assert_array_equal(checked, view)
+    np.testing.assert_array_equal(gpu.ntt_forward(view, rows), ref.ntt_forward(view.copy(), rows))
+    aligned = np.zeros(L * n + 2, dtype=np.uint64)[2:].reshape(L, n)
+    assert gpu._check(aligned, rows, "test") is aligned  # already fine: no copy
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        gpu.ntt_forward(view.copy(), rows, out=view)
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_division_and_key_switch_launches_compute_the_numpy_results(emulated, config):
     gpu, ref = emulated(gpu_cases.context("n4096"), **CONFIGS[config])

@@ -94,6 +94,13 @@ def _base_convert_kernel(size: int, family: str = "keyswitch_base_convert",
     return f"{family}_s{next((s for s in sizes if s >= size), 0)}"
 
 
+def _aligned(a: Any) -> bool:
+    """Whether ``a``'s first word is 16-byte aligned: the NTT and key kernels move word pairs
+    with 16-byte loads and stores (a view starting at an odd word would fault). Every
+    allocation is; only a flat view offset by an odd number of words is not."""
+    return data_pointer(a) % 16 == 0 or a.size == 0
+
+
 def _prod(shape: Sequence[int]) -> int:
     return int(math.prod(shape))
 
@@ -486,7 +493,9 @@ class CupyBackend:
             raise ValueError(
                 f"{what}: expected uint64 [..., {len(rows)}, {self.n}] for rows {rows}, got {a.dtype} {a.shape}"
             )
-        return a if a.flags.c_contiguous else self.xp.ascontiguousarray(a)
+        if a.flags.c_contiguous and _aligned(a):
+            return a
+        return self.xp.array(a, order="C", copy=True)  # (a fresh allocation: 16-byte aligned)
 
     def _check_entries(self, b: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
         """``_check`` for a read-only ``b [count, L, N]`` whose entries may lie any whole number
@@ -494,7 +503,7 @@ class CupyBackend:
         components of ``ntt_forward_and_modup``'s NTT view): ``(b, entry stride in words)``,
         copied only when an entry itself is not contiguous."""
         if b.ndim == 3 and b.dtype == np.uint64 and b.shape[1:] == (len(rows), self.n):
-            if b.strides[1:] == (8 * self.n, 8) and b.strides[0] % 8 == 0 and b.strides[0] >= 0:
+            if b.strides[1:] == (8 * self.n, 8) and b.strides[0] % 16 == 0 and b.strides[0] >= 0 and _aligned(b):
                 return b, (b.strides[0] // 8 if b.shape[0] > 1 else len(rows) * self.n)
         b = self._check(b, rows, what)
         return b, len(rows) * self.n
@@ -504,6 +513,8 @@ class CupyBackend:
             return self.xp.empty(shape, dtype=np.uint64)
         if tuple(out.shape) != tuple(shape) or out.dtype != np.uint64 or not out.flags.c_contiguous:
             raise ValueError(f"{what}: out must be C-contiguous uint64 {shape}, got {out.dtype} {out.shape}")
+        if not _aligned(out):
+            raise ValueError(f"{what}: out must start on a 16-byte boundary (the kernels store word pairs)")
         return out
 
     # --- residency -------------------------------------------------------------------
@@ -1274,7 +1285,8 @@ class CupyBackend:
                 raise ValueError(f"{what}: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
             if key.shape[0] < needed:
                 raise ValueError(f"{what}: key has {key.shape[0]} digits, rows {rows} need {needed}")
-        return [key if key.flags.c_contiguous else self.xp.ascontiguousarray(key) for key in keys], key_rows
+        return [key if key.flags.c_contiguous and _aligned(key) else self.xp.array(key, order="C", copy=True)
+                for key in keys], key_rows
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None,
@@ -1682,7 +1694,7 @@ class CupyBackend:
             raise ValueError(f"keyswitch_from_digits_many: out must be uint64 {shape}, got {out.dtype} {out.shape}")
         inner = shape[2:]
         want = [8 * math.prod(inner[i + 1:]) for i in range(len(inner))]
-        if list(out.strides[2:]) != want or out.strides[0] % 8 or out.strides[1] % 8:
+        if list(out.strides[2:]) != want or out.strides[0] % 16 or out.strides[1] % 16 or not _aligned(out):
             raise ValueError(f"keyswitch_from_digits_many: each out[e, k] block must be C-contiguous, "
                              f"got strides {out.strides}")
         if out.flags.c_contiguous:
