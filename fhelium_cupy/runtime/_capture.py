@@ -296,9 +296,14 @@ class CaptureParts:
 
 def release_parts(parts: CaptureParts) -> None:
     """Close what ``capture_parts`` handed over when the program cannot be built from it."""
-    parts.buffer.close()
-    if parts.arena is not None:
-        parts.arena.close()
+    _release(parts.buffer, parts.arena)
+
+
+def _release(buffer: ReusableValueBuffer, arena: GraphArena | None) -> None:
+    """Close a capture's retained input buffer and the program's own arena (none in a pool)."""
+    buffer.close()
+    if arena is not None:
+        arena.close()
 
 
 def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup: int, pool: CudaGraphPool | None) -> CaptureParts:
@@ -341,9 +346,7 @@ def capture_parts(function: Callable[..., Any], inputs: tuple[Any, ...], warmup:
             # storage, the captured output's arena memory, a pool's retained outputs) must not
             # stay held while the caller keeps the exception
             graph = output = retained = kept_alive = static_inputs = None  # type: ignore[assignment]
-            buffer.close()
-            if arena is not None:
-                arena.close()
+            _release(buffer, arena)
             if not isinstance(error, Exception):
                 raise  # KeyboardInterrupt, SystemExit: cleaned up, passed on as they are
             error_type = CudaGraphOutputError if isinstance(error, OutputLeafError) else CudaGraphCaptureError

@@ -513,26 +513,22 @@ class CudaGraphProgram(Generic[_OutputT]):
             sources = nodes.device_sources(leaves)
             if sources is not None:  # every source is device memory of this device: the graph copies them itself
                 return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, sources)
-        try:
-            self._enqueue_copies(leaves, sptr, self._memcpy_async)
-        except BaseException:
-            # a copy failed partway: the ones enqueued still write the inputs, so later copies
-            # and replays order behind them as behind a replay, the sources stay alive until
-            # they ran, and no earlier handle describes the payload any more
-            self._record(stream, leaves)
-            self._last_stream = ident
-            self._latest_copy = None
-            raise
-        return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize)
+        return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, copy_sources=True)
 
     def _launch_graph(self, stream: Any, sptr: int, ident: object, sources: Any, copy_output: bool,
-                      synchronize: bool, node_sources: list[int] | None = None) -> _OutputT:
+                      synchronize: bool, node_sources: list[int] | None = None, *,
+                      copy_sources: bool = False) -> _OutputT:
         """Launch on ``stream`` (handle ``sptr``, ``stream_identity`` ``ident``: computed once per
         replay by the caller) and return the output: the captured graph, or with
         ``node_sources`` (``InputCopyGraph.device_sources`` of ``sources``) the input-copy
-        graph, which copies them itself."""
+        graph, which copies them itself. ``copy_sources``: first enqueue ``sources``' copies
+        into the input buffer (``replay()``'s ``cudaMemcpyAsync`` form), inside the cleanup below,
+        so that copies failing partway are ordered and retire the prepared handle as a failed
+        launch does."""
         pool = self._pool
         try:
+            if copy_sources:
+                self._enqueue_copies(sources, sptr, self._memcpy_async)
             if pool is not None:
                 pool._wait_for_chain(self._runtime, sptr, ident)  # scratch is shared: serialize
             if node_sources is None:
@@ -547,10 +543,10 @@ class CudaGraphProgram(Generic[_OutputT]):
             else:
                 result = self._borrow()
         finally:
-            # recorded whatever happened (a launch the driver refused, an owned copy that ran
-            # out of memory): later input copies, replays and pool members order behind the
-            # input copies already enqueued, this replay and the part of the output copy that
-            # was enqueued, and replay() sources stay alive until then
+            # recorded whatever happened (input copies that failed partway, a launch the driver
+            # refused, an owned copy that ran out of memory): later input copies, replays and pool
+            # members order behind the input copies already enqueued, this replay and the part of
+            # the output copy that was enqueued, and replay() sources stay alive until then
             event = self._record(stream, sources)  # keeps replay() sources alive until the copy is done
             self._last_stream = ident
             if pool is not None:

@@ -968,7 +968,7 @@ def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, str
     """run_independent: task i on stream i % B, B = min(branch_streams, tasks), stream 0
     the caller's; every side stream waits on a fork event the caller's stream recorded, and the
     caller's stream waits on each side stream's join event, also when a task raises. A table
-    uploaded inside the branches, or outside them, is complete before the upload returns."""
+    built inside the branches, or outside them, is complete before the cache publishes it."""
     gpu, _ = emulated(gpu_cases.context("n4096"), branch_streams=streams)
     ran: list[tuple[int, Any]] = []
     synced = MAIN_STREAM.synchronized
@@ -976,8 +976,8 @@ def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, str
     def task(i: int):
         def run() -> None:
             ran.append((i, _current_stream()))
-            if i == 2:
-                gpu._upload(np.arange(3, dtype=np.int32))
+            if i == 2:  # a table built and published inside the branches
+                gpu._cached(("test_table", 0), lambda: gpu._upload(np.arange(3, dtype=np.int32)))
         return run
 
     gpu.run_independent([task(i) for i in range(7)])
@@ -993,7 +993,7 @@ def test_independent_tasks_run_forked_onto_side_streams_and_joined(emulated, str
     assert [join.recorded_on for join in joins] == side
     assert MAIN_STREAM.waited[-(B - 1):] == joins
     assert ran[2][1].synchronized == 1 and MAIN_STREAM.synchronized == synced
-    gpu._upload(np.arange(3, dtype=np.int32))  # outside the branches too: another thread's stream may read it
+    gpu._cached(("test_table", 1), lambda: gpu._upload(np.arange(3, dtype=np.int32)))  # outside them too
     assert MAIN_STREAM.synchronized == synced + 1
 
     def fails() -> None:

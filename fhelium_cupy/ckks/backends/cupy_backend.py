@@ -431,24 +431,24 @@ class CupyBackend:
         return value
 
     def _build_evicting(self, key: tuple, build: Callable[[], Any]) -> Any:
-        """``build()`` for a cache miss (under the cache lock); first, past ``_CACHE_LIMIT``
-        entries, a miss of an open-ended kind drops every entry of those kinds (in place:
-        lock-free hits keep reading the one dict)."""
+        """``build()`` for a cache miss (under the cache lock), complete on the device before
+        it is published (``complete_for_other_streams``: a branch of ``run_independent`` or
+        another thread's worker may read it at once on another stream; one wait per table,
+        whatever its uploads); first, past ``_CACHE_LIMIT`` entries, a miss of an open-ended
+        kind drops every entry of those kinds (in place: lock-free hits keep reading the one
+        dict)."""
         if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
             for stale in [k for k in self._cache if k[0] in _EVICTABLE]:
                 del self._cache[stale]
-        return build()
+        value = build()
+        self.complete_for_other_streams()
+        return value
 
     def _upload(self, host: np.ndarray) -> Any:
-        """A device copy of a host table, ordered on the current stream and, outside a
-        capture, complete when this returns (``complete_for_other_streams``): the table is
-        published in the cache, and a branch of ``run_independent`` or another thread's
-        worker may read it at once on another stream. A table is built once, so that wait is
-        paid once per table, not per call."""
+        """A device copy of a host table, ordered on the current stream (a ``_cached`` build's:
+        the cache waits for it before publishing the table)."""
         with self._device:
-            table = self.xp.asarray(np.ascontiguousarray(host))
-        self.complete_for_other_streams()
-        return table
+            return self.xp.asarray(np.ascontiguousarray(host))
 
     def complete_for_other_streams(self) -> None:
         """Wait until the work enqueued on the device's current stream has finished, unless
