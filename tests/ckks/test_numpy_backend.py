@@ -192,6 +192,36 @@ def test_key_switches_refuse_an_even_galois_element(be):
             be.keyswitch_from_digits_many(digits, [key], rows, [g])
 
 
+def test_primitives_refuse_arrays_of_the_wrong_limb_count(be):
+    """The oracle refuses what the CuPy backend's ``_check`` refuses: a ModDown handed one limb
+    too many divided by the wrong P silently, and a one-limb operand broadcast over every row."""
+    rows = tuple(range(be.context.q_count))
+    qp = rows + be.p_rows
+    rng = random.Random(7)
+    a = random_residues(rng, _mod(be, rows), N)
+    one = a[:1]
+    extra = random_residues(rng, _mod(be, qp) + [be.context.moduli[0]], N)
+    calls = [
+        lambda: be.moddown(extra, rows),
+        lambda: be.add(a, one, rows),
+        lambda: be.sub(one, a, rows),
+        lambda: be.mul(a, one, rows),
+        lambda: be.mul_montgomery(one, a, rows),
+        lambda: be.neg(one, rows),
+        lambda: be.mul_scalar(one, [3] * len(rows), rows),
+        lambda: be.ntt_forward(one, rows),
+        lambda: be.ntt_inverse(a[:, : N // 2], rows),
+        lambda: be.automorphism(one, 3, rows, domain="ntt"),
+        lambda: be.rescale(one, rows, domain="coefficient"),
+        lambda: be.modup(extra, rows),
+        lambda: be.keyswitch_from_digits(be.modup(a, rows)[..., :-1, :], _random_key(be, rng), rows),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="expected"):
+            call()
+    assert be.moddown(extra[:-1], rows).shape == (len(rows), N)  # the right shape still works
+
+
 def test_keyswitch_from_digits_equals_inner_product_then_rounding_moddown(be):
     level = 1
     rows = tuple(range(level, be.context.q_count))

@@ -163,6 +163,10 @@ class CupyBackend:
     ``to_numpy``. The first call for a new ``rows`` tuple (or Galois element) builds and
     uploads tables; warm up before capturing.
 
+    ``launch_count`` counts the kernel launches this backend enqueued, from every thread (a
+    diagnostic for launches per operation; an unlocked increment, so launches made at the same
+    moment by two threads may count once).
+
     Raises:
         CudaUnavailableError: If CuPy, a GPU or NVRTC is missing.
     """

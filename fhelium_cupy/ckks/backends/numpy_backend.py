@@ -182,6 +182,15 @@ class _BasisConversion:
         return sub_mod(acc, corr, self.dst_q, out=acc)
 
 
+def _expect_limbs(what: str, rows: Sequence[int], n: int, *arrays) -> None:
+    """Refuse an array whose last two axes are not ``[len(rows), n]`` (as the CuPy backend's
+    ``_check`` does): NumPy would broadcast a single limb, or pass an extra one, silently."""
+    for a in arrays:
+        shape = np.shape(a)
+        if len(shape) < 2 or tuple(shape[-2:]) != (len(rows), n):
+            raise ValueError(f"{what}: expected [..., {len(rows)}, {n}] for rows {tuple(rows)}, got {shape}")
+
+
 class NumpyBackend:
     """Exact CPU implementation of ``CkksBackend`` (``name = "numpy"``, ``xp = numpy``).
 
@@ -215,6 +224,9 @@ class NumpyBackend:
     def tables(self, rows: Sequence[int]) -> _Rows:
         """Cached tables for a tuple of prime ids."""
         return self._rows(tuple(int(r) for r in rows))
+
+    def _limbs(self, what: str, rows: Sequence[int], *arrays) -> None:
+        _expect_limbs(what, rows, self.context.ring_degree, *arrays)
 
     def _drop_constant(self, dropped: tuple[int, ...], rows: tuple[int, ...]) -> _Const:
         """``(prod of moduli[dropped])^-1`` per row of ``rows`` (rescale, moddown)."""
@@ -263,12 +275,15 @@ class NumpyBackend:
 
     # --- element-wise mod q ----------------------------------------------------
     def add(self, a, b, rows, *, out=None):
+        self._limbs("add", rows, a, b)
         return self._emit(add_mod(a, b, self.tables(rows).q), out)
 
     def sub(self, a, b, rows, *, out=None):
+        self._limbs("sub", rows, a, b)
         return self._emit(sub_mod(a, b, self.tables(rows).q), out)
 
     def neg(self, a, rows, *, out=None):
+        self._limbs("neg", rows, a)
         return self._emit(neg_mod(a, self.tables(rows).q), out)
 
     def _by_width(self, rows, arrays: tuple, fn, out):
@@ -287,6 +302,7 @@ class NumpyBackend:
         return result
 
     def mul(self, a, b, rows, *, out=None):
+        self._limbs("mul", rows, a, b)
         return self._by_width(rows, (a, b), self._mul, out)
 
     def _mul(self, a, b, rows):
@@ -297,6 +313,7 @@ class NumpyBackend:
         return mul_shoup(m, t.r_mod.w, None, t.q, w_split=t.r_mod.split)
 
     def mul_montgomery(self, a, b, rows, *, out=None):
+        self._limbs("mul_montgomery", rows, a, b)
         return self._by_width(rows, (a, b), self._mul_montgomery, out)
 
     def _mul_montgomery(self, a, b, rows):
@@ -306,12 +323,15 @@ class NumpyBackend:
         return mul_montgomery(a, b, t.q, t.q_inv, q_split=t.q_split)
 
     def to_montgomery(self, a, rows, *, out=None):
+        self._limbs("to_montgomery", rows, a)
         return self._emit(self.tables(rows).r_mod.mul(a, fast=self.float_products), out)
 
     def from_montgomery(self, a, rows, *, out=None):
+        self._limbs("from_montgomery", rows, a)
         return self._emit(self.tables(rows).r_inv.mul(a, fast=self.float_products), out)
 
     def mul_scalar(self, a, scalars, rows, *, out=None):
+        self._limbs("mul_scalar", rows, a)
         t = self.tables(rows)
         values = [int(s) for s in scalars]
         if len(values) != len(t.moduli):
@@ -329,6 +349,7 @@ class NumpyBackend:
         ax = axis % nd
         if ax >= nd - 2:
             raise ValueError("sum_batch cannot sum over the limb or coefficient axis")
+        self._limbs("sum_batch", rows, a)
         q = self.tables(rows).q
         acc = np.array(np.take(a, 0, axis=ax), copy=True)
         for k in range(1, a.shape[ax]):
@@ -341,9 +362,11 @@ class NumpyBackend:
 
     # --- transforms --------------------------------------------------------------
     def ntt_forward(self, a, rows, *, out=None):
+        self._limbs("ntt_forward", rows, a)
         return self._by_width(rows, (a,), lambda x, part: ntt_forward_u64(x, self.tables(part).ntt), out)
 
     def ntt_inverse(self, a, rows, *, out=None):
+        self._limbs("ntt_inverse", rows, a)
         return self._by_width(rows, (a,), lambda x, part: ntt_inverse_u64(x, self.tables(part).ntt), out)
 
     @_unbuffered
@@ -353,6 +376,7 @@ class NumpyBackend:
         if g % 2 == 0:
             raise ValueError(f"galois element must be odd, got {galois_element}")
         check_domain(domain, "automorphism")
+        self._limbs("automorphism", rows, a)
         if domain == "ntt":
             return np.take(a, ntt_automorphism_indices(n, g), axis=-1)  # a new C-contiguous array
         source, negate = coefficient_automorphism_indices(n, g)
@@ -365,6 +389,7 @@ class NumpyBackend:
         if len(rows) < 2:
             raise ValueError("rescale needs at least two limbs")
         check_domain(domain, "rescale")
+        self._limbs("rescale", rows, a)
         head, rest = rows[:1], rows[1:]
         c0 = a[..., 0:1, :]
         if domain == "ntt":
@@ -384,6 +409,7 @@ class NumpyBackend:
         targets = rows + self.p_rows
         position = {r: i for i, r in enumerate(rows)}
         active = active_digits(self.context, rows)
+        self._limbs("modup", rows, c)
         if c_ntt is not None and np.shape(c_ntt) != np.shape(c):
             raise ValueError(f"modup: c_ntt {np.shape(c_ntt)} must have c's shape {np.shape(c)}")
         out = np.empty((len(active),) + c.shape[:-2] + (len(targets), c.shape[-1]), dtype=np.uint64)
@@ -409,6 +435,7 @@ class NumpyBackend:
         ModDown), digits first permuted by the NTT-domain automorphism of ``galois_element``."""
         targets = rows + self.p_rows
         active = active_digits(self.context, rows)
+        self._limbs("key switch digits", targets, digits_ntt)
         if digits_ntt.shape[0] != len(active):
             raise ValueError(f"expected {len(active)} active digits for these rows, got {digits_ntt.shape[0]}")
         if galois_element is not None:
@@ -549,5 +576,6 @@ class NumpyBackend:
     def moddown(self, x: np.ndarray, rows) -> np.ndarray:
         """Rounding division by P: coefficient ``x [..., L + K, N]`` over ``rows + p_rows`` -> ``[..., L, N]`` (the contract's ``moddown``)."""
         rows = tuple(int(r) for r in rows)
+        self._limbs("moddown", rows + self.p_rows, x)
         L = len(rows)
         return self._divide(x[..., :L, :], x[..., L:, :], rows, self.p_rows)
