@@ -171,7 +171,9 @@ def check_key(engine, ct, key, op: str, key_type: type[KeySwitchKey] | type[Publ
 def check_product_scale(engine, ct, scale: float, op: str) -> float:
     """``scale`` (a product's) below the modulus of ``ct``'s level, else a message times it
     wraps mod Q and decrypts to garbage (a 2^60 scale over one 40-bit prime did, with no
-    error). The bound is SEAL's (scale bits below the modulus bits); returns ``scale``."""
+    error). The bound is SEAL's (scale bits below the modulus bits), a necessary condition
+    only: a slot value ``m`` decrypts right while ``|m| * scale`` stays below half the
+    modulus, which no check of the scales alone can see; returns ``scale``."""
     bits = engine.context.level_modulus_bits[ct.level]
     if not (0 < scale < math.inf):  # a product of tiny (huge) scales under- (over-)flows
         raise StateMismatchError(f"{op}: the product's scale {scale!r} is not a positive finite number")

@@ -246,7 +246,11 @@ class EvaluationMixin:
         ``q`` are one rounding division by ``P q`` (the backend's ``keyswitch_add_rescale``),
         and the result is at level + 1 with scale ``ct.scale / q``. It decrypts like
         ``rescale_to_next_level(relinearize(ct))`` with one rounding instead of two, so it is
-        not bit-identical to it. NTT output then skips a whole ciphertext transform: only the
+        not bit-identical to it, and not more precise: the fast base conversion from the
+        ``K + 1`` divided-out primes may be off by a small multiple of ``P q``, which the
+        division leaves as a small integer on each coefficient (the separate path's ModDown
+        error is divided by ``q`` afterwards), so its error is about half a bit larger (std
+        1.4x, measured on the test and N=2^14 presets). NTT output then skips a whole ciphertext transform: only the
         rows of ``q`` and the special primes are transformed back, and their base conversion
         into the kept rows is transformed forward once (the kept rows stay NTT values).
         """
@@ -447,7 +451,8 @@ class EvaluationMixin:
         ``q`` are one rounding division by ``P q``, and the result is a CT2 at level + 1 with
         scale ``ct.scale * weights.scale / q``, in the coefficient domain by default. It decrypts like
         ``rescale_to_next_level(ntt_domain_to_coefficient_domain(...))`` of the default result
-        (one rounding instead of two, so not bit-identical to it), with fewer transforms: on
+        (one rounding instead of two, so not bit-identical to it; about half a bit less
+        precise, as for ``relinearize(..., rescale=True)``), with fewer transforms: on
         the GPU 3 launches after the accumulator instead of 8 (when each transform is one
         launch group, as in the presets). With no keys there is no
         ModDown: the plain product is transformed back and rescaled.

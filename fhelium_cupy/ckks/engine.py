@@ -437,7 +437,7 @@ class CkksEngine(EvaluationMixin):
         check_ciphertext(self, ciphertext, "decrypt")
         chain = self._check_own_secret(ciphertext, "decrypt")  # the secret checked is the one used
         rows = ciphertext.prime_ids
-        batch = tuple(ciphertext.data.shape[:-3])
+        batch = ciphertext.batch_shape  # data [component, *batch, limb, N]
         counted: AbstractContextManager[None] = nullcontext()
         if flooding is not None:
             flooding = NoiseFlooding.checked(flooding)  # exactly the class, fields validated again

@@ -197,7 +197,8 @@ def matrix_vector(
             diagonals (``encode_diagonals``' default) the diagonal products and their sum
             also happen before one shared ModDown (double hoisting,
             ``engine.linear_transform(..., rescale=True)``: one rounding instead of ``n - 1``,
-            no stored rotations, and the rescale folded into that ModDown). With Q-basis
+            no stored rotations, and the rescale folded into that ModDown, which costs about
+            half a bit of precision: see ``CkksEngine.linear_transform``). With Q-basis
             diagonals every rotation is ModDown'd straight into one batch
             (``rotate_hoisted_batch``) and bit-identical to ``hoisted=False``:
             FHElium example 18's independent ``rotate_with_key`` calls (which use the Q

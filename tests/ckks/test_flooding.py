@@ -125,6 +125,28 @@ def test_a_flooded_decryption_is_the_phase_plus_fresh_noise_of_sigma():
     assert noise.std() == pytest.approx(flooding.sigma, rel=0.06)
 
 
+@pytest.mark.parametrize("batch", [(1,), (3,), (2, 3)])
+def test_a_flooded_batch_gets_one_noise_polynomial_an_entry_and_counts_each(batch):
+    """Batches whose size is not the component count: the batch was read from the component
+    axis, so a batch of 1 decrypted to two entries and a batch of 3 failed to broadcast."""
+    engine = fresh_engine()
+    m = random_message(engine, 5)
+    ct = engine.encrypt_message(np.broadcast_to(m, batch + m.shape).copy())
+    flooding = NoiseFlooding(error_bits=6, queries=64)
+    noise = _phase_difference(engine, engine.decrypt(ct, flooding=flooding), engine.decrypt(ct))
+    entries = math.prod(batch)
+    assert noise.shape == batch + (engine.context.ring_degree,)
+    assert engine.flooded_decryptions == entries
+    flat = noise.reshape(entries, -1)
+    assert all(not np.array_equal(flat[0], row) for row in flat[1:])  # fresh a batch entry
+    got = engine.decrypt_message(ct, flooding=flooding)
+    assert got.shape == batch + m.shape and engine.flooded_decryptions == 2 * entries
+    n = engine.coefficient_domain_to_ntt_domain(ct)
+    product = engine.multiply(n, n)  # three components
+    assert engine.decrypt_message(product, flooding=flooding).shape == batch + m.shape
+    assert engine.flooded_decryptions == 3 * entries
+
+
 def test_measured_error_bits_equal_an_exact_integer_oracle():
     engine = fresh_engine()
     m = random_message(engine, 2)
