@@ -1,4 +1,5 @@
-"""Writing a bench script's result: JSON to stdout and, when asked, to a file."""
+"""Writing a bench script's result: JSON to stdout and, when asked, to a file; the argparse
+types the scripts share with the ``fhelium-cupy`` command (one-line errors for bad counts)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["emit_json", "exit_without_gpu"]
+from fhelium_cupy._cli import _non_negative_int as non_negative_int
+from fhelium_cupy._cli import _positive_int as positive_int
+from fhelium_cupy._cli import _size_list as size_list
+
+__all__ = ["emit_json", "exit_without_gpu", "non_negative_int", "positive_int", "size_list"]
 
 
 def exit_without_gpu(script: str) -> None:

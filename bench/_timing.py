@@ -65,8 +65,14 @@ def summarize(samples_s: list[float]) -> dict[str, Any]:
     }
 
 
+def _check_runs(runs: int, what: str) -> None:
+    if runs < 1:
+        raise ValueError(f"{what}: runs must be >= 1, got {runs}")
+
+
 def summarize_us(samples_us: list[float]) -> dict[str, Any]:
-    """``runs``, ``median_us``, ``p10_us``, ``p90_us``, ``mean_us`` of samples in µs."""
+    """``runs``, ``median_us``, ``p10_us``, ``p90_us``, ``mean_us`` of samples in µs (at least one)."""
+    _check_runs(len(samples_us), "summarize_us")
     ordered = sorted(samples_us)
     n = len(ordered)
     return {
@@ -214,6 +220,7 @@ def time_host(
 
 def time_device_cupy(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any = None) -> dict[str, Any]:
     """GPU time of ``fn()`` from CuPy events on ``stream`` (default: CuPy's current stream)."""
+    _check_runs(runs, "time_device_cupy")
     import cupy
 
     stream = stream if stream is not None else cupy.cuda.get_current_stream()
@@ -238,6 +245,7 @@ def device_median_us(fn: Callable[[], Any], *, runs: int, warmup: int = 0, strea
 
 def time_device_torch(fn: Callable[[], Any], *, runs: int, warmup: int, stream: Any = None) -> dict[str, Any]:
     """GPU time of ``fn()`` from torch CUDA events on ``stream`` (default: torch's current stream)."""
+    _check_runs(runs, "time_device_torch")
     import torch
 
     stream = stream if stream is not None else torch.cuda.current_stream()

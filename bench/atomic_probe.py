@@ -32,7 +32,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import exit_without_gpu, positive_int  # noqa: E402
 
 _SOURCE = r"""
 typedef unsigned long long u64;
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--digits", type=int, default=4)
     parser.add_argument("--rows", type=int, default=40, help="output rows (Q + P primes)")
     parser.add_argument("--log-n", type=int, default=16)
-    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--reps", type=positive_int, default=50)
     args = parser.parse_args(argv)
     if not 12 <= args.log_n <= 17 or args.digits < 1 or args.rows < 1:
         parser.error("--log-n must be in [12, 17], --digits and --rows at least 1")

@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import positive_int  # noqa: E402
 from fhelium_cupy.ckks import (  # noqa: E402
     CkksEngine,
     encode_bsgs_diagonals,
@@ -99,8 +100,8 @@ def _case(engine: CkksEngine, n: int, method: str, runs: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--size", type=int, default=8)
+    parser.add_argument("--runs", type=positive_int, default=7)
+    parser.add_argument("--size", type=positive_int, default=8)
     parser.add_argument("--out", type=Path, default=Path("ckks_cpu_out"),
                         help="output directory (default ./ckks_cpu_out; bench/results holds the committed record)")
     args = parser.parse_args(argv)

@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import exit_without_gpu, non_negative_int, positive_int  # noqa: E402
 from bench._timing import cuda_sync, time_host  # noqa: E402
 from fhelium_cupy.ckks import CkksEngine  # noqa: E402
 
@@ -66,12 +67,14 @@ def measure(preset: str, device: str, runs: int, warmup: int, profiles: dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--presets", default="slots8192-scale40-depth7,slots32768-scale40-depth33-dnum4")
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--runs", type=positive_int, default=15)
+    parser.add_argument("--warmup", type=non_negative_int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.device == "cuda":
+        exit_without_gpu("bench/client_ops.py")
     profiles: dict[str, str] = {}
     results = {p: measure(p, args.device, args.runs, args.warmup, profiles) for p in args.presets.split(",")}
     if args.out is not None:

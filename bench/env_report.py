@@ -57,5 +57,7 @@ if __name__ == "__main__":
     text = json.dumps(environment(), indent=2)
     print(text)
     if args.path:
-        with open(args.path, "w") as fh:
-            fh.write(text + "\n")
+        from pathlib import Path
+
+        Path(args.path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.path).write_text(text + "\n")

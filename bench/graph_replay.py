@@ -30,7 +30,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import exit_without_gpu, non_negative_int, positive_int  # noqa: E402
 
 __all__ = ["bench_program", "ciphertext_program", "main", "synthetic_program", "torch_stream_host"]
 
@@ -163,8 +163,8 @@ def ciphertext_program(shape: tuple[int, ...] = (2, 8, 16384)) -> tuple[Any, tup
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None, help="write the results here")
-    parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--runs", type=positive_int, default=2000)
+    parser.add_argument("--warmup", type=non_negative_int, default=100)
     parser.add_argument("--kernels", type=int, default=300)
     parser.add_argument("--ct-shape", default="2,8,16384", help="ciphertext-like input shape (uint64)")
     parser.add_argument("--sync-every", type=int, default=64, help="drain the queue (untimed) every this many calls")

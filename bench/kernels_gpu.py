@@ -23,13 +23,37 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import exit_without_gpu, positive_int  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 BANDWIDTH = 4.3e12
 FHELIUM_Q = (1099510054913, 1099515691009, 1099508121601, 1099515789313,
              1099507695617, 1099516280833, 1099506515969, 1099521949697)
 FHELIUM_P = (1152921504606748673,)
+
+
+SET_KEYS = ("n14", "n15", "n16", "n16d4", "n16p41")  # make_sets()' keys, checked before any GPU work
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected integers >= 0, got {text!r}")
+    return values
+
+
+def _choice_list(choices: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(v.strip() for v in text.split(",") if v.strip())
+        unknown = [v for v in values if v not in choices]
+        if not values or unknown:
+            raise argparse.ArgumentTypeError(f"expected a comma list of {', '.join(choices)}, got {text!r}")
+        return values
+
+    return parse
 
 
 def make_sets():
@@ -357,39 +381,43 @@ def run_set(cp, label: str, ctx, reps: int, l2_group_bytes: int, only: tuple[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
-    parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--sets", default="n14,n16")
+    parser.add_argument("--reps", type=positive_int, default=50)
+    parser.add_argument("--sets", type=_choice_list(SET_KEYS), default=("n14", "n16"))
     parser.add_argument("--ops", default="", help="comma list of op-name prefixes to run (default: all)")
-    parser.add_argument("--l2-group-mib", default="0,16", help="comma list of NTT L2 group sizes (0 = off)")
-    parser.add_argument("--tiles", default="0", help="comma list of base-conversion target tiles (0 = all)")
-    parser.add_argument("--fill", default="1056", help="comma list of NTT fill-block thresholds (CupyBackend)")
-    parser.add_argument("--lt-parts", default="0",
+    parser.add_argument("--l2-group-mib", type=_int_list, default=(0, 16), help="comma list of NTT L2 group sizes (0 = off)")
+    parser.add_argument("--tiles", type=_int_list, default=(0,), help="comma list of base-conversion target tiles (0 = all)")
+    parser.add_argument("--fill", type=_int_list, default=(1056,), help="comma list of NTT fill-block thresholds (CupyBackend)")
+    parser.add_argument("--lt-parts", type=_int_list, default=(0,),
                         help="comma list of CupyBackend(linear_transform_parts=) values (0 = the host's choice)")
     parser.add_argument("--ntt-variants", default="",
                         help='kernel builds to compare, "name=-DFLAG=V ...;name2=..." (ntt.cu macros; '
                              "every variant's NTTs, ModUp, key switch and linear transforms are checked bit-exact against the "
                              "first)")
-    parser.add_argument("--priority", default="off",
+    parser.add_argument("--priority", type=_choice_list(("off", "on")), default=("off",),
                         help="comma list of off/on: on = the overlapped ModDown's side stream at the greatest "
                              "priority and the graphs instantiated with node priorities (probe)")
     args = parser.parse_args()
+    try:
+        variants = parse_variants(args.ntt_variants)
+    except ValueError as error:
+        parser.error(str(error))
     exit_without_gpu("bench/kernels_gpu.py")
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()
     sets = make_sets()
+    assert set(sets) == set(SET_KEYS), "SET_KEYS must list make_sets()' keys"
     results = []
-    variants = parse_variants(args.ntt_variants)
-    for key in args.sets.split(","):
+    for key in args.sets:
         label, ctx = sets[key]
         print(f"# {label}", flush=True)
         reference: list = []
         for variant in variants:
-            for mib in (int(v) for v in args.l2_group_mib.split(",")):
-                for tile in (int(v) for v in args.tiles.split(",")):
-                    for fill in (int(v) for v in args.fill.split(",")):
-                        for parts in (int(v) for v in args.lt_parts.split(",")):
-                            for prio in args.priority.split(","):
+            for mib in args.l2_group_mib:
+                for tile in args.tiles:
+                    for fill in args.fill:
+                        for parts in args.lt_parts:
+                            for prio in args.priority:
                                 results += run_set(cp, key, ctx, args.reps, mib << 20,
                                                    tuple(o for o in args.ops.split(",") if o), tile, fill,
                                                    variant, reference, parts, prio == "on")

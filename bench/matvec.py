@@ -33,7 +33,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json, exit_without_gpu
+from bench._report import emit_json, exit_without_gpu, non_negative_int, positive_int, size_list
 from bench._timing import (
     cuda_sync,
     host_loop_us,
@@ -374,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--preset", default="slots8192-scale40-depth7")
-    parser.add_argument("--sizes", default="8,16,32")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--sizes", type=size_list, default=(8, 16, 32))
+    parser.add_argument("--runs", type=positive_int, default=20)
+    parser.add_argument("--warmup", type=non_negative_int, default=3)
     parser.add_argument("--insecure", action="store_true")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--json", default=None)
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = CkksEngine(args.preset, device=args.device, insecure=args.insecure)
     rows = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in args.sizes:
         workload = MatvecWorkload.build(preset=args.preset, device=args.device, size=size, insecure=args.insecure, engine=engine)
         rows.append(bench_matvec_size(workload, runs=args.runs, warmup=args.warmup, torch_graph=not args.no_torch))
     emit_json(rows, args.json)

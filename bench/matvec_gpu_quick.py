@@ -31,7 +31,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json, exit_without_gpu  # noqa: E402
+from bench._report import emit_json, exit_without_gpu, positive_int  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402  (after the sys.path entry above)
 
 
@@ -187,7 +187,7 @@ def rotation16(cp, preset: str, reps: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
-    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--reps", type=positive_int, default=30)
     parser.add_argument("--n16", default="slots32768-scale40-depth33-dnum4")
     parser.add_argument("--fill", default="", help="comma list of extra NTT fill-block thresholds for the hoisted matvec")
     parser.add_argument("--branches", default="",

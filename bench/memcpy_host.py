@@ -18,7 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import exit_without_gpu  # noqa: E402
+from bench._report import exit_without_gpu, positive_int  # noqa: E402
 from bench._timing import time_host_pipelined  # noqa: E402
 
 KINDS = {"default": 4, "device_to_device": 3, "host_to_device": 1}
@@ -32,7 +32,7 @@ def host_us(fn, stream, runs: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nbytes", type=int, default=2 * 8 * 16384 * 8)
-    parser.add_argument("--runs", type=int, default=3000)
+    parser.add_argument("--runs", type=positive_int, default=3000)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     exit_without_gpu("bench/memcpy_host.py")

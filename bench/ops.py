@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json, exit_without_gpu
+from bench._report import emit_json, exit_without_gpu, non_negative_int, positive_int
 from bench._timing import time_device_cupy, time_host
 from fhelium_cupy._demo import MatvecWorkload, launch_counter
 
@@ -163,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--preset", default="slots8192-scale40-depth7")
-    parser.add_argument("--size", type=int, default=8, help="matvec size")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--size", type=positive_int, default=8, help="matvec size")
+    parser.add_argument("--runs", type=positive_int, default=20)
+    parser.add_argument("--warmup", type=non_negative_int, default=3)
     parser.add_argument("--insecure", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)

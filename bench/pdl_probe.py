@@ -30,7 +30,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json, exit_without_gpu  # noqa: E402
+from bench._report import emit_json, exit_without_gpu, positive_int  # noqa: E402
 from bench._timing import device_median_us  # noqa: E402
 
 SOURCE = r"""
@@ -76,7 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
     parser.add_argument("--chain", type=int, default=15)
-    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--reps", type=positive_int, default=50)
     args = parser.parse_args()
     exit_without_gpu("bench/pdl_probe.py")
     import cupy as cp

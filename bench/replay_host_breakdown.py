@@ -43,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import emit_json, exit_without_gpu  # noqa: E402  (after the sys.path entry above)
+from bench._report import emit_json, exit_without_gpu, non_negative_int, positive_int  # noqa: E402  (after the sys.path entry above)
 from bench._timing import summarize_us  # noqa: E402
 from bench._timing import time_host_pipelined as _warm_us  # noqa: E402
 
@@ -301,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--insecure", action="store_true", help="allow the preset's insecure test parameters")
     parser.add_argument("--programs", default="add,matvec", help="comma-separated: add, matvec")
     parser.add_argument("--matvec-size", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--runs", type=positive_int, default=2000)
+    parser.add_argument("--warmup", type=non_negative_int, default=100)
     parser.add_argument("--sync-every", type=int, default=64)
     parser.add_argument("--cold-runs", type=int, default=300)
     parser.add_argument("--fake", action="store_true", help="check the script on the CPU with a fake CuPy")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import sys
 from collections.abc import Callable
@@ -27,7 +26,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._timing import time_host_pipelined  # noqa: E402  (after the sys.path entry above)
+from bench._report import emit_json, positive_int  # noqa: E402  (after the sys.path entry above)
+from bench._timing import time_host_pipelined  # noqa: E402
 
 __all__ = ["main", "measure"]
 
@@ -131,7 +131,7 @@ def measure(runs: int = 20000, profile: str | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20000)
+    parser.add_argument("--runs", type=positive_int, default=20000)
     parser.add_argument("--profile", default=None,
                         choices=("graph_launch", "replay", "replay_prepared", "replay_prepared_handle", "copy_inputs_from"),
                         help="cProfile this operation of the ciphertext workload")
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             listed = " ".join(f"{name}x{n:g}" for name, n in calls.items())
             print(f"  {op:24s} {row['median_ns'] / 1000:7.2f} us  {sum(calls.values()):5.2f} CUDA calls: {listed}")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        emit_json(results, args.json, echo=False)
     return 0
 
 

@@ -30,7 +30,10 @@ from bench.env_report import environment
 from bench.matvec import bench_matvec_size, bench_pool_sharing, bench_variant_size
 from bench.ops import H200_BANDWIDTH, bench_ops, floor_bytes, parameter_summary
 
-__all__ = ["DEFAULT_CPU_PRESET", "DEFAULT_CUDA_PRESET", "main", "markdown", "parse_preset", "print_table", "run"]
+__all__ = [
+    "DEFAULT_CPU_PRESET", "DEFAULT_CUDA_PRESET", "main", "markdown", "merge_plan", "outcome", "parse_preset", "print_table",
+    "run",
+]
 
 DEFAULT_CUDA_PRESET = "slots8192-scale40-depth7"
 DEFAULT_CPU_PRESET = "slots8192-scale40-depth7"  # 128-bit: test presets need --insecure, never implied
@@ -53,6 +56,25 @@ def parse_preset(spec: str | None, device: str, sizes: tuple[int, ...]) -> tuple
     return name, tuple(sizes)
 
 
+def merge_plan(plan: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
+    """One entry per preset name, in first-seen order, with the sizes of every repeat (in
+    order, each once): results are keyed by preset name, so a repeated name would have
+    replaced the earlier one's rows."""
+    merged: dict[str, list[int]] = {}
+    for name, sizes in plan:
+        seen = merged.setdefault(name, [])
+        seen += [n for n in sizes if n not in seen]
+    return [(name, tuple(sizes)) for name, sizes in merged.items()]
+
+
+def outcome(results: dict[str, Any]) -> tuple[bool, str | None]:
+    """``(measured, plots_error)``: whether any preset has matvec or ops rows, and why the
+    plots were not written (None when they were, or were not asked for)."""
+    measured = any(p.get("matvec") or p.get("ops") for p in results.get("presets", {}).values())
+    plots = results.get("plots")
+    return measured, (plots.get("skipped") if isinstance(plots, dict) else None)
+
+
 def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
 
@@ -69,7 +91,7 @@ def run(
     torch_graph: bool = True,
     ops: bool = True,
     bsgs: bool = True,
-    show_progress: bool = True,
+    show_progress: bool | None = None,
     json_path: str | Path | None = None,
     plots_dir: str | Path | None = None,
     md_path: str | Path | None = None,
@@ -85,7 +107,7 @@ def run(
     from fhelium_cupy.ckks.params import Parameters
 
     start = time.perf_counter()
-    plan = [parse_preset(spec, device, tuple(sizes)) for spec in presets]
+    plan = merge_plan([parse_preset(spec, device, tuple(sizes)) for spec in presets])
     for name, _ in plan:
         Parameters.preset(name, insecure=insecure)  # validate every preset before measuring anything
     results: dict[str, Any] = {
@@ -361,6 +383,9 @@ def _print_skipped(results: dict[str, Any], file: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fhelium_cupy._cli import _non_negative_int, _positive_int, _positive_seconds, _size_list
+    from fhelium_cupy.errors import FHEliumError
+
     parser = argparse.ArgumentParser(description="Run the fhelium-cupy benchmark suite into one directory.")
     parser.add_argument("--out", required=True, help="output directory (results.json, results.md, PNGs)")
     parser.add_argument("--from-json", default=None, metavar="PATH",
@@ -368,19 +393,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto (default): cuda when CuPy sees a GPU, else cpu")
     parser.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]")
-    parser.add_argument("--sizes", default="8,16,32")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--sizes", type=_size_list, default=(8, 16, 32))
+    parser.add_argument("--runs", type=_positive_int, default=20)
+    parser.add_argument("--warmup", type=_non_negative_int, default=3)
     parser.add_argument("--insecure", action="store_true")
-    parser.add_argument("--budget-s", type=float, default=480.0, help="stop starting new work after this (default 480 s)")
+    parser.add_argument("--budget-s", type=_positive_seconds, default=480.0,
+                        help="stop starting new work after this (default 480 s)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-ops", action="store_true")
     parser.add_argument("--no-bsgs", action="store_true", help="skip the hoisted and BSGS evaluator variants")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.from_json:
-        results = json.loads(Path(args.from_json).read_text())
-        from bench.plots import write_plots
+        try:
+            results = json.loads(Path(args.from_json).read_text())
+        except (OSError, ValueError) as error:
+            parser.error(f"--from-json: {_reason(error)}")
+        try:
+            from bench.plots import write_plots
+        except ImportError as error:
+            parser.error(f"--from-json redraws plots, which need matplotlib: {_reason(error)}")
 
         out.mkdir(parents=True, exist_ok=True)
         results["plots"] = write_plots(results, out)
@@ -393,15 +425,34 @@ def main(argv: list[str] | None = None) -> int:
         from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
 
         device = "cpu" if cuda_unavailable_reason() is not None else "cuda"
+    elif device == "cuda":
+        from bench._report import exit_without_gpu
+
+        exit_without_gpu("bench/run_all.py")
+    presets = args.preset or [None]
+    try:  # every preset and size checked before anything is measured
+        from fhelium_cupy.ckks.params import Parameters
+
+        for name, _ in merge_plan([parse_preset(spec, device, args.sizes) for spec in presets]):
+            Parameters.preset(name, insecure=args.insecure)
+    except (ValueError, FHEliumError) as error:
+        parser.error(" ".join(str(error).split()))
     results = run(
-        device=device, presets=args.preset or [None], sizes=tuple(int(s) for s in args.sizes.split(",") if s),
+        device=device, presets=presets, sizes=args.sizes,
         runs=args.runs, warmup=args.warmup, insecure=args.insecure, budget_s=args.budget_s,
         torch_graph=not args.no_torch, ops=not args.no_ops, bsgs=not args.no_bsgs, show_progress=False,
         json_path=out / "results.json", plots_dir=out, md_path=out / "results.md",
     )
     print_table(results)
-    print(f"wrote {out / 'results.json'}, {out / 'results.md'} and {len(results.get('plots') or [])} PNGs")
-    return 0
+    plots = results.get("plots")
+    pngs = len(plots) if isinstance(plots, list) else 0
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'} and {pngs} PNGs")
+    measured, plots_error = outcome(results)
+    if not measured:
+        print("bench/run_all.py: error: nothing was measured (see skipped above)", file=sys.stderr)
+    if plots_error is not None:
+        print(f"bench/run_all.py: error: plots not written: {plots_error}", file=sys.stderr)
+    return 0 if measured and plots_error is None else 1
 
 
 if __name__ == "__main__":

@@ -48,14 +48,13 @@ def run(*, presets: list[str | None], json_path: str | None, plots_dir: str | No
     suite = _suite()
     results = suite.run(presets=presets, json_path=json_path, plots_dir=plots_dir, md_path=md_path, **options)
     suite.print_table(results)
+    measured, plots_error = suite.outcome(results)
     plots = results.get("plots")
-    plots_failed = isinstance(plots, dict)  # {"skipped": reason}
-    written = [p for p in (json_path, md_path) if p] + ([] if plots_failed else list(plots or []))
+    written = [p for p in (json_path, md_path) if p] + (list(plots) if isinstance(plots, list) else [])
     if written:
         print("wrote " + ", ".join(str(p) for p in written))
-    measured = any(p.get("matvec") or p.get("ops") for p in results.get("presets", {}).values())
     if not measured:
         print("fhelium-cupy: error: nothing was measured (see skipped above)", file=sys.stderr)
-    if plots_failed:
-        print(f"fhelium-cupy: error: plots not written: {plots['skipped']}", file=sys.stderr)
-    return 0 if measured and not plots_failed else 1
+    if plots_error is not None:
+        print(f"fhelium-cupy: error: plots not written: {plots_error}", file=sys.stderr)
+    return 0 if measured and plots_error is None else 1

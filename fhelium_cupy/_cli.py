@@ -113,6 +113,16 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):  # nan fails too
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def _size_list(text: str) -> tuple[int, ...]:
     parts = [p for p in text.replace(" ", "").split(",") if p]
     if not parts:
@@ -139,6 +149,11 @@ def _check_preset(name: str) -> None:
         raise ConfigurationError(f"unknown preset {name!r}; known presets: {', '.join(preset_names())}")
 
 
+def _progress_choice(args: argparse.Namespace) -> bool | None:
+    """``--no-progress``: False; else None, the library's rule (a bar when stderr is a terminal)."""
+    return False if args.no_progress else None
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import _demo
 
@@ -148,7 +163,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         preset = _demo.DEFAULT_CUDA_PRESET if device == "cuda" else _demo.DEFAULT_CPU_PRESET
     _check_preset(preset)
     _demo.run_demo(device=device, preset=preset, size=args.size, insecure=insecure, replays=args.replays,
-                   show_progress=not args.no_progress, method=args.method)
+                   show_progress=_progress_choice(args), method=args.method)
     return 0
 
 
@@ -161,7 +176,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         device=device, presets=presets, sizes=args.sizes, runs=args.runs, warmup=args.warmup,
         json_path=args.json, plots_dir=args.plots, md_path=args.md, insecure=args.insecure,
         budget_s=args.budget_s, torch_graph=not args.no_torch, ops=not args.no_ops,
-        show_progress=not args.no_progress,
+        show_progress=_progress_choice(args),
     )
 
 
@@ -205,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plots", default=None, metavar="DIR", help="write PNG plots into DIR")
     bench.add_argument("--md", default=None, metavar="PATH", help="write a Markdown summary")
     bench.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
-    bench.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this many seconds (default: no limit)")
+    bench.add_argument("--budget-s", type=_positive_seconds, default=None, help="stop starting new measurements after this many seconds (default: no limit)")
     bench.add_argument("--no-torch", action="store_true", help="skip the torch.cuda.graph comparison")
     bench.add_argument("--no-ops", action="store_true", help="skip the per-operation benchmark")
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")

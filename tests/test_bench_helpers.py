@@ -4,6 +4,9 @@ the paired ratio of bench/_timing.py and the round order both take from bench/_t
 
 from __future__ import annotations
 
+import importlib.util
+import json
+
 import pytest
 
 import bench._timing as timing
@@ -286,3 +289,79 @@ def test_time_host_runs_before_untimed_after_the_drain_and_times_the_call_alone(
                               before=before)
     assert calls == ["before", "fn", "sync"] + ["sync", "before", "fn", "sync"] * 2
     assert round(result["median_ms"], 9) == 2.0
+
+
+# Floors by hand (8-byte words, a limb = N words): slots32768-scale40-depth34 has N = 2^16,
+# L = 35 Q primes, K = 4 P primes, 7 digits: a limb 524,288 B, a ciphertext 2 L limbs =
+# 36,700,160 B, a key 2 d (L + K) limbs = 286,261,248 B. slots8192-scale40-depth7: N = 2^14,
+# L = 8, K = 1, 8 digits: a limb 131,072 B, a ciphertext 2,097,152 B, a key 18,874,368 B.
+FLOORS = [
+    ("slots32768-scale40-depth34", "ntt_ct", None, 2 * 36_700_160),
+    ("slots32768-scale40-depth34", "rotate", None, 2 * 36_700_160 + 286_261_248),
+    ("slots32768-scale40-depth34", "multiply_relinearize", None, 3 * 36_700_160 + 286_261_248),
+    ("slots32768-scale40-depth34", "rescale", None, 36_700_160 + 2 * 34 * 524_288),
+    ("slots32768-scale40-depth34", "matvec", 8, 36_700_160 + 7 * 286_261_248 + 8 * 35 * 524_288 + 2 * 34 * 524_288),
+    ("slots8192-scale40-depth7", "rotate", None, 2 * 2_097_152 + 18_874_368),
+]
+
+
+@pytest.mark.parametrize(("preset", "op", "size", "expected"), FLOORS)
+def test_floor_bytes_are_the_traffic_model_by_hand(preset, op, size, expected):
+    from bench.ops import floor_bytes, parameter_summary
+
+    assert floor_bytes(parameter_summary(preset), op, size=size) == expected
+
+
+def test_floor_bytes_of_fewer_limbs_count_only_the_digits_still_active():
+    from bench.ops import floor_bytes, parameter_summary
+
+    summary = parameter_summary("slots32768-scale40-depth34")  # digits of 5 primes; the first prime drops first
+    limb = 1 << 19
+    # 10 active limbs = ids 25..34: the last two digits (ids 25..29, 30..34)
+    assert floor_bytes(summary, "rotate", limbs=10) == 2 * (2 * 10 * limb) + 2 * 2 * (10 + 4) * limb
+
+
+def test_merge_plan_keeps_every_size_of_a_repeated_preset_once():
+    from bench.run_all import merge_plan
+
+    plan = [("a", (4, 8)), ("b", (2,)), ("a", (8, 16))]
+    assert merge_plan(plan) == [("a", (4, 8, 16)), ("b", (2,))]
+
+
+RUN_ALL_BAD = [
+    pytest.param(["--preset", "nope"], "unknown CKKS preset", id="unknown-preset"),
+    pytest.param(["--sizes", "a"], "positive integer", id="bad-sizes"),
+    pytest.param(["--preset", "test-n4096-scale40:0", "--insecure"], "positive integers", id="size-zero"),
+    pytest.param(["--preset", "test-n4096-scale40:4"], "insecure", id="test-preset-without-insecure"),
+    pytest.param(["--runs", "0"], "positive integer", id="runs-zero"),
+    pytest.param(["--warmup", "-1"], ">= 0", id="warmup-negative"),
+    pytest.param(["--budget-s", "nan"], "positive number of seconds", id="budget-nan"),
+    pytest.param(["--from-json", "/no/such/results.json"], "FileNotFoundError", id="missing-json"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), RUN_ALL_BAD)
+def test_run_all_refuses_bad_arguments_in_one_line_before_measuring(argv, expected, tmp_path, capsys):
+    from bench.run_all import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", str(tmp_path / "out"), "--device", "cpu", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert expected in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing measured, nothing written
+
+
+def test_run_all_fails_when_nothing_was_measured_and_merges_repeated_presets(tmp_path, capsys):
+    from bench.run_all import main
+
+    quick = ["--device", "cpu", "--insecure", "--runs", "1", "--warmup", "0", "--no-bsgs", "--no-ops", "--no-torch"]
+    assert main(["--out", str(tmp_path / "none"), *quick, "--preset", "test-n4096-scale40:3"]) == 1
+    captured = capsys.readouterr()
+    assert "must divide" in captured.out and "nothing was measured" in captured.err
+    assert main(["--out", str(tmp_path / "two"), *quick, "--preset", "test-n4096-scale40:2",
+                 "--preset", "test-n4096-scale40:4"]) == (0 if importlib.util.find_spec("matplotlib") else 1)
+
+    results = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert [row["size"] for row in results["presets"]["test-n4096-scale40"]["matvec"]] == [2, 4]
+    assert results["config"]["plan"] == [{"preset": "test-n4096-scale40", "sizes": [2, 4]}]

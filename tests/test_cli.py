@@ -151,3 +151,15 @@ def test_every_option_with_a_default_states_it_in_its_help():
             if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
                 continue
             assert action.help and "default" in action.help, f"{name} {action.option_strings[0]}: {action.help!r}"
+
+
+def test_progress_follows_the_library_rule_unless_switched_off():
+    """``--no-progress`` turns the bars off; without it the library decides (a bar only when
+    stderr is a terminal), where the command used to force one into redirected logs."""
+    from fhelium_cupy._cli import _progress_choice, build_parser
+
+    parser = build_parser()
+    assert _progress_choice(parser.parse_args(["demo"])) is None
+    assert _progress_choice(parser.parse_args(["demo", "--no-progress"])) is False
+    assert _progress_choice(parser.parse_args(["bench"])) is None
+    assert _progress_choice(parser.parse_args(["bench", "--no-progress"])) is False
