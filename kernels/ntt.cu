@@ -59,6 +59,14 @@ using namespace fhe;
 #else
 #define FHE_NTT_CHUNK_BOUNDS
 #endif
+// The _f64 chunk kernels (every row's prime below F64_MAX_Q: only the float64 arithmetic is
+// compiled in, so ptxas fits them in 32 registers without spills at 4 blocks of 512 threads, a
+// full SM, where the main kernels, which carry the 64-bit path too, take 40 registers and 3
+// blocks). FHE_NTT_F64_CHUNK=0: the host never takes them (A/B).
+#ifndef FHE_NTT_F64_CHUNK_MIN_BLOCKS
+#define FHE_NTT_F64_CHUNK_MIN_BLOCKS 4
+#endif
+#define FHE_NTT_F64_CHUNK_BOUNDS __launch_bounds__(4096 >> FHE_LV, FHE_NTT_F64_CHUNK_MIN_BLOCKS)
 #if FHE_NTT_COLUMN_MIN_BLOCKS > 0
 #define FHE_NTT_COLUMN_BOUNDS __launch_bounds__(128, FHE_NTT_COLUMN_MIN_BLOCKS)
 #else
@@ -540,6 +548,12 @@ __device__ __forceinline__ void forward_chunk(const u64* src, Store store, u64* 
     case 12: BODY(12); break;                                                                   \
     default: break;                                                                             \
   }
+// The _f64 chunk kernels' chunks: 2^11 and 2^12 words only, the chunks of launches that fill
+// the GPU (the host takes them for those: two instantiations keep them at 32 registers, 8
+// bytes spilled in the forward kernel, none in the inverse; with 2^10 beside them ptxas spilled
+// 32 bytes a thread).
+#define FHE_F64_CHUNK_DISPATCH(BODY) \
+  if (log_chunk == 12) BODY(12); else if (log_chunk == 11) BODY(11)
 
 // The forward chunk stages of one block: its row's prime and twiddles, its chunk of the input;
 // run() dispatches on log_chunk and hands the output to a ChunkStore-like functor. F64: whether
@@ -554,12 +568,18 @@ struct ForwardChunk {
   TwiddleRow w;
   u64 q;
   int base;
-  template <int LV, bool F64 = FHE_NTT_F64, class Store>
+  // F64_ONLY: the row's prime is below F64_MAX_Q (the caller's contract): no 64-bit path.
+  template <int LV, bool F64 = FHE_NTT_F64, class Store, bool F64_ONLY = false>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
 #define FHE_FWD(LC) forward_chunk<LV, LC>(src, store, sm, tid, log_n, base, ar.row(w), ar)
-    FHE_WITH_ROW_ARITH(ForwardArithF64, ForwardArithU64, F64, q, (q), FHE_CHUNK_DISPATCH(FHE_FWD));
+    if constexpr (F64_ONLY) {
+      const ForwardArithF64 ar(q);
+      FHE_F64_CHUNK_DISPATCH(FHE_FWD);
+    } else {
+      FHE_WITH_ROW_ARITH(ForwardArithF64, ForwardArithU64, F64, q, (q), FHE_CHUNK_DISPATCH(FHE_FWD));
+    }
 #undef FHE_FWD
   }
 };
@@ -587,7 +607,7 @@ __device__ __forceinline__ ForwardChunk forward_chunk_of(const u64* in, const in
 // H200, 2026-11-29 s6 call4: N=2^14 rotation 88.0-89.7 -> 75.0-77.6 us, 7 hoisted key switches
 // 122 -> 111 us; a whole N=2^16 ciphertext, 4.5 M coefficients, slower: chunk kernel 60.4 ->
 // 70.3 us).
-template <int LV>
+template <int LV, bool F64_ONLY = false>
 __device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO tw2,
                                                      const int* FHE_RO skip, int num_moduli, int log_n,
@@ -597,12 +617,21 @@ __device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, co
   if (limb < 0) return;  // uniform per block: before any barrier
   const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
   const ChunkStore<LV> store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
-  c.run<LV>(store, log_n, log_chunk);
+  c.run<LV, FHE_NTT_F64, ChunkStore<LV>, F64_ONLY>(store, log_n, log_chunk);
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
     int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
   forward_chunk_stages<FHE_LV>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs,
+    out_bs);
+}
+// ntt_forward_chunk_stages_f64: the same for launches whose every row's prime is below
+// F64_MAX_Q (the host's contract: CupyBackend._f64_rows), float64 butterflies only, in chunks
+// of 2^11 or 2^12 words (FHE_F64_CHUNK_DISPATCH; another chunk: no work).
+extern "C" __global__ void FHE_NTT_F64_CHUNK_BOUNDS ntt_forward_chunk_stages_f64(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  forward_chunk_stages<FHE_LV, true>(in, out, rowmap, consts, tw2, skip, num_moduli, log_n, log_chunk, in_bs,
     out_bs);
 }
 extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_forward_chunk_stages_v4(const u64* in, u64* out,
@@ -826,7 +855,7 @@ __device__ __forceinline__ void inverse_chunk(const u64* src, u64* dst, u64* sm_
 // C >> FHE_LV (3 <= log_chunk <= 12), dynamic shared memory (C + C / 16) * 8 bytes.
 // ntt_inverse_chunk_stages_v4: the same with 4 coefficients per thread (block C / 4; as
 // ntt_forward_chunk_stages_v4).
-template <int LV>
+template <int LV, bool F64_ONLY = false>
 __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, const int* FHE_RO rowmap,
                                                      const u64* FHE_RO consts, const u64* FHE_RO itw2,
                                                      const int* FHE_RO skip, int num_moduli, int log_n,
@@ -847,13 +876,26 @@ __device__ __forceinline__ void inverse_chunk_stages(const u64* in, u64* out, co
   const u64 ninv = whole ? consts[FHE_C_NINV * num_moduli + id] : 0;
   const u64 ninv_sh = whole ? consts[FHE_C_NINV_SH * num_moduli + id] : 0;
 #define FHE_INV(LC) inverse_chunk<LV, LC>(src, dst, sm, tid, log_n, base, ar.row(w), ar, whole)
-  FHE_WITH_ROW_ARITH(InverseArithF64, InverseArithU64, FHE_NTT_F64, q, (q, ninv, ninv_sh), FHE_CHUNK_DISPATCH(FHE_INV));
+  if constexpr (F64_ONLY) {
+    const InverseArithF64 ar(q, ninv, ninv_sh);
+    FHE_F64_CHUNK_DISPATCH(FHE_INV);
+  } else {
+    FHE_WITH_ROW_ARITH(InverseArithF64, InverseArithU64, FHE_NTT_F64, q, (q, ninv, ninv_sh), FHE_CHUNK_DISPATCH(FHE_INV));
+  }
 #undef FHE_INV
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_inverse_chunk_stages(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
     int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
   inverse_chunk_stages<FHE_LV>(in, out, rowmap, consts, itw2, skip, num_moduli, log_n, log_chunk, in_bs, out_bs);
+}
+// ntt_inverse_chunk_stages_f64: the same for rows whose primes are all below F64_MAX_Q (as
+// ntt_forward_chunk_stages_f64).
+extern "C" __global__ void FHE_NTT_F64_CHUNK_BOUNDS ntt_inverse_chunk_stages_f64(const u64* in, u64* out,
+    const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,
+    int num_moduli, int log_n, int log_chunk, i64 in_bs, i64 out_bs) {
+  inverse_chunk_stages<FHE_LV, true>(in, out, rowmap, consts, itw2, skip, num_moduli, log_n, log_chunk, in_bs,
+    out_bs);
 }
 extern "C" __global__ void FHE_NTT_V4_BOUNDS ntt_inverse_chunk_stages_v4(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO itw2, const int* FHE_RO skip,

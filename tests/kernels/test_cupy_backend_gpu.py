@@ -142,3 +142,37 @@ def test_divisions_finishing_the_inverse_ntt_in_their_column_input_match_numpy(s
     assert error is None, f"{case} @ {setup}: {error}"
     if "many" not in case:  # (several keys: the _x2 choice depends on the GPU's size)
         assert "ntt_inverse_column_stages_rescale_spread_x2" in launched, case
+
+
+@pytest.mark.parametrize(("ctx_name", "entries", "log_chunk"),
+                         [("n16384", 17, 11), ("n16384", 33, 12), ("n65536", 1, 11), ("n65536", 2, 12)])
+def test_f64_chunk_kernels_match_numpy_reference_bit_for_bit(ctx_name, entries, log_chunk):
+    """Transforms of rows below 2^45 large enough for the main chunk kernels (not the _v4
+    forms) take the _f64 ones, in 2^11- or 2^12-word chunks: forward and inverse
+    bit-identical to NumPy, inputs at the edges of [0, q) included; a batch with a wide
+    (60-bit) P row beside them keeps the main kernels."""
+    import numpy as np
+
+    from fhelium_cupy.ckks.backends.cupy_backend import CupyBackend
+
+    ctx = gpu_cases.context(ctx_name)
+    gpu, ref = CupyBackend(ctx), gpu_cases.reference(ctx)
+    q_rows = tuple(range(ctx.q_count))
+    polys = entries * len(q_rows)
+    assert gpu._chunk_log(polys) == log_chunk and not gpu._use_v4(log_chunk, polys)
+    rng = np.random.default_rng(45)
+    a = gpu_cases.rand(ctx, q_rows, (entries,), rng)
+    log = record_launches(gpu, details=True)
+    fwd = gpu.to_numpy(gpu.ntt_forward(gpu.asarray(a), q_rows))
+    inv = gpu.to_numpy(gpu.ntt_inverse(gpu.asarray(a), q_rows))
+    chunk_launches = [(name, block) for name, _, block, _ in log if "chunk" in name]
+    block = (1 << log_chunk) >> 3
+    assert chunk_launches == [("ntt_forward_chunk_stages_f64", block), ("ntt_inverse_chunk_stages_f64", block)]
+    assert gpu_cases.compare(fwd, ref.ntt_forward(a, q_rows), q_rows, ctx) is None
+    assert gpu_cases.compare(inv, ref.ntt_inverse(a, q_rows), q_rows, ctx) is None
+    mixed = q_rows + (ctx.q_count,)  # a 60-bit P prime among them
+    b = gpu_cases.rand(ctx, mixed, (entries,), rng)
+    log.clear()
+    got = gpu.to_numpy(gpu.ntt_forward(gpu.asarray(b), mixed))
+    assert [name for name, *_ in log if "chunk" in name] == ["ntt_forward_chunk_stages"]
+    assert gpu_cases.compare(got, ref.ntt_forward(b, mixed), mixed, ctx) is None

@@ -231,13 +231,54 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
                                    ("ntt_inverse_chunk_stages", (1 << lc) >> 3)]
     many = small._chunk_log(132)  # 132 x 2^14 coefficients: 132 x 2048 threads of 8, a full GPU
     assert many == 11 and not small._use_v4(many, 132) and small._use_v4(many, 131)
-    assert launches(small, 132, 1) == [("ntt_forward_chunk_stages", 256), ("ntt_inverse_chunk_stages", 256)]
+    # (40-bit rows in 2^11-word chunks: the _f64 forms of the main kernels)
+    assert launches(small, 132, 1) == [("ntt_forward_chunk_stages_f64", 256), ("ntt_inverse_chunk_stages_f64", 256)]
     big = fake_backend_factory(ctx, ntt_fill_blocks=1)  # the largest chunk (2^12) for any batch
     assert big._chunk_log(6) == cb._CHUNK_LOG
     assert launches(big, 2, 3) == [("ntt_forward_chunk_stages_v4", 1024), ("ntt_inverse_chunk_stages_v4", 1024)]
     big11 = fake_backend_factory(ctx, ntt_fill_blocks=1,
                                  kernel_options=kernels.KernelOptions(extra=("-DFHE_NTT_V4_MAX_LOG_CHUNK=11",)))
-    assert launches(big11, 2, 3) == [("ntt_forward_chunk_stages", 512), ("ntt_inverse_chunk_stages", 512)]
+    assert launches(big11, 2, 3) == [("ntt_forward_chunk_stages_f64", 512), ("ntt_inverse_chunk_stages_f64", 512)]
+
+
+def test_rows_below_2_to_45_in_large_chunks_take_the_f64_chunk_kernels(fake_backend_factory):
+    """The _f64 chunk kernels (float64 butterflies only: 32 registers, a full SM) run a plain
+    transform whose every prime is below 2^45, in chunks of 2^11 or 2^12 words; a wider prime
+    in the launch, a 2^10-word chunk, the _v4 forms, FHE_NTT_F64_CHUNK=0 and FHE_NTT_F64=0 keep
+    the main kernels (the emulated _f64 kernels assert their contract: chunk and primes)."""
+    ctx = gpu_cases.context("n4096")  # primes of 61, 55, 50, 40, 40 bits (Q) and 60, 60 (P)
+    backend = fake_backend_factory(ctx, ntt_fill_blocks=1)  # 2^12-word chunks for any batch
+
+    def chunk_kernels(b, batch, rows):
+        got: list = []
+        real = b._launch
+
+        def record(name, grid, block, args, shared_mem=0):
+            got.append(name)
+            real(name, grid, block, args, shared_mem=shared_mem)
+
+        b._launch = record
+        try:
+            a = np.zeros((batch, len(rows), b.n), dtype=np.uint64)
+            b.ntt_forward(a, rows)
+            b.ntt_inverse(a, rows)
+        finally:
+            del b._launch
+        return [name for name in got if "chunk" in name]
+
+    narrow, wide = (3, 4), (2, 3, 4)  # 40-bit rows; a 50-bit row among them
+    assert backend._f64_rows(narrow) and not backend._f64_rows(wide) and not backend._f64_rows((5,))
+    many = 2 * backend._gpu_threads // backend.n * 8  # threads enough for the main kernels (no _v4)
+    assert chunk_kernels(backend, many, narrow) == ["ntt_forward_chunk_stages_f64", "ntt_inverse_chunk_stages_f64"]
+    assert chunk_kernels(backend, many, wide) == ["ntt_forward_chunk_stages", "ntt_inverse_chunk_stages"]
+    assert chunk_kernels(backend, 1, narrow) == ["ntt_forward_chunk_stages_v4", "ntt_inverse_chunk_stages_v4"]
+    for flag in ("-DFHE_NTT_F64_CHUNK=0", "-DFHE_NTT_F64=0"):
+        off = fake_backend_factory(ctx, ntt_fill_blocks=1, kernel_options=kernels.KernelOptions(extra=(flag,)))
+        assert chunk_kernels(off, many, narrow) == ["ntt_forward_chunk_stages", "ntt_inverse_chunk_stages"], flag
+    n14 = fake_backend_factory(gpu_cases.context("n16384"))
+    q_rows = tuple(range(8))
+    assert n14._chunk_log(8 * 4) == 10  # a 2^10-word chunk: the main kernels
+    assert not any(name.endswith("_f64") for name in chunk_kernels(n14, 4, q_rows))
 
 
 def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(fake_backend_factory):

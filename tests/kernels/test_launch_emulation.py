@@ -183,6 +183,25 @@ class _Kernels:
         rotated = self._row(c0, (b * L + i) * self.n)[perm]
         return ((y.astype(object) + rotated.astype(object)) % q).astype(np.uint64)
 
+    def _check_f64_chunk(self, grid, a) -> None:
+        """The _f64 chunk kernels' contract (ntt.cu FHE_F64_CHUNK_DISPATCH): chunks of 2^11 or
+        2^12 words, every launched row's prime below 2^45 (another chunk would do no work, a
+        wider prime would be transformed wrong)."""
+        _src, _dst, rowmap, _consts, _tw, skip, _m, _log_n, log_chunk, _in_bs, _out_bs = a
+        assert int(log_chunk) in (11, 12), f"the _f64 chunk kernels run no 2^{int(log_chunk)}-word chunk"
+        entries, rows = self._chunk_grid(grid)
+        for z in range(entries):
+            for i in self._data_rows(skip, z, rows):
+                assert self._prime(rowmap, i)[1] < 1 << 45, "a prime of 2^45 or more in an _f64 chunk launch"
+
+    def ntt_forward_chunk_stages_f64(self, grid, a):
+        self._check_f64_chunk(grid, a)
+        self.ntt_forward_chunk_stages(grid, a)
+
+    def ntt_inverse_chunk_stages_f64(self, grid, a):
+        self._check_f64_chunk(grid, a)
+        self.ntt_inverse_chunk_stages(grid, a)
+
     def ntt_forward_chunk_stages_moddown_combine(self, grid, a):
         e, x, out, rowmap, _consts, _tw, pinv, c0, perms, _m, log_n, log_chunk, L, batch, in_bs, x_bs, out_es, \
             out_cs = a

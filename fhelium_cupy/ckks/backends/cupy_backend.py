@@ -71,6 +71,8 @@ _CHUNK_LOG = 12  # largest shared-memory chunk of the NTT: 4096 words (+1/16 pad
 _MIN_CHUNK_LOG = 10  # smallest chunk chosen to fill the GPU when few polynomials are batched
 _MAX_COLUMN_STAGES = 4  # ntt.cu instantiates 1..4 register column stages
 _COEFFS_PER_THREAD_LOG = 3  # ntt.cu FHE_LV: chunk kernels hold 8 coefficients per thread
+_F64_MAX_Q = 1 << 45  # modarith_f64.cuh F64_MAX_Q: primes below it take the float64 arithmetic
+_F64_CHUNK_LOG_MIN = 11  # ntt.cu FHE_F64_CHUNK_DISPATCH: the _f64 chunk kernels' chunks, 2^11 and 2^12
 _FILL_BLOCKS = 1056  # eight blocks per SM of an H100/H200 (132 SMs); see CupyBackend(ntt_fill_blocks=)
 _BLOCK = 256
 _COLUMN_BLOCK = 128
@@ -201,6 +203,10 @@ class CupyBackend:
         # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
         # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
         self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
+        # the _f64 chunk kernels for launches whose rows all take the float64 arithmetic
+        # (_f64_rows); FHE_NTT_F64_CHUNK=0 or FHE_NTT_F64=0: never
+        self._ntt_f64_chunk = (options.define("FHE_NTT_F64_CHUNK", "1") != "0"
+                               and options.define("FHE_NTT_F64", "1") != "0")
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
@@ -762,10 +768,17 @@ class CupyBackend:
         """Block of the column-stage kernels: 128 threads, 64 when that leaves the GPU underfilled."""
         return _COLUMN_BLOCK if -(-columns // _COLUMN_BLOCK) * count >= self.ntt_fill_blocks else 64
 
+    def _f64_rows(self, rows: tuple[int, ...]) -> bool:
+        """Whether every prime of ``rows`` is below 2^45, the bound of the kernels' float64
+        arithmetic (``modarith_f64.cuh`` ``F64_MAX_Q``): their transforms may take the ``_f64``
+        chunk kernels (``_ntt_launch``)."""
+        return self._ntt_f64_chunk and all(self.context.moduli[r] < _F64_MAX_Q for r in rows)
+
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int, skip: tuple[Any, int] | None = None,
                     chunk_output: Callable[..., None] | None = None,
-                    column_input: Callable[..., None] | None = None, column_stages: bool = True) -> None:
+                    column_input: Callable[..., None] | None = None, column_stages: bool = True,
+                    f64: bool = False) -> None:
         """Transform ``batch x limbs`` polynomials; src/dst are (views of) [batch, limbs, N] storage.
 
         In one launch group:
@@ -786,6 +799,10 @@ class CupyBackend:
             the skipped rows itself.
           ``column_stages=False`` (inverse, with column stages): only the chunk stages run; the
             caller's next launch finishes the transform (``_inverse_spread_fits``).
+          ``f64``: every row's prime is below 2^45 (``_f64_rows``, the caller's check): a plain
+            chunk launch of the main form in chunks of 2^11 or 2^12 words takes the ``_f64``
+            kernel (float64 butterflies only: 32 registers, a full SM of threads, where the
+            main kernels take 40 and three quarters).
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
@@ -826,8 +843,9 @@ class CupyBackend:
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if column_input is not None and single:  # the only group: nothing launched yet
                 raise ValueError("column input needs column stages (a transform longer than one chunk)")
+            plain = suffix + ("_f64" if f64 and not v4 and log_chunk >= _F64_CHUNK_LOG_MIN else "")
             if inverse:
-                self._launch("ntt_inverse_chunk_stages" + suffix, chunk_grid, chunk_block,
+                self._launch("ntt_inverse_chunk_stages" + plain, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
                 if not single and column_stages:
                     self._launch("ntt_inverse_column_stages" + col_suffix, col_grid, col_block,
@@ -842,7 +860,7 @@ class CupyBackend:
             if chunk_output is not None:
                 chunk_output(suffix, chunk_src, chunk_grid, chunk_block, chunk_smem, base, chunk_strides[0])
             else:
-                self._launch("ntt_forward_chunk_stages" + suffix, chunk_grid, chunk_block,
+                self._launch("ntt_forward_chunk_stages" + plain, chunk_grid, chunk_block,
                              (chunk_src, d, rm, self._consts, w, skip_table, *base, *chunk_strides),
                              shared_mem=chunk_smem)
 
@@ -878,7 +896,7 @@ class CupyBackend:
         batch, limbs = _prod(a.shape[:-2]), len(rows)
         shape3 = (batch, limbs, self.n)
         self._ntt_launch(a.reshape(shape3), out.reshape(shape3), rowmap, inverse, limbs * self.n, limbs * self.n,
-                         batch, limbs)
+                         batch, limbs, f64=self._f64_rows(rows))
         return out
 
     def ntt_forward(self, a, rows, *, out=None):
