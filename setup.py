@@ -32,6 +32,7 @@ class BuildPyWithKernels(build_py):
             files = sorted(p for p in packaged.glob("*") if p.suffix in (".cu", ".cuh"))
         if not files:
             raise RuntimeError("no CUDA kernel sources found in kernels/ or fhelium_cupy/_kernels/")
+        shutil.rmtree(target, ignore_errors=True)  # a reused build/ keeps sources deleted since
         target.mkdir(parents=True, exist_ok=True)
         for path in files:
             shutil.copy2(path, target / path.name)

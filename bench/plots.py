@@ -92,7 +92,7 @@ def _plot_matvec(results: dict[str, Any], env: dict[str, Any], out: Path) -> str
         fp = [(int(s), v) for s, v in floors.items()]
         if fp:
             fp.sort()
-            ax.plot([p[0] for p in fp], [p[1] for p in fp], ":", color="0.4", label="bandwidth floor")
+            ax.plot([p[0] for p in fp], [p[1] for p in fp], ":", color="0.4", label="H200 bandwidth floor")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
@@ -116,7 +116,7 @@ def _plot_ops(results: dict[str, Any], env: dict[str, Any], out: Path) -> str | 
         floors = [r["floor_ms"] for r in rows]
         xs = range(len(rows))
         ax.bar([x - 0.2 for x in xs], measured, width=0.4, label="measured (device time, else host)")
-        ax.bar([x + 0.2 for x in xs], floors, width=0.4, label=f"floor: bytes / {rows[0]['bandwidth_bytes_per_s']:.2g} B/s")
+        ax.bar([x + 0.2 for x in xs], floors, width=0.4, label=f"H200 floor: bytes / {rows[0]['bandwidth_bytes_per_s']:.2g} B/s")
         for x, m, f in zip(xs, measured, floors):
             if m and f:
                 ax.text(x - 0.2, m, f"{m / f:.0f}x", ha="center", va="bottom", fontsize=7)

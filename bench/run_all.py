@@ -182,7 +182,8 @@ def run(
         try:
             results["plots"] = write_plots(results, plots_dir)
         except Exception as error:  # a plot must never lose the measurements
-            results["plots"] = {"skipped": _reason(error)}
+            hint = " (pip install 'fhelium-cupy[bench]')" if isinstance(error, ImportError) else ""
+            results["plots"] = {"skipped": _reason(error) + hint}
         checkpoint()
     if md_path:
         Path(md_path).parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +288,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"CUDA runtime {env.get('cuda_runtime') or '-'}; CuPy {env.get('cupy') or '-'}; torch {env.get('torch') or '-'}; "
         f"NumPy {env.get('numpy')}; Python {env.get('python')}; {env.get('date')}.\n",
         f"Device `{results['config']['device']}`, median of {results['config']['runs']} runs after "
-        f"{results['config']['warmup']} warmups; floors at {results['bandwidth_bytes_per_s']:.2g} B/s; "
+        f"{results['config']['warmup']} warmups; floors at the H200's measured copy rate, {results['bandwidth_bytes_per_s']:.2g} B/s, "
+        "on any device; "
         f"elapsed {results.get('elapsed_s', 0):.0f} s.\n",
         "## Matrix-vector product (eager vs CUDA Graph replay)\n",
         _md_table(summary_rows(results)),

@@ -45,7 +45,7 @@ def _info_rows() -> list[tuple[str, str]]:
     from .interop.capabilities import cuda_unavailable_reason, cupy_or_none
 
     rows = [("fhelium_cupy", __version__), ("python", sys.version.split()[0])]
-    for name in ("numpy", "cupy", "torch", "safetensors", "hypothesis", "rich", "tqdm", "matplotlib"):
+    for name in ("numpy", "cupy", "torch", "safetensors", "rich", "tqdm", "matplotlib"):
         rows.append((name, _optional_version(name) or "missing"))
     reason = cuda_unavailable_reason()
     rows.append(("cuda", "available" if reason is None else f"unavailable: {reason}"))
@@ -64,8 +64,7 @@ def _info_rows() -> list[tuple[str, str]]:
             rows.append(("nvrtc", f"{major}.{minor}"))
         except Exception as error:
             rows.append(("nvrtc", "missing"))
-            rows.append(("nvrtc fix", f"{type(error).__name__}: pip install 'fhelium-cupy[cuda12]' or '[cuda13]' "
-                                      "(they bring nvidia-cuda-nvrtc)"))
+            rows.append(("nvrtc fix", f"{type(error).__name__}: pip install {_nvrtc_package()}"))
         cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
         rows.append(("kernel cache", cache))
     try:
@@ -80,9 +79,28 @@ def _info_rows() -> list[tuple[str, str]]:
         rows.append(("ckks presets", ", ".join(preset_names())))
     except Exception as error:  # pragma: no cover - the CKKS layer failed to import
         rows.append(("ckks presets", f"unavailable ({type(error).__name__})"))
-    missing = [n for n, v in rows if v == "missing"]
+    missing = [f"{n} ({_EXTRA_OF[n]})" for n, v in rows if v == "missing" and n in _EXTRA_OF]
     rows.append(("missing optional pieces", ", ".join(missing) if missing else "none"))
     return rows
+
+
+# the extra that brings each optional piece (pyproject.toml)
+_EXTRA_OF = {"cupy": "[cuda12] or [cuda13]", "torch": "[torch]", "safetensors": "[io]", "rich": "[bench]",
+             "tqdm": "[bench]", "matplotlib": "[bench]", "nvrtc": "[cuda12] or [cuda13]"}
+
+
+def _nvrtc_package() -> str:
+    """The NVRTC wheel that matches the installed CuPy (installing the other CUDA major's extra
+    would put a second CuPy beside it)."""
+    from importlib import metadata
+
+    for dist, package in (("cupy-cuda12x", "nvidia-cuda-nvrtc-cu12"), ("cupy-cuda13x", "nvidia-cuda-nvrtc")):
+        try:
+            metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        return f"{package} (it matches {dist})"
+    return "nvidia-cuda-nvrtc-cu12 (with cupy-cuda12x) or nvidia-cuda-nvrtc (with cupy-cuda13x)"
 
 
 def _cmd_info(args: argparse.Namespace) -> int:

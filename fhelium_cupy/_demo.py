@@ -143,7 +143,7 @@ class MatvecWorkload:
         slots = int(engine.num_slots)
         if size > slots or slots % size:
             raise ConfigurationError(
-                f"--size {size} must divide the preset's {slots} slots (a power of two up to {slots})"
+                f"matrix size {size} must divide the preset's {slots} slots (a power of two up to {slots})"
             )
         bsgs = method == "bsgs"
         steps = list(linalg.required_rotation_steps_bsgs(size) if bsgs else linalg.required_rotation_steps(size))

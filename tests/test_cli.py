@@ -34,7 +34,7 @@ def test_info_runs_as_a_module_and_names_the_package_and_cuda_state() -> None:
     nvrtc = re.search(r"^nvrtc\s+(\S+)", result.stdout, re.M)
     missing = re.search(r"^missing optional pieces\s+(.*)$", result.stdout, re.M)
     if nvrtc and nvrtc.group(1) == "missing":  # a missing NVRTC is named with the extra that brings it
-        assert "nvrtc" in missing.group(1) and "fhelium-cupy[cuda12]" in result.stdout
+        assert "nvrtc" in missing.group(1) and "nvidia-cuda-nvrtc" in result.stdout
 
 
 def test_demo_on_cpu_uses_the_128_bit_preset_and_decrypts_within_1e_4(capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,3 +163,12 @@ def test_progress_follows_the_library_rule_unless_switched_off():
     assert _progress_choice(parser.parse_args(["demo", "--no-progress"])) is False
     assert _progress_choice(parser.parse_args(["bench"])) is None
     assert _progress_choice(parser.parse_args(["bench", "--no-progress"])) is False
+
+
+def test_info_names_the_extra_of_each_missing_piece_and_no_test_only_package(monkeypatch):
+    from fhelium_cupy import _cli
+
+    monkeypatch.setattr(_cli, "_optional_version", lambda name: None if name in ("safetensors", "rich") else "1.0")
+    rows = dict(_cli._info_rows())
+    assert rows["missing optional pieces"] == "safetensors ([io]), rich ([bench])"
+    assert "hypothesis" not in rows  # only the test extra needs it
