@@ -243,10 +243,11 @@ def test_small_chunks_take_the_v4_chunk_kernels_with_twice_the_threads(fake_back
 
 def test_rows_below_2_to_45_in_large_chunks_take_the_f64_chunk_kernels(fake_backend_factory):
     """The _f64 chunk kernels (float64 butterflies only: 32 registers, a full SM) run a plain
-    transform whose every prime is below 2^45, in chunks of 2^11 or 2^12 words; a wider prime
-    in the launch, a 2^10-word chunk, the _v4 forms, FHE_NTT_F64_CHUNK=0 and FHE_NTT_F64=0 keep
-    the main kernels (the emulated _f64 kernels assert their contract: chunk and primes)."""
-    ctx = gpu_cases.context("n4096")  # primes of 61, 55, 50, 40, 40 bits (Q) and 60, 60 (P)
+    transform whose every prime is below 2^45, in chunks of 2^11 or 2^12 words with column
+    stages; a wider prime in the launch, a 2^10-word chunk, a whole transform in one chunk,
+    the _v4 forms, FHE_NTT_F64_CHUNK=0 and FHE_NTT_F64=0 keep the main kernels (the emulated
+    _f64 kernels assert their contract: chunk and primes)."""
+    ctx = gpu_cases.context("n16384")  # 8 primes of 40 bits (Q) and one of 60 (P)
     backend = fake_backend_factory(ctx, ntt_fill_blocks=1)  # 2^12-word chunks for any batch
 
     def chunk_kernels(b, batch, rows):
@@ -266,8 +267,8 @@ def test_rows_below_2_to_45_in_large_chunks_take_the_f64_chunk_kernels(fake_back
             del b._launch
         return [name for name in got if "chunk" in name]
 
-    narrow, wide = (3, 4), (2, 3, 4)  # 40-bit rows; a 50-bit row among them
-    assert backend._f64_rows(narrow) and not backend._f64_rows(wide) and not backend._f64_rows((5,))
+    narrow, wide = (3, 4), (3, 4, 8)  # 40-bit rows; the 60-bit P row among them
+    assert backend._f64_rows(narrow) and not backend._f64_rows(wide) and not backend._f64_rows((8,))
     many = 2 * backend._gpu_threads // backend.n * 8  # threads enough for the main kernels (no _v4)
     assert chunk_kernels(backend, many, narrow) == ["ntt_forward_chunk_stages_f64", "ntt_inverse_chunk_stages_f64"]
     assert chunk_kernels(backend, many, wide) == ["ntt_forward_chunk_stages", "ntt_inverse_chunk_stages"]
@@ -275,10 +276,14 @@ def test_rows_below_2_to_45_in_large_chunks_take_the_f64_chunk_kernels(fake_back
     for flag in ("-DFHE_NTT_F64_CHUNK=0", "-DFHE_NTT_F64=0"):
         off = fake_backend_factory(ctx, ntt_fill_blocks=1, kernel_options=kernels.KernelOptions(extra=(flag,)))
         assert chunk_kernels(off, many, narrow) == ["ntt_forward_chunk_stages", "ntt_inverse_chunk_stages"], flag
-    n14 = fake_backend_factory(gpu_cases.context("n16384"))
+    n14 = fake_backend_factory(ctx)
     q_rows = tuple(range(8))
     assert n14._chunk_log(8 * 4) == 10  # a 2^10-word chunk: the main kernels
     assert not any(name.endswith("_f64") for name in chunk_kernels(n14, 4, q_rows))
+    n4096 = fake_backend_factory(gpu_cases.context("n4096"), ntt_fill_blocks=1)  # one 2^12-word chunk: whole
+    assert n4096._f64_rows((3, 4))  # its two 40-bit primes
+    single = 2 * n4096._gpu_threads // n4096.n * 8
+    assert chunk_kernels(n4096, single, (3, 4)) == ["ntt_forward_chunk_stages", "ntt_inverse_chunk_stages"]
 
 
 def test_column_kernels_take_two_threads_per_column_when_the_gpu_is_underfilled(fake_backend_factory):

@@ -800,9 +800,10 @@ class CupyBackend:
           ``column_stages=False`` (inverse, with column stages): only the chunk stages run; the
             caller's next launch finishes the transform (``_inverse_spread_fits``).
           ``f64``: every row's prime is below 2^45 (``_f64_rows``, the caller's check): a plain
-            chunk launch of the main form in chunks of 2^11 or 2^12 words takes the ``_f64``
-            kernel (float64 butterflies only: 32 registers, a full SM of threads, where the
-            main kernels take 40 and three quarters).
+            chunk launch of the main form in chunks of 2^11 or 2^12 words, after or before
+            column stages (not a whole transform in one chunk), takes the ``_f64`` kernel
+            (float64 butterflies only: 32 registers, a full SM of threads, where the main
+            kernels take 40 and three quarters).
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
@@ -843,7 +844,8 @@ class CupyBackend:
             single = log_chunk == self.log_n  # one chunk kernel does every stage
             if column_input is not None and single:  # the only group: nothing launched yet
                 raise ValueError("column input needs column stages (a transform longer than one chunk)")
-            plain = suffix + ("_f64" if f64 and not v4 and log_chunk >= _F64_CHUNK_LOG_MIN else "")
+            f64_chunk = f64 and not v4 and not single and log_chunk >= _F64_CHUNK_LOG_MIN
+            plain = suffix + ("_f64" if f64_chunk else "")
             if inverse:
                 self._launch("ntt_inverse_chunk_stages" + plain, chunk_grid, chunk_block,
                              (s, d, rm, self._consts, w, skip_table, *base, *strides), shared_mem=chunk_smem)
