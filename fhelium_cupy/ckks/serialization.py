@@ -7,6 +7,11 @@ registry, the parameter set (``ForeignContextError``), with an engine holding ke
 label (``key_id``) against the engine's (``ForeignKeyError``), then the residues and the
 claimed state (``SerializationError``).
 
+Every file carries a SHA-256 digest of its header and data (header field ``digest``), which
+``load_value`` checks before it acts on anything: a corrupted file (a flipped bit in the
+scale, the residues) is refused, not loaded as another value. The digest is not a secret and
+does not authenticate: anyone can recompute it for a forged file.
+
 Authentication is opt-in: ``save_value(..., authentication_key=k)`` adds an HMAC-SHA256 tag
 over the header and the data, and ``load_value(..., authentication_key=k)`` refuses a file
 whose tag is missing or does not match before it checks anything else (parties that share
@@ -43,6 +48,9 @@ __all__ = ["load_value", "save_value"]
 
 _FORMAT = "fhelium_cupy.ckks.value"
 _AUTH = "authentication"  # header field of the tag
+_DIGEST = "digest"  # header field of the integrity digest
+_DIGEST_ALGORITHM = "SHA-256"
+_DIGEST_DOMAIN = b"fhelium_cupy.ckks.value/sha256/v1\0"
 _AUTH_ALGORITHM = "HMAC-SHA256"
 _AUTH_DOMAIN = b"fhelium_cupy.ckks.value/hmac-sha256/v1\0"
 _MIN_AUTH_KEY_BYTES = 16
@@ -68,19 +76,28 @@ def _auth_key(key: object) -> bytes | None:
     return key
 
 
-def _auth_tag(key: bytes, header: dict, data: np.ndarray) -> str:
-    """HMAC-SHA256 of the header (without its tag; canonical JSON), the data's dtype and shape,
-    and its bytes in C order, each part length-prefixed."""
-    mac = hmac.new(key, _AUTH_DOMAIN, hashlib.sha256)
-    body = {k: v for k, v in header.items() if k != _AUTH}
+def _hash_value(hasher: Any, header: dict, data: np.ndarray, without: tuple[str, ...]) -> str:
+    """``hasher`` fed the header less the ``without`` fields (canonical JSON), the data's dtype
+    and shape, and its bytes in C order, each part length-prefixed; its hex digest."""
+    body = {k: v for k, v in header.items() if k not in without}
     for part in (json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
                  json.dumps([str(data.dtype), list(data.shape)]).encode()):
-        mac.update(len(part).to_bytes(8, "little"))
-        mac.update(part)
+        hasher.update(len(part).to_bytes(8, "little"))
+        hasher.update(part)
     raw = np.ascontiguousarray(data)
-    mac.update(raw.nbytes.to_bytes(8, "little"))
-    mac.update(raw.data)  # C-contiguous: its bytes as stored
-    return mac.hexdigest()
+    hasher.update(raw.nbytes.to_bytes(8, "little"))
+    hasher.update(raw.data)  # C-contiguous: its bytes as stored
+    return hasher.hexdigest()
+
+
+def _auth_tag(key: bytes, header: dict, data: np.ndarray) -> str:
+    """HMAC-SHA256 of the header (without its tag; its digest included) and the data."""
+    return _hash_value(hmac.new(key, _AUTH_DOMAIN, hashlib.sha256), header, data, (_AUTH,))
+
+
+def _digest(header: dict, data: np.ndarray) -> str:
+    """SHA-256 of the header (without its digest and tag) and the data: the integrity check."""
+    return _hash_value(hashlib.sha256(_DIGEST_DOMAIN), header, data, (_AUTH, _DIGEST))
 
 
 def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes | None = None) -> Path:
@@ -92,7 +109,8 @@ def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes
     ``path``: a failed save leaves whatever was at ``path`` as it was. A ``SecretKey``'s file
     is readable by its owner only (mode 0600), whatever the umask or the safetensors version.
     With ``authentication_key`` (bytes, at least 16) the header carries an HMAC-SHA256 tag of
-    the header and the data (module docstring).
+    the header and the data (module docstring). Every file carries a SHA-256 digest of both
+    (integrity, not authentication).
 
     Raises:
         TypeError, ValueError: ``authentication_key`` is not bytes of at least 16 (before
@@ -107,6 +125,7 @@ def save_value(value: Any, path: str | os.PathLike, *, authentication_key: bytes
         "metadata": dict(value.value_metadata()),
     }
     data = np.ascontiguousarray(to_device(value.data, "cpu"))
+    header[_DIGEST] = {"algorithm": _DIGEST_ALGORITHM, "value": _digest(header, data)}
     if key is not None:
         header[_AUTH] = {"algorithm": _AUTH_ALGORITHM, "tag": _auth_tag(key, header, data)}
     path = Path(path)
@@ -127,7 +146,10 @@ def _write(path: Path, payload: bytes, *, secret: bool) -> None:
     """Write ``payload`` to a new file next to ``path`` (never through a symlink; mode 0600 for
     a secret, else 0666 less the umask), flush it to the disk and move it over ``path``: a failed
     write (a full disk, a signal) leaves the file that was there as it was."""
-    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    name = path.name  # a name near the 255-byte limit gets a short stand-in (18 bytes are added)
+    if len(os.fsencode(name)) > 200:
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    tmp = path.with_name(f".{name}.{os.urandom(6).hex()}.tmp")
     mode = 0o600 if secret else 0o666
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
@@ -147,6 +169,9 @@ def _read(path: Path) -> tuple[dict, Callable[[], np.ndarray]]:
         raise FileNotFoundError(f"no saved value at {path}")
     try:
         if path.suffix == ".npz":
+            if not zipfile.is_zipfile(path):  # np.load would read a bare .npy, allocating its shape first
+                raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value (not a .npz archive)")
+
             def data() -> np.ndarray:
                 with np.load(path, allow_pickle=False) as archive:
                     return archive["data"]
@@ -216,11 +241,25 @@ def _header_fields(path: Any, header: dict) -> tuple[str, dict]:
         raise SerializationError(f"{path}: the header names no value type")
     if not isinstance(meta, dict):
         raise SerializationError(f"{path}: the header's metadata must be a mapping, got {type(meta).__name__}")
-    prime_ids = meta.get("prime_ids")
-    if prime_ids is not None and (not isinstance(prime_ids, list)
-                                  or not all(isinstance(i, int) and not isinstance(i, bool) for i in prime_ids)):
-        raise SerializationError(f"{path}: prime_ids must be a list of integers, got {prime_ids!r}")
+    if "prime_ids" in meta:
+        prime_ids = meta["prime_ids"]
+        if not isinstance(prime_ids, list) or not all(type(i) is int for i in prime_ids):
+            raise SerializationError(f"{path}: prime_ids must be a list of integers, got {prime_ids!r}")
+    for name, value in meta.items():
+        types = _FIELD_TYPES.get(name)
+        if types is not None and type(value) not in types:
+            raise SerializationError(
+                f"{path}: metadata {name} must be {' or '.join(t.__name__ for t in types)}, got {value!r}"
+            )
     return type_name, meta
+
+
+# the exact JSON types save_value writes for each metadata field (bool is not an int here)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "level": (int,), "scale": (float, type(None)), "polynomial_domain": (str,), "modulus_basis": (str,),
+    "residue_representation": (str,), "context_id": (str,), "key_id": (str, type(None)),
+    "galois_element": (int,), "rotation_step": (int,),
+}
 
 
 def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None,
@@ -256,12 +295,15 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     """
     if engine is None and context is None:
         raise TypeError("load_value needs engine= or context=: a value is checked against the parameters it is used with")
+    if engine is not None and context is not None and context is not engine.context:
+        raise TypeError("load_value takes engine= or context=, not both (this context is not the engine's)")
     key = _auth_key(authentication_key)
     header, read_data = _read(Path(path))
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
     if key is not None:
         read_data = _authenticated(path, key, header, read_data)
+    read_data = _intact(path, header, read_data)
     type_name, meta = _header_fields(path, header)
     try:
         entry = value_type_info(type_name)
@@ -294,12 +336,12 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     target = device or (engine.device if engine is not None else "cpu")
     kwargs = {k: v for k, v in meta.items() if k in allowed}
     if "prime_ids" in kwargs:
-        kwargs["prime_ids"] = tuple(kwargs["prime_ids"])
+        kwargs["prime_ids"] = tuple(kwargs["prime_ids"])  # a list of ints (_header_fields)
     _check_residues(path, data, kwargs.get("prime_ids"), context)
     try:
         value = entry.cls(np.ascontiguousarray(data), **kwargs)
         _check_state(value, context)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:
         raise SerializationError(f"{path}: invalid {entry.type_name}: {error}") from error
     return value.to(target)  # itself on the CPU
 
@@ -316,6 +358,22 @@ def _authenticated(path: Any, key: bytes, header: dict, read_data: Callable[[], 
     data = _read_data(path, read_data)
     if not hmac.compare_digest(tag.encode("ascii"), _auth_tag(key, header, data).encode("ascii")):
         raise SerializationError(f"{path}: authentication failed: the file was changed, or saved with another key")
+    return lambda: data
+
+
+def _intact(path: Any, header: dict, read_data: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """The data reader of a file whose digest matches its header and data (the data is read
+    once, here), else SerializationError: a corrupted file is refused before anything of its
+    header is acted on."""
+    digest = header.get(_DIGEST)
+    if not isinstance(digest, dict) or digest.get("algorithm") != _DIGEST_ALGORITHM \
+            or not isinstance(digest.get("value"), str):
+        raise SerializationError(
+            f"{path}: no integrity digest (corrupt, or saved by a fhelium_cupy before 0.1.0's digests: save it again)"
+        )
+    data = _read_data(path, read_data)
+    if not hmac.compare_digest(digest["value"].encode("ascii", "replace"), _digest(header, data).encode("ascii")):
+        raise SerializationError(f"{path}: the file is corrupt (its SHA-256 digest does not match its header and data)")
     return lambda: data
 
 

@@ -266,10 +266,11 @@ class Ciphertext(CkksValue):
 
     @classmethod
     def stack_batch(cls, ciphertexts: Sequence[Ciphertext]) -> Ciphertext:
-        """Stack equal-state ciphertexts along a new batch axis at dim 1 of ``data``."""
-        first = _check_same_state(ciphertexts, cls)
+        """Stack equal-state ciphertexts (any iterable, read once) along a new batch axis at dim 1 of ``data``."""
+        items = list(ciphertexts)
+        first = _check_same_state(items, cls)
         xp = array_module(first.data)
-        return first._with_data(xp.stack([c.data for c in ciphertexts], axis=1))
+        return first._with_data(xp.stack([c.data for c in items], axis=1))
 
 
 class Plaintext(CkksValue):
@@ -307,10 +308,11 @@ class Plaintext(CkksValue):
 
     @classmethod
     def stack_batch(cls, plaintexts: Sequence[Plaintext]) -> Plaintext:
-        """Stack equal-state plaintexts along a new leading batch axis."""
-        first = _check_same_state(plaintexts, cls)
+        """Stack equal-state plaintexts (any iterable, read once) along a new leading batch axis."""
+        items = list(plaintexts)
+        first = _check_same_state(items, cls)
         xp = array_module(first.data)
-        return first._with_data(xp.stack([p.data for p in plaintexts], axis=0))
+        return first._with_data(xp.stack([p.data for p in items], axis=0))
 
 
 _V = TypeVar("_V", bound=CkksValue)

@@ -311,3 +311,15 @@ def test_hoisted_rotations_read_their_keys_once(e):
     assert batch.batch_shape == (3,)
     with pytest.raises(TypeError, match="iterable of RotationKey"):
         e.rotate_hoisted_with_keys(ct, 3)
+
+
+def test_stack_batch_takes_any_iterable_once():
+    """A generator was used up by the state check, and the stack then saw nothing."""
+    from fhelium_cupy.ckks.values import Ciphertext, Plaintext
+
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 5))
+    stacked = Ciphertext.stack_batch(c for c in (ct, ct))
+    assert stacked.batch_shape == (2,)
+    pt = e.encode(random_message(e, 6))
+    assert Plaintext.stack_batch(p for p in (pt, pt, pt)).batch_shape == (3,)

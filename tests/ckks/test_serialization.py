@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fhelium_cupy.ckks import CkksEngine, load_value, save_value
 from fhelium_cupy.errors import ForeignContextError, ForeignKeyError, SerializationError, StateMismatchError
-from tests.helpers.ckks_engines import make_engine, random_message, rewrite_saved_value
+from tests.helpers.ckks_engines import forge_npz, make_engine, random_message, rewrite_saved_value
 
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
@@ -59,7 +59,7 @@ def test_loading_refuses_foreign_context_foreign_key_and_bad_headers(tmp_path):
         header, data = json.loads(str(archive["header"])), archive["data"]
     for change in ({"schema_version": 99}, {"type_name": "nope"}, {"format": "x"}):
         bad = tmp_path / "bad.npz"
-        np.savez(bad, data=data, header=np.array(json.dumps({**header, **change})))
+        forge_npz(bad, {**header, **change}, data)
         with pytest.raises(SerializationError):
             load_value(bad, context=e.context)
     garbage = tmp_path / "garbage.safetensors"
@@ -99,11 +99,11 @@ def test_loading_checks_residues_and_ring_degree_against_the_context(tmp_path):
         header, data = str(archive["header"]), archive["data"]
     big = data.copy()
     big[..., 0, 5] = e.context.moduli[ct.prime_ids[0]]  # one word equal to its prime
-    np.savez(tmp_path / "big.npz", data=big, header=np.array(header))
+    forge_npz(tmp_path / "big.npz", json.loads(header), big)
     with pytest.raises(SerializationError, match="below their primes"):
         load_value(tmp_path / "big.npz", engine=e)
     half = np.ascontiguousarray(data[..., : data.shape[-1] // 2])
-    np.savez(tmp_path / "half.npz", data=half, header=np.array(header))
+    forge_npz(tmp_path / "half.npz", json.loads(header), half)
     with pytest.raises(SerializationError, match="coefficients"):
         load_value(tmp_path / "half.npz", context=e.context)
     loaded = load_value(good, engine=e)
@@ -408,8 +408,7 @@ def test_a_truncated_or_malformed_file_is_a_serialization_error(tmp_path):
 
     def saved(name, h):
         target = tmp_path / f"{name}.npz"
-        np.savez(target, data=data, header=np.array(json.dumps(h)))
-        return target
+        return forge_npz(target, h, data)
 
     no_type = saved("no_type", {k: v for k, v in header.items() if k != "type_name"})
     meta_str = saved("meta_str", {**header, "metadata": "ab"})
@@ -431,3 +430,74 @@ def test_a_truncated_or_malformed_file_is_a_serialization_error(tmp_path):
         st_path.write_bytes(raw[: len(raw) - 4096])
         with pytest.raises(SerializationError):
             load_value(st_path, engine=e)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_a_corrupted_file_is_refused_by_its_digest(tmp_path, suffix):
+    """Without an authentication key a flipped bit used to load as another value in the
+    safetensors format (a scale digit: 2^40 -> 3.1e12, decrypting 0.9 away; a residue bit:
+    errors of 1e28). Every file now carries a SHA-256 digest of its header and data."""
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 21))
+    path = save_value(ct, tmp_path / f"ct{suffix}")
+    blob = path.read_bytes()
+    text = json.dumps(ct.scale)  # the header: UTF-8 JSON in safetensors, a UTF-32 NumPy string in .npz
+    scale_at = blob.index(text.encode() if suffix == ".safetensors" else text.encode("utf-32-le"))
+    for where in (scale_at, len(blob) - 1000):  # a header digit; a residue byte
+        flipped = bytearray(blob)
+        flipped[where] ^= 0x02
+        bad = tmp_path / f"bad{suffix}"
+        bad.write_bytes(bytes(flipped))
+        with pytest.raises(SerializationError, match="corrupt|cannot read"):
+            load_value(bad, engine=e)
+    np.testing.assert_array_equal(load_value(path, engine=e).data, ct.data)
+    with np.load(save_value(ct, tmp_path / "ct.npz")) as archive:
+        header, data = json.loads(str(archive["header"])), archive["data"]
+    undigested = tmp_path / "undigested.npz"
+    np.savez(undigested, data=data, header=np.array(json.dumps({k: v for k, v in header.items() if k != "digest"})))
+    with pytest.raises(SerializationError, match="no integrity digest"):
+        load_value(undigested, engine=e)
+
+
+def test_a_bare_npy_named_npz_is_refused_before_numpy_allocates(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    fake = tmp_path / "x.npz"  # 128 bytes claiming 2^37 words: np.load would ask for 1 TiB
+    fake.write_bytes(_npy({"descr": "<u8", "fortran_order": False, "shape": (1 << 37,)}, b""))
+    with pytest.raises(SerializationError, match="not a .npz archive"):
+        load_value(fake, engine=e)
+
+
+def test_header_fields_of_other_types_or_out_of_range_values_are_serialization_errors(tmp_path):
+    """save_value writes an int level, Galois element and step, a float scale (None for keys)
+    and strings: anything else is a malformed header, never coerced (True was a scale of 1.0,
+    "6357" a Galois element) nor a raw OverflowError / TypeError."""
+    e = make_engine("test-n4096-scale40")
+    ct_path = save_value(e.encrypt_message(random_message(e, 22)), tmp_path / "ct.npz")
+    rk_path = save_value(e.rotation_key(3), tmp_path / "rk.npz")
+    cases = [(ct_path, {"scale": 10**400}), (ct_path, {"scale": True}), (ct_path, {"scale": "1099511627776.0"}),
+             (ct_path, {"prime_ids": None}), (ct_path, {"level": 0.0}), (ct_path, {"key_id": 7}),
+             (rk_path, {"galois_element": float("inf")}), (rk_path, {"galois_element": "6357"}),
+             (rk_path, {"rotation_step": 3.9}), (rk_path, {"rotation_step": True})]
+    for i, (source, meta) in enumerate(cases):
+        forged = rewrite_saved_value(source, tmp_path / f"f{i}.npz", meta=meta)
+        with pytest.raises(SerializationError):
+            load_value(forged, engine=e)
+    assert load_value(rewrite_saved_value(ct_path, tmp_path / "same.npz"), engine=e).scale == 2.0**40
+
+
+def test_a_name_near_the_file_system_limit_saves_and_loads(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    ct = e.encrypt_message(random_message(e, 23))
+    path = save_value(ct, tmp_path / ("a" * 250 + ".npz"))  # 254 bytes: its temporary file gets a short name
+    np.testing.assert_array_equal(load_value(path, engine=e).data, ct.data)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_engine_and_another_context_together_are_refused(tmp_path):
+    e = make_engine("test-n4096-scale40")
+    path = save_value(e.encrypt_message(random_message(e, 24)), tmp_path / "ct.npz")
+    with pytest.raises(TypeError, match="not both"):
+        load_value(path, engine=e, context=make_engine("test-n4096-scale30").context)
+    assert load_value(path, engine=e, context=e.context).level == 0  # the engine's own context is fine

@@ -11,7 +11,7 @@ from fhelium_cupy.ckks import CkksEngine, encode_diagonals, periodic_message, re
 from fhelium_cupy.ckks.params import ParametersLiteral
 
 __all__ = ["TOLERANCE", "Matvec8", "centered_difference", "make_engine", "matvec_8x8", "random_message",
-           "rewrite_saved_value", "three_special_primes"]
+           "forge_npz", "rewrite_saved_value", "three_special_primes"]
 
 TOLERANCE = {"test-n4096-scale30": 1e-4, "test-n4096-scale40": 1e-6}
 _CACHE: dict[str, CkksEngine] = {}
@@ -56,15 +56,26 @@ def random_message(
     return m
 
 
+def forge_npz(target, header, data, *, compressed=False):
+    """Write ``header`` and ``data`` as a ``.npz`` value file at ``target`` with the integrity
+    digest recomputed (what a forger does: the digest is public; an authentication tag stays as
+    it was); a header that is not a mapping is written as it is. Returns ``target``."""
+    from fhelium_cupy.ckks.serialization import _digest
+
+    if isinstance(header, dict) and isinstance(header.get("digest"), dict):
+        header = {**header, "digest": {**header["digest"], "value": _digest(header, np.asarray(data))}}
+    (np.savez_compressed if compressed else np.savez)(target, data=data, header=np.array(json.dumps(header)))
+    return target
+
+
 def rewrite_saved_value(source, target, *, meta=None, data=None, compressed=False):
     """A ``save_value`` file ``source`` re-saved as ``target`` with edited metadata or data (what a
-    forger does); returns ``target``."""
+    forger does, the integrity digest recomputed: ``forge_npz``); returns ``target``."""
     with np.load(source) as archive:
         header, array = json.loads(str(archive["header"])), archive["data"]
     header["metadata"].update(meta or {})
     array = array if data is None else data(array)
-    (np.savez_compressed if compressed else np.savez)(target, data=array, header=np.array(json.dumps(header)))
-    return target
+    return forge_npz(target, header, array, compressed=compressed)
 
 
 @dataclass(frozen=True)
