@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
+    "MAPPING_TAG",
     "RegisteredValueType",
     "SerializableValue",
     "ValueEnvelope",
@@ -179,13 +180,29 @@ def value_type_info(obj_or_name: object) -> RegisteredValueType:
     return entry
 
 
+class _MappingTag:
+    """First item of a frozen nested mapping: ``{"a": 1}`` and ``[("a", 1)]`` freeze apart."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<mapping>"
+
+    def __reduce__(self) -> str:
+        return "MAPPING_TAG"  # the singleton, by its module-level name
+
+
+MAPPING_TAG = _MappingTag()
+
+
 def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
     """Turn metadata into a hashable, deterministic form.
 
-    Mappings become tuples of ``(key, frozen)`` sorted by key; lists and tuples become
-    tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and ``bytes`` pass through, and
-    NumPy scalars become their Python kind (``np.int64(1)`` -> ``1``, ``np.str_`` -> ``str``).
-    Anything else raises ``TypeError`` naming the path.
+    The top-level mapping becomes a tuple of ``(key, frozen)`` sorted by key; a mapping inside
+    it becomes the same tuple after ``MAPPING_TAG``, so that it never equals a list of pairs;
+    lists and tuples become tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and
+    ``bytes`` pass through, and NumPy scalars become their Python kind (``np.int64(1)`` ->
+    ``1``, ``np.str_`` -> ``str``). Anything else raises ``TypeError`` naming the path.
     """
     if isinstance(value, np.generic):  # first: np.float64 and np.str_ subclass float and str
         return freeze_metadata(value.item(), _path=_path)
@@ -197,7 +214,8 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
             if not isinstance(key, str):
                 raise TypeError(f"{_path} keys must be strings, got {type(key).__name__}")
             items.append((key, freeze_metadata(value[key], _path=f"{_path}.{key}")))
-        return tuple(sorted(items, key=lambda kv: kv[0]))
+        pairs = tuple(sorted(items, key=lambda kv: kv[0]))
+        return pairs if _path == "metadata" else (MAPPING_TAG, *pairs)
     if isinstance(value, (list, tuple)):
         return tuple(freeze_metadata(v, _path=f"{_path}[{i}]") for i, v in enumerate(value))
     raise TypeError(f"Unsupported metadata in value signature at {_path}: {type(value).__name__}")

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from fhelium_cupy import errors
-from fhelium_cupy.values import freeze_metadata, register_value_type, registered_value_types, value_envelope
+from fhelium_cupy.values import (
+    MAPPING_TAG,
+    freeze_metadata,
+    register_value_type,
+    registered_value_types,
+    value_envelope,
+)
 from tests.helpers.toy_values import ToyValue
 
 
@@ -55,6 +61,6 @@ def test_envelope_sorts_tensors_and_freezes_metadata():
     env = value_envelope(v)
     assert [name for name, _ in env.tensors] == ["aux", "data"]
     assert env.tensors[1][1] is v.data
-    assert freeze_metadata({"b": [1, {"c": 2}], "a": None}) == (("a", None), ("b", (1, (("c", 2),))))
+    assert freeze_metadata({"b": [1, {"c": 2}], "a": None}) == (("a", None), ("b", (1, (MAPPING_TAG, ("c", 2)))))
     with pytest.raises(TypeError, match=r"metadata\.x"):
         freeze_metadata({"x": np.zeros(1)})

@@ -63,8 +63,11 @@ def leaf_kind(obj: object) -> LeafKind | None:
     if kind is not None:
         return kind
     if isinstance(obj, np.ndarray):
-        if isinstance(obj, np.ma.MaskedArray):
-            return None  # its bytes under the mask are not its values
+        if cls is not np.memmap:
+            # a subclass would come back as a plain ndarray from a buffer or graph (np.matrix's
+            # * is a matrix product, a recarray's fields attributes); MaskedArray's bytes under
+            # the mask are not its values: np.asarray(x) states the conversion
+            return None
         kind = "numpy"
     else:
         # the module name first: it answers without importing CuPy or torch; then, for
@@ -222,13 +225,16 @@ def element_strides(leaf: Any) -> tuple[int, ...]:
     """Strides in elements (torch convention) for any leaf.
 
     Raises:
-        TypeError: if a NumPy/CuPy byte stride is not a multiple of the item size, or a torch
+        TypeError: if the dtype's item size is 0, a NumPy/CuPy byte stride is not a multiple of
+            the item size, or a torch
             tensor is not a plain strided CPU/CUDA tensor (``check_plain_torch``).
     """
     if leaf_kind(leaf) == "torch":
         check_plain_torch(leaf)
         return tuple(int(s) for s in leaf.stride())
     itemsize = leaf.dtype.itemsize
+    if itemsize == 0:  # (np.dtype("V0"), np.dtype([])): no bytes to stage, and no strides in elements
+        raise TypeError(f"dtype {leaf.dtype} has an item size of 0 and cannot be staged")
     out = []
     for s in leaf.strides:
         if s % itemsize:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..values import registered_type_of, value_type_info
-from .signature import TensorSignature, ValueSignature, ValueTreeSignature, _type_skeleton
+from .signature import _KEY_TYPES, TensorSignature, ValueSignature, ValueTreeSignature, _type_skeleton
 
 __all__ = ["leaf_collector"]
 
@@ -118,6 +118,9 @@ def _compile_dict(keys: tuple[object, ...], children: tuple[Check, ...]) -> Chec
     def mapping(value: Any, out: list) -> bool:
         if type(value) is not dict or value.keys() != key_set:
             return False
+        for key in value:  # {True: ...} has the key set {1}: the types are the signature's
+            if type(key) not in _KEY_TYPES:
+                return False
         for key, check in pairs:
             if not check(value[key], out):
                 return False

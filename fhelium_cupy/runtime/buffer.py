@@ -233,6 +233,9 @@ class ReusableValueBuffer(Generic[_ValueT]):
             for i, (low, offset, span) in enumerate(zip(plan.target_lows, plan.low_offsets, plan.spans))
             if span
         )
+        # [lowest, highest) address of the storage, for the cheap first test of _check_disjoint
+        self._bounds = (min((c[1] for c in self._copy_plan), default=0),
+                        max((c[1] + c[3] for c in self._copy_plan), default=0))
         # torch views of the storage: every payload copy bumps their autograd version, as
         # torch's own copy_ would (a graph that saved the old values then refuses backward
         # instead of silently using the new ones)
@@ -385,7 +388,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         Raises:
             ExecutionError: the buffer is closed.
             ExecutionInputError: ``source`` differs in structure, array topology or value
-                metadata (nothing was written).
+                metadata, or a leaf of it views another leaf of this buffer's storage
+                (nothing was written).
             ValueError: ``stream`` belongs to another device; a stream or events passed
                 to a CPU-target buffer.
             TypeError: ``stream`` is not a CUDA stream, or ``wait_for`` holds an object
@@ -395,6 +399,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         leaves: list[Any] = []
         self._signature.collect_leaves(source, "source", leaves)
         if self._device.type == "cpu":
+            self._check_disjoint(leaves)  # (the CUDA path checks in _copy_validated)
             if stream is not None:
                 raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream; omit stream= (CPU copies are synchronous)")
             if wait_for is not None and (not is_event_sequence(wait_for) or len(wait_for)):  # type: ignore[arg-type]
@@ -410,8 +415,29 @@ class ReusableValueBuffer(Generic[_ValueT]):
         waits = event_handles(wait_for)
         return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
 
+    def _check_disjoint(self, leaves: Sequence[Any]) -> None:
+        """ExecutionInputError when a source leaf shares memory with another leaf's storage of
+        this buffer (a view of ``value``): the copies run leaf by leaf, so one would overwrite
+        what a later one still reads (a swap of two leaves copied one into both). A leaf that is
+        exactly its own target is a no-op copy and passes. Two comparisons a leaf when the
+        source lies outside the storage (the usual case)."""
+        lo, hi = self._bounds
+        plan = self._plan
+        for i, leaf in enumerate(leaves):
+            span = plan.spans[i]
+            start = data_pointer(leaf) - plan.low_offsets[i]
+            if not span or start + span <= lo or start >= hi:
+                continue
+            for j, (t_low, t_span) in enumerate(zip(plan.target_lows, plan.spans)):
+                if start < t_low + t_span and t_low < start + span and not (i == j and start == t_low):
+                    raise ExecutionInputError(
+                        f"source leaf {i} shares memory with leaf {j} of this buffer's storage: copied leaf by "
+                        "leaf, one would overwrite what another still reads; pass a copy (x.copy())"
+                    )
+
     def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
         """Copy already-validated leaves (CUDA target) after ordering behind in-flight copies."""
+        self._check_disjoint(leaves)
         self._prune()
         if self._inflight:
             waits = (self._inflight[-1].event.ptr, *waits)  # the newest covers all older copies
@@ -495,6 +521,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._finalizer.detach()
         self._plan = _Plan()
         self._copy_plan = ()
+        self._bounds = (0, 0)
         self._torch_targets = ()
         self._templates = []
         self._closed = True

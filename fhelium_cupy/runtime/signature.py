@@ -15,6 +15,7 @@ and validation accepts any insertion order.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -67,8 +68,10 @@ class TensorSignature:
     empty array of that shape and dtype matches it, whatever strides it reports.
 
     Raises:
-        TypeError: a dtype NumPy cannot represent.
-        ValueError: a layout other than strided, or shape and stride of different lengths.
+        TypeError: a dtype NumPy cannot represent, a shape or stride entry that is not an
+            integer, or a ``requires_grad`` that is not a bool.
+        ValueError: a layout other than strided, a negative dimension, or shape and stride of
+            different lengths.
     """
 
     shape: tuple[int, ...]
@@ -84,9 +87,13 @@ class TensorSignature:
         if self.layout not in ("strided",) and str(self.layout) != "torch.strided":
             raise ValueError(f"only the strided layout is supported, got {self.layout!r}")
         object.__setattr__(self, "layout", "strided")
+        if not isinstance(self.requires_grad, (bool, np.bool_)):  # "no" was True
+            raise TypeError(f"requires_grad must be a bool, got {self.requires_grad!r}")
         object.__setattr__(self, "requires_grad", bool(self.requires_grad))
-        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
-        object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+        object.__setattr__(self, "shape", tuple(operator.index(n) for n in self.shape))  # 2.7 was 2
+        object.__setattr__(self, "stride", tuple(operator.index(s) for s in self.stride))
+        if any(n < 0 for n in self.shape):
+            raise ValueError(f"shape dimensions must be >= 0, got {self.shape}")
         if len(self.shape) != len(self.stride):
             raise ValueError("shape and stride must have the same length")
         object.__setattr__(self, "_empty", any(n == 0 for n in self.shape))
@@ -203,7 +210,8 @@ class ValueTreeSignature:
         kind: ``"tensor"``, ``"value"``, ``"list"``, ``"tuple"`` or ``"dict"``.
         leaf: the leaf signature for ``tensor``/``value`` nodes, else ``None``.
         children: child signatures of a container, in order.
-        keys: dict keys parallel to ``children`` (sorted when all keys are strings).
+        keys: dict keys parallel to ``children``: ``str`` or ``int`` (exactly: ``True`` and ``1.0``
+            are refused, since they equal ``1``), sorted, ints first.
     """
 
     kind: TreeKind
@@ -216,8 +224,9 @@ class ValueTreeSignature:
         """Describe a supported array/value tree.
 
         Raises:
-            TypeError: a leaf is neither an array nor a registered value, or a container
-                is not a list, tuple or dict (the message names the path).
+            TypeError: a leaf is neither an array nor a registered value, a container is
+                not a list, tuple or dict, or a dict key is not a str or int (the message
+                names the path).
             ValueError: a registered value exposes no arrays.
         """
         return cls._build(value, "value")
@@ -242,6 +251,11 @@ class ValueTreeSignature:
         if type(value) is tuple:
             return cls("tuple", None, tuple(cls._build(v, f"{path}[{i}]") for i, v in enumerate(value)))
         if type(value) is dict:
+            for key in value:
+                if type(key) not in _KEY_TYPES:  # True == 1 == 1.0: only exact str and int keys stay exact
+                    raise TypeError(
+                        f"{path} has a {type(key).__name__} key {key!r}: dict keys in a value tree must be str or int"
+                    )
             keys = _canonical_keys(value)
             return cls("dict", None, tuple(cls._build(value[k], f"{path}[{k!r}]") for k in keys), keys)
         check_plain_container(value, path)
@@ -294,7 +308,8 @@ class ValueTreeSignature:
                 raise _mismatch(
                     f"Execution {path} structure differs from the buffer: expected=dict, actual={_describe(value)}"
                 )
-            if len(value) != len(self.keys) or any(k not in value for k in self.keys):
+            if (len(value) != len(self.keys) or any(k not in value for k in self.keys)
+                    or any(type(k) not in _KEY_TYPES for k in value)):
                 raise _mismatch(
                     f"Execution {path} dictionary keys differ from the buffer: expected={self.keys}, actual={tuple(value)}"
                 )
@@ -334,13 +349,13 @@ def check_plain_container(value: object, path: str, error: type[TypeError] = Typ
             )
 
 
+_KEY_TYPES = (str, int)  # the dict keys a value tree takes, compared with their type
+
+
 def _canonical_keys(mapping: Mapping) -> tuple[object, ...]:
-    """Sorted keys when they are all ``str`` or all ``int`` (insertion order must not make two
-    equal dicts differ); otherwise, keys that do not sort together, insertion order."""
-    keys = tuple(mapping)
-    if all(type(k) is str for k in keys) or all(type(k) is int for k in keys):
-        return tuple(sorted(keys))  # type: ignore[type-var]
-    return keys
+    """The keys (all ``str`` or ``int``) sorted, ints first: insertion order must not make two
+    equal dicts differ."""
+    return tuple(sorted(mapping, key=lambda k: (type(k) is str, k)))
 
 
 def _safe_signature(value: object) -> object:

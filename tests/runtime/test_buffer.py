@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -287,3 +289,43 @@ def test_a_source_with_other_strides_is_refused_not_reinterpreted():
     buffer.copy_from(np.ascontiguousarray(np.arange(8.0)[::2])).synchronize()
     np.testing.assert_array_equal(buffer.value, [0.0, 2.0, 4.0, 6.0])
     buffer.close()
+
+
+def test_a_source_viewing_another_leaf_of_the_buffer_is_refused_before_any_copy():
+    """Copied leaf by leaf, a swap of the buffer's own two leaves copied one into both (the
+    first copy overwrote what the second still had to read); a leaf that is exactly its own
+    target is a no-op copy and stays allowed."""
+    buf = ReusableValueBuffer.like([np.array([1.0, 1.0]), np.array([2.0, 2.0])], device="cpu")
+    v = buf.value
+    buf.copy_from(v)  # each leaf onto itself
+    with pytest.raises(ExecutionInputError, match="shares memory with leaf 1"):
+        buf.copy_from([v[1], v[0]])
+    assert [x.tolist() for x in buf.value] == [[1.0, 1.0], [2.0, 2.0]]  # nothing was written
+    buf.copy_from([v[1].copy(), v[0].copy()])  # copies first: the swap works
+    assert [x.tolist() for x in buf.value] == [[2.0, 2.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize("dtype", ["V0", []], ids=["void0", "empty-struct"])
+def test_a_dtype_of_item_size_zero_is_a_type_error_not_a_zero_division(dtype):
+    leaf = np.zeros(3, dtype=dtype)
+    with pytest.raises(TypeError, match="item size of 0"):
+        ValueTreeSignature.from_value(leaf)
+    with pytest.raises(TypeError, match="item size of 0"):
+        value_tree_nbytes([leaf])
+    buf = ReusableValueBuffer.like([np.zeros(3)], device="cpu")
+    with pytest.raises(ExecutionInputError):
+        buf.copy_from([leaf])
+
+
+def test_ndarray_subclasses_other_than_memmap_are_refused(tmp_path):
+    """They came back as plain ndarrays from a buffer (np.matrix's * became element-wise)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # np.matrix's own warning
+        matrix = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    for leaf in (matrix, np.rec.array([(1, 2.0)], dtype=[("a", "i8"), ("b", "f8")])):
+        with pytest.raises(TypeError, match="must contain arrays"):
+            ReusableValueBuffer.like(leaf, device="cpu")
+    mapped = np.memmap(tmp_path / "m.dat", dtype="float64", mode="w+", shape=(3,))
+    mapped[:] = (1.0, 2.0, 3.0)
+    buf = ReusableValueBuffer.like(mapped, device="cpu")
+    assert buf.value.tolist() == [1.0, 2.0, 3.0]

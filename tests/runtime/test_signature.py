@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fhelium_cupy.errors import ExecutionInputError
 from fhelium_cupy.runtime import TensorSignature, ValueSignature, ValueTreeSignature
-from fhelium_cupy.values import register_value_type
+from fhelium_cupy.values import MAPPING_TAG, register_value_type
 from tests.helpers.toy_values import ToyValue
 from tests.helpers.trees import build_tree, mutate_spec, topology, tree_specs
 
@@ -39,7 +39,8 @@ def test_value_signature_sorts_metadata_and_freezes_containers():
     keys = [k for k, _ in sig.metadata]
     assert keys == sorted(keys)
     extras = dict(sig.metadata)["extras"]
-    assert extras == (("a", (("y", (3,)), ("z", 1))), ("b", (1, 2)))
+    # nested mappings are tagged (MAPPING_TAG): never equal to a list of pairs
+    assert extras == (MAPPING_TAG, ("a", (MAPPING_TAG, ("y", (3,)), ("z", 1))), ("b", (1, 2)))
     assert sig.tensors == (("data", TensorSignature((4,), (1,), np.dtype(np.uint64), "strided", False)),)
     hash(sig)
 
@@ -205,3 +206,45 @@ def test_tensor_signature_takes_the_spec_s_torch_typed_arguments_all_required():
         TensorSignature((4,), (1,), torch.float32, torch.sparse_coo, False)
     with pytest.raises(TypeError, match="no NumPy equivalent"):
         TensorSignature((4,), (1,), torch.quint8, torch.strided, False)  # quantized: bytes need a scale
+
+
+@pytest.mark.parametrize(("field", "value", "error"), [
+    ("shape", (2.7,), TypeError), ("shape", (-3,), ValueError), ("stride", (1.5,), TypeError),
+    ("requires_grad", "no", TypeError), ("requires_grad", 1, TypeError),
+])
+def test_tensor_signature_fields_are_checked_not_coerced(field, value, error):
+    """2.7 was a dimension of 2, -3 gave negative nbytes, "no" was requires_grad=True."""
+    fields = {"shape": (3,), "stride": (1,), "dtype": "float32", "layout": "strided", "requires_grad": False}
+    with pytest.raises(error):
+        TensorSignature(**{**fields, field: value})
+    assert TensorSignature(**{**fields, "shape": (np.int64(3),)}).shape == (3,)  # NumPy integers are integers
+
+
+def test_dict_keys_are_str_or_int_and_compared_with_their_type():
+    """True == 1 == 1.0 made {True: x} validate against {1: x} (its key came back as 1);
+    bool, float and other keys are refused, and mixed str/int keys sort the same whatever
+    the insertion order."""
+    a = np.zeros(2)
+    for key in (True, 1.0, (1, 2), None):
+        with pytest.raises(TypeError, match="must be str or int"):
+            ValueTreeSignature.from_value({key: a})
+    sig = ValueTreeSignature.from_value({1: a})
+    with pytest.raises(ExecutionInputError, match="dictionary keys differ"):
+        sig.validate({True: a})
+    from fhelium_cupy.runtime._validate import leaf_collector
+
+    collect = leaf_collector(sig)  # the replay path's compiled check, then the walk that raises
+    with pytest.raises(ExecutionInputError, match="dictionary keys differ"):
+        collect({True: a})
+    assert collect({1: a})[0] is a
+    mixed = ValueTreeSignature.from_value({"b": a, 2: a, "a": a, 1: a})
+    assert mixed == ValueTreeSignature.from_value({1: a, "a": a, 2: a, "b": a}) and mixed.keys == (1, 2, "a", "b")
+
+
+def test_nested_metadata_mapping_and_a_list_of_pairs_are_different_states():
+    a = ValueTreeSignature.from_value(ToyValue(np.zeros(2), extras={"a": 1}))
+    b = ValueTreeSignature.from_value(ToyValue(np.zeros(2), extras=[["a", 1]]))
+    assert a != b
+    with pytest.raises(ExecutionInputError):
+        a.validate(ToyValue(np.zeros(2), extras=[("a", 1)]))
+    a.validate(ToyValue(np.ones(2), extras={"a": 1}))
