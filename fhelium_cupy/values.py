@@ -202,10 +202,13 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
     it becomes the same tuple after ``MAPPING_TAG``, so that it never equals a list of pairs;
     lists and tuples become tuples; ``None``, ``bool``, ``int``, ``float``, ``str`` and
     ``bytes`` pass through, and NumPy scalars become their Python kind (``np.int64(1)`` ->
-    ``1``, ``np.str_`` -> ``str``). Anything else raises ``TypeError`` naming the path.
+    ``1``, ``np.str_`` -> ``str``). Anything else raises ``TypeError`` naming the path, and a
+    NaN ``ValueError`` (it equals nothing, itself included: no value could ever match it).
     """
     if isinstance(value, np.generic):  # first: np.float64 and np.str_ subclass float and str
         return freeze_metadata(value.item(), _path=_path)
+    if isinstance(value, float) and value != value:  # NaN: never equal to itself, so never matched
+        raise ValueError(f"{_path} is NaN, which no value state can match; give a comparable value")
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
     if isinstance(value, Mapping):

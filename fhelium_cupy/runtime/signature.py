@@ -412,7 +412,7 @@ def _collect_value(expected: ValueSignature, value: object, path: str, out: list
     if not same:
         try:
             frozen = dict(freeze_metadata(dict(metadata)))  # type: ignore[call-overload]
-        except TypeError as error:
+        except (TypeError, ValueError) as error:  # (ValueError: a NaN item)
             raise _mismatch(
                 f"Execution {path} value signature differs from the buffer: {expected.type_name} metadata cannot "
                 f"be compared ({error})"

@@ -248,3 +248,12 @@ def test_nested_metadata_mapping_and_a_list_of_pairs_are_different_states():
     with pytest.raises(ExecutionInputError):
         a.validate(ToyValue(np.zeros(2), extras=[("a", 1)]))
     a.validate(ToyValue(np.ones(2), extras={"a": 1}))
+
+
+def test_nan_metadata_is_refused_when_described_and_a_mismatch_when_validated():
+    """NaN never equals itself: a signature holding it could never match the same value."""
+    with pytest.raises(ValueError, match="NaN"):
+        ValueTreeSignature.from_value(ToyValue(np.zeros(2), scale=float("nan")))
+    sig = ValueTreeSignature.from_value(ToyValue(np.zeros(2)))
+    with pytest.raises(ExecutionInputError, match="cannot be compared"):
+        sig.validate(ToyValue(np.zeros(2), scale=float("nan")))
