@@ -60,9 +60,10 @@ using namespace fhe;
 #define FHE_NTT_CHUNK_BOUNDS
 #endif
 // The _f64 chunk kernels (every row's prime below F64_MAX_Q: only the float64 arithmetic is
-// compiled in, so ptxas fits them in 32 registers without spills at 4 blocks of 512 threads, a
-// full SM, where the main kernels, which carry the 64-bit path too, take 40 registers and 3
-// blocks). FHE_NTT_F64_CHUNK=0: the host never takes them (A/B).
+// compiled in, so ptxas fits them in 32 registers (8 bytes spilled in the forward kernel, none
+// in the inverse) at 4 blocks of 512 threads, a full SM, where the main kernels, which carry the
+// 64-bit path too, take 40 registers and 3 blocks). FHE_NTT_F64_CHUNK=0 or FHE_NTT_F64=0: the
+// host never takes them (A/B).
 #ifndef FHE_NTT_F64_CHUNK_MIN_BLOCKS
 #define FHE_NTT_F64_CHUNK_MIN_BLOCKS 4
 #endif

@@ -282,8 +282,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     primes, digit count and Galois element for its rotation step).
 
     Raises:
-        TypeError: neither ``engine`` nor ``context`` given, or ``authentication_key`` is not
-            bytes (ValueError: fewer than 16).
+        TypeError: neither ``engine`` nor ``context`` given, both given with a ``context``
+            that is not ``engine.context``, or ``authentication_key`` is not bytes
+            (ValueError: fewer than 16).
         FileNotFoundError: nothing (or not a file) at ``path``.
         SerializationError: bad header, unknown type, schema version, malformed or corrupt
             data, or a state that contradicts the context; with ``authentication_key``, a tag

@@ -14,7 +14,7 @@ shape. Layouts: ciphertext ``[component (2|3), *batch, limb, N]``; plaintext
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
@@ -265,7 +265,7 @@ class Ciphertext(CkksValue):
         return self._with_data(self.data[:, index])
 
     @classmethod
-    def stack_batch(cls, ciphertexts: Sequence[Ciphertext]) -> Ciphertext:
+    def stack_batch(cls, ciphertexts: Iterable[Ciphertext]) -> Ciphertext:
         """Stack equal-state ciphertexts (any iterable, read once) along a new batch axis at dim 1 of ``data``."""
         items = list(ciphertexts)
         first = _check_same_state(items, cls)
@@ -307,7 +307,7 @@ class Plaintext(CkksValue):
         return tuple(self.data.shape[:-2])
 
     @classmethod
-    def stack_batch(cls, plaintexts: Sequence[Plaintext]) -> Plaintext:
+    def stack_batch(cls, plaintexts: Iterable[Plaintext]) -> Plaintext:
         """Stack equal-state plaintexts (any iterable, read once) along a new leading batch axis."""
         items = list(plaintexts)
         first = _check_same_state(items, cls)

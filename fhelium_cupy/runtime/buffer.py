@@ -388,8 +388,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         Raises:
             ExecutionError: the buffer is closed.
             ExecutionInputError: ``source`` differs in structure, array topology or value
-                metadata, or a leaf of it views another leaf of this buffer's storage
-                (nothing was written).
+                metadata, or a leaf of it shares memory with this buffer's storage other than
+                exactly its own target (nothing was written).
             ValueError: ``stream`` belongs to another device; a stream or events passed
                 to a CPU-target buffer.
             TypeError: ``stream`` is not a CUDA stream, or ``wait_for`` holds an object
@@ -416,10 +416,10 @@ class ReusableValueBuffer(Generic[_ValueT]):
         return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
 
     def _check_disjoint(self, leaves: Sequence[Any]) -> None:
-        """ExecutionInputError when a source leaf shares memory with another leaf's storage of
-        this buffer (a view of ``value``): the copies run leaf by leaf, so one would overwrite
-        what a later one still reads (a swap of two leaves copied one into both). A leaf that is
-        exactly its own target is a no-op copy and passes. Two comparisons a leaf when the
+        """ExecutionInputError when a source leaf shares memory with this buffer's storage other
+        than exactly its own target (a view of ``value``): the copies run leaf by leaf, so one
+        would overwrite what a later one still reads (a swap of two leaves copied one into
+        both). A leaf that is exactly its own target is a no-op copy and passes. Two comparisons a leaf when the
         source lies outside the storage (the usual case)."""
         lo, hi = self._bounds
         plan = self._plan

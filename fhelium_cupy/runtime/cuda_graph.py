@@ -395,7 +395,9 @@ class CudaGraphProgram(Generic[_OutputT]):
 
         Raises:
             ExecutionError: the program is closed.
-            CudaGraphInputError: structure or value state differs from capture.
+            CudaGraphInputError: structure or value state differs from capture, or an input
+                shares memory with the program's input storage (nothing written; the
+                outstanding handle stays valid).
             ValueError: ``stream`` belongs to another device.
             TypeError: ``stream`` is not a CUDA stream, or ``wait_for`` holds an object
                 that is not a CUDA event.
@@ -403,6 +405,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._require_open()
         try:
             leaves = self._collect(inputs)
+            self._buffer._check_disjoint(leaves)  # here, before the handle is touched (nothing written)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         # the buffer enqueues with the program's device current (a default stream's handle is

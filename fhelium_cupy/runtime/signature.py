@@ -8,9 +8,10 @@ a CPU torch tensor, a CuPy array and a CUDA torch tensor of the same topology al
 one buffer, because the buffer, not the signature, owns residency.
 
 Validation walks the whole candidate tree before any consumer copies a byte, so a
-mismatch can never leave a buffer half updated. Dictionary keys are kept in sorted order
-when they are all strings (so signature equality does not depend on insertion order)
-and validation accepts any insertion order.
+mismatch can never leave a buffer half updated. Dictionary keys must be exactly ``str`` or
+``int`` (``True`` and ``1.0`` equal ``1`` and are refused) and are kept sorted, ints first
+(so signature equality does not depend on insertion order); validation accepts any
+insertion order.
 """
 
 from __future__ import annotations

@@ -406,3 +406,17 @@ def test_a_prepared_copy_that_fails_partway_retires_the_earlier_handle(fake, mon
     fresh = program.copy_inputs_from(*_pair())
     program.replay_prepared(copy_handle=fresh)
     program.close()
+
+
+def test_an_input_viewing_the_program_s_input_storage_is_refused_and_the_handle_kept(fake):
+    """Swapping the program's own two input leaves would copy one into both; the refusal is a
+    CudaGraphInputError before anything is written, and the outstanding handle stays valid."""
+    program = build_program(fake, lambda a, b: a, (FakeArray((4, 8), np.uint64), FakeArray((4, 8), np.uint64)))
+    fake.current_stream.synchronize()
+    handle = program.copy_inputs_from(FakeArray((4, 8), np.uint64), FakeArray((4, 8), np.uint64))
+    a, b = program._buffer.value
+    with pytest.raises(CudaGraphInputError, match="shares memory"):
+        program.copy_inputs_from(b, a)
+    assert program._latest_copy is handle
+    program.replay_prepared(copy_handle=handle)
+    program.close()
