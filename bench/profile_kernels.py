@@ -147,6 +147,9 @@ def main() -> int:
     parser.add_argument("--summarize", nargs="+", type=Path, help="ncu --csv logs to tabulate instead")
     args = parser.parse_args()
     if args.summarize:
+        missing = [str(p) for p in args.summarize if not p.is_file()]
+        if missing:
+            parser.error(f"--summarize: no such file: {', '.join(missing)}")
         print("\n".join(summarize(p) for p in args.summarize))
         return 0
     exit_without_gpu("bench/profile_kernels.py")

@@ -242,7 +242,7 @@ class Parameters:
         try:
             literal = PRESETS[name]
         except KeyError:
-            raise ConfigurationError(f"unknown CKKS preset {name!r}; known presets: {preset_names()}") from None
+            raise ConfigurationError(f"unknown CKKS preset {name!r}; known presets: {', '.join(preset_names())}") from None
         return cls.from_literal(literal, insecure=insecure)
 
     @property
