@@ -10,9 +10,10 @@ from typing import Any
 
 from fhelium_cupy._cli import _non_negative_int as non_negative_int
 from fhelium_cupy._cli import _positive_int as positive_int
+from fhelium_cupy._cli import _positive_seconds as positive_seconds
 from fhelium_cupy._cli import _size_list as size_list
 
-__all__ = ["emit_json", "exit_without_gpu", "non_negative_int", "positive_int", "size_list"]
+__all__ = ["emit_json", "exit_without_gpu", "non_negative_int", "positive_int", "positive_seconds", "size_list"]
 
 
 def exit_without_gpu(script: str) -> None:

@@ -32,7 +32,6 @@ FHELIUM_Q = (1099510054913, 1099515691009, 1099508121601, 1099515789313,
 FHELIUM_P = (1152921504606748673,)
 
 
-SET_KEYS = ("n14", "n15", "n16", "n16d4", "n16p41")  # make_sets()' keys, checked before any GPU work
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -56,23 +55,35 @@ def _choice_list(choices: tuple[str, ...]):
     return parse
 
 
-def make_sets():
+def _context(n: int, q: tuple[int, int], p: tuple[int, int], dnum: int):
+    """The ring context of ``q = (bits, count)`` and ``p = (bits, count)`` NTT primes for N = ``n``."""
     from tests.helpers import ring_oracle as ro
 
-    n16 = 1 << 16
-    return {
-        "n14": ("N=2^14, 8 Q + 1 P, dnum 8", ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)),
-        "n15": ("N=2^15, 17 Q (40-bit) + 2 P (60-bit), dnum 6",
-                ro.make_context(1 << 15, ro.ntt_primes(40, 17, 1 << 15), ro.ntt_primes(60, 2, 1 << 15), dnum=6)),
-        "n16": ("N=2^16, 35 Q (40-bit) + 4 P (60-bit), dnum 9",
-                ro.make_context(n16, ro.ntt_primes(40, 35, n16), ro.ntt_primes(60, 4, n16), dnum=9)),
-        "n16d4": ("N=2^16, 34 Q (40-bit) + 6 P (60-bit), dnum 4",
-                  ro.make_context(n16, ro.ntt_primes(40, 34, n16), ro.ntt_primes(60, 6, n16), dnum=4)),
-        # every prime below 2^45, so every NTT row takes the float64 arithmetic (P = 369 bits
-        # covers a digit's 9 x 40 bits; log QP = 1729, under the 1772 of 128-bit security at N=2^16)
-        "n16p41": ("N=2^16, 34 Q (40-bit) + 9 P (41-bit), dnum 4",
-                   ro.make_context(n16, ro.ntt_primes(40, 34, n16), ro.ntt_primes(41, 9, n16), dnum=4)),
-    }
+    return ro.make_context(n, ro.ntt_primes(q[0], q[1], n), ro.ntt_primes(p[0], p[1], n), dnum=dnum)
+
+
+def _fhelium_context():
+    from tests.helpers import ring_oracle as ro
+
+    return ro.make_context(1 << 14, FHELIUM_Q, FHELIUM_P, dnum=8)
+
+
+# key -> (label, builder): --sets is checked against the keys before any GPU work, and only
+# the sets asked for are built
+SETS = {
+    "n14": ("N=2^14, 8 Q + 1 P, dnum 8", _fhelium_context),
+    "n15": ("N=2^15, 17 Q (40-bit) + 2 P (60-bit), dnum 6", lambda: _context(1 << 15, (40, 17), (60, 2), 6)),
+    "n16": ("N=2^16, 35 Q (40-bit) + 4 P (60-bit), dnum 9", lambda: _context(1 << 16, (40, 35), (60, 4), 9)),
+    "n16d4": ("N=2^16, 34 Q (40-bit) + 6 P (60-bit), dnum 4", lambda: _context(1 << 16, (40, 34), (60, 6), 4)),
+    # every prime below 2^45, so every NTT row takes the float64 arithmetic (P = 369 bits
+    # covers a digit's 9 x 40 bits; log QP = 1729, under the 1772 of 128-bit security at N=2^16)
+    "n16p41": ("N=2^16, 34 Q (40-bit) + 9 P (41-bit), dnum 4", lambda: _context(1 << 16, (40, 34), (41, 9), 4)),
+}
+
+
+def make_sets(keys=None):
+    """``{key: (label, context)}`` for ``keys`` (default: every set of ``SETS``)."""
+    return {key: (SETS[key][0], SETS[key][1]()) for key in (SETS if keys is None else keys)}
 
 
 def capture_private(cp, fn, stream) -> tuple:
@@ -382,7 +393,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default=os.environ.get("OUT", "bench_out"))
     parser.add_argument("--reps", type=positive_int, default=50)
-    parser.add_argument("--sets", type=_choice_list(SET_KEYS), default=("n14", "n16"))
+    parser.add_argument("--sets", type=_choice_list(tuple(SETS)), default=("n14", "n16"))
     parser.add_argument("--ops", default="", help="comma list of op-name prefixes to run (default: all)")
     parser.add_argument("--l2-group-mib", type=_int_list, default=(0, 16), help="comma list of NTT L2 group sizes (0 = off)")
     parser.add_argument("--tiles", type=_int_list, default=(0,), help="comma list of base-conversion target tiles (0 = all)")
@@ -405,8 +416,7 @@ def main() -> int:
     from fhelium_cupy.runtime.kernels import require_cuda
 
     cp = require_cuda()
-    sets = make_sets()
-    assert set(sets) == set(SET_KEYS), "SET_KEYS must list make_sets()' keys"
+    sets = make_sets(args.sets)
     results = []
     for key in args.sets:
         label, ctx = sets[key]
@@ -424,7 +434,7 @@ def main() -> int:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "bandwidth_Bps": BANDWIDTH,
-            "sets": {k: v[0] for k, v in sets.items()}, "reps": args.reps}
+            "sets": {k: v[0] for k, v in SETS.items()}, "reps": args.reps}
     (out_dir / "kernels_gpu.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     lines = [f"# CupyBackend kernels on {meta['device']} (median of {args.reps}, CUDA events)", "",
              "| set | kernel variant | L2 group MiB | base-convert tile | NTT fill | op | launches | eager us | graph us | "

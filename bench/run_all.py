@@ -385,7 +385,7 @@ def _print_skipped(results: dict[str, Any], file: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fhelium_cupy._cli import _non_negative_int, _positive_int, _positive_seconds, _size_list
+    from bench._report import exit_without_gpu, non_negative_int, positive_int, positive_seconds, size_list
     from fhelium_cupy.errors import FHEliumError
 
     parser = argparse.ArgumentParser(description="Run the fhelium-cupy benchmark suite into one directory.")
@@ -395,11 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto (default): cuda when CuPy sees a GPU, else cpu")
     parser.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]")
-    parser.add_argument("--sizes", type=_size_list, default=(8, 16, 32))
-    parser.add_argument("--runs", type=_positive_int, default=20)
-    parser.add_argument("--warmup", type=_non_negative_int, default=3)
+    parser.add_argument("--sizes", type=size_list, default=(8, 16, 32))
+    parser.add_argument("--runs", type=positive_int, default=20)
+    parser.add_argument("--warmup", type=non_negative_int, default=3)
     parser.add_argument("--insecure", action="store_true")
-    parser.add_argument("--budget-s", type=_positive_seconds, default=480.0,
+    parser.add_argument("--budget-s", type=positive_seconds, default=480.0,
                         help="stop starting new work after this (default 480 s)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-ops", action="store_true")
@@ -428,8 +428,6 @@ def main(argv: list[str] | None = None) -> int:
 
         device = "cpu" if cuda_unavailable_reason() is not None else "cuda"
     elif device == "cuda":
-        from bench._report import exit_without_gpu
-
         exit_without_gpu("bench/run_all.py")
     presets = args.preset or [None]
     try:  # every preset and size checked before anything is measured

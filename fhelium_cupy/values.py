@@ -195,7 +195,7 @@ class _MappingTag:
 MAPPING_TAG = _MappingTag()
 
 
-def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
+def freeze_metadata(value: object, *, _path: str = "metadata", _nested: bool = False) -> object:
     """Turn metadata into a hashable, deterministic form.
 
     The top-level mapping becomes a tuple of ``(key, frozen)`` sorted by key; a mapping inside
@@ -206,7 +206,7 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
     NaN ``ValueError`` (it equals nothing, itself included: no value could ever match it).
     """
     if isinstance(value, np.generic):  # first: np.float64 and np.str_ subclass float and str
-        return freeze_metadata(value.item(), _path=_path)
+        return freeze_metadata(value.item(), _path=_path, _nested=_nested)
     if isinstance(value, float) and value != value:  # NaN: never equal to itself, so never matched
         raise ValueError(f"{_path} is NaN, which no value state can match; give a comparable value")
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
@@ -216,11 +216,11 @@ def freeze_metadata(value: object, *, _path: str = "metadata") -> object:
         for key in value:
             if not isinstance(key, str):
                 raise TypeError(f"{_path} keys must be strings, got {type(key).__name__}")
-            items.append((key, freeze_metadata(value[key], _path=f"{_path}.{key}")))
+            items.append((key, freeze_metadata(value[key], _path=f"{_path}.{key}", _nested=True)))
         pairs = tuple(sorted(items, key=lambda kv: kv[0]))
-        return pairs if _path == "metadata" else (MAPPING_TAG, *pairs)
+        return (MAPPING_TAG, *pairs) if _nested else pairs
     if isinstance(value, (list, tuple)):
-        return tuple(freeze_metadata(v, _path=f"{_path}[{i}]") for i, v in enumerate(value))
+        return tuple(freeze_metadata(v, _path=f"{_path}[{i}]", _nested=True) for i, v in enumerate(value))
     raise TypeError(f"Unsupported metadata in value signature at {_path}: {type(value).__name__}")
 
 

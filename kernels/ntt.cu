@@ -570,7 +570,7 @@ struct ForwardChunk {
   u64 q;
   int base;
   // F64_ONLY: the row's prime is below F64_MAX_Q (the caller's contract): no 64-bit path.
-  template <int LV, bool F64 = FHE_NTT_F64, class Store, bool F64_ONLY = false>
+  template <int LV, bool F64 = FHE_NTT_F64, bool F64_ONLY = false, class Store>
   __device__ __forceinline__ void run(const Store& store, int log_n, int log_chunk) const {
     extern __shared__ u64 sm[];
     const int tid = threadIdx.x;
@@ -618,7 +618,7 @@ __device__ __forceinline__ void forward_chunk_stages(const u64* in, u64* out, co
   if (limb < 0) return;  // uniform per block: before any barrier
   const ForwardChunk c = forward_chunk_of(in, rowmap, consts, tw2, num_moduli, log_n, log_chunk, in_bs, at, limb);
   const ChunkStore<LV> store{out + at.entry * out_bs + (i64)limb * (1 << log_n) + c.base};
-  c.run<LV, FHE_NTT_F64, ChunkStore<LV>, F64_ONLY>(store, log_n, log_chunk);
+  c.run<LV, FHE_NTT_F64, F64_ONLY>(store, log_n, log_chunk);
 }
 extern "C" __global__ void FHE_NTT_CHUNK_BOUNDS ntt_forward_chunk_stages(const u64* in, u64* out,
     const int* FHE_RO rowmap, const u64* FHE_RO consts, const u64* FHE_RO tw2, const int* FHE_RO skip,

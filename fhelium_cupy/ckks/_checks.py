@@ -104,9 +104,10 @@ def _plaintext_hint(pt, domain: str, residue: str, basis: str) -> str:
     return ""
 
 
-def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: str | None = "Q") -> None:
-    """Type, context, domain, residue form and basis (``None``: either, Q or QP), prime ids of
-    the level in that basis, residency."""
+def check_plaintext(engine, pt, op: str, *, domain: str | None, residue: str | None,
+                    basis: str | None = "Q") -> None:
+    """Type, context, domain, residue form and basis (each ``None``: any, the plaintext's
+    own), prime ids of the level in that basis, residency."""
     if type(pt) is not Plaintext:
         raise StateMismatchError(f"{op} expects a Plaintext, got {type(pt).__name__}")
     if pt.context_id != engine.context.context_id:
@@ -114,6 +115,8 @@ def check_plaintext(engine, pt, op: str, *, domain: str, residue: str, basis: st
             f"{op}: plaintext belongs to context {pt.context_id}, the engine to {engine.context.context_id}"
         )
     basis = pt.modulus_basis if basis is None else basis
+    domain = pt.polynomial_domain if domain is None else domain
+    residue = pt.residue_representation if residue is None else residue
     if pt.polynomial_domain != domain or pt.residue_representation != residue or pt.modulus_basis != basis:
         raise StateMismatchError(
             f"{op} needs a plaintext in {domain}/{residue}/{basis}, got "

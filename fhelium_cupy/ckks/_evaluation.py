@@ -8,7 +8,7 @@ values; inputs are never modified or aliased.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import StateMismatchError
@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["EvaluationMixin"]
 
 def _key_tuple(keys: object, op: str) -> tuple:
-    """``keys`` read once into a tuple (a generator or a dict's values work as a list does;
-    the checks and the key switch then see the same keys)."""
+    """``keys`` read once into a tuple (``EvaluationMixin._check_hoisted``)."""
     try:
         return tuple(keys)  # type: ignore[arg-type]
     except TypeError:
@@ -250,9 +249,10 @@ class EvaluationMixin:
         ``K + 1`` divided-out primes may be off by a small multiple of ``P q``, which the
         division leaves as a small integer on each coefficient (the separate path's ModDown
         error is divided by ``q`` afterwards), so its error is about half a bit larger (std
-        1.4x, measured on the test and N=2^14 presets). NTT output then skips a whole ciphertext transform: only the
-        rows of ``q`` and the special primes are transformed back, and their base conversion
-        into the kept rows is transformed forward once (the kept rows stay NTT values).
+        1.4x, measured on the test and N=2^14 presets). NTT output then skips a whole
+        ciphertext transform: only the rows of ``q`` and the special primes are transformed
+        back, and their base conversion into the kept rows is transformed forward once (the
+        kept rows stay NTT values).
         """
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")
@@ -310,8 +310,7 @@ class EvaluationMixin:
         ``output_domain="ntt"`` gives exactly the NTT of the coefficient-domain results, with
         fewer limb transforms (the key switch never leaves the NTT domain for the Q rows).
         """
-        keys = _key_tuple(keys, "rotate_hoisted_with_keys")  # (a generator: read once, here)
-        domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
+        keys, domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_with_keys")
         if not keys:
             return []
         c0, digits = self._hoisted_inputs(ct, domain)
@@ -330,8 +329,7 @@ class EvaluationMixin:
         domain). The key switch writes its results straight into the batch storage, which is
         what a diagonal matrix-vector product consumes.
         """
-        keys = _key_tuple(keys, "rotate_hoisted_batch")
-        domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
+        keys, domain = self._check_hoisted(ct, keys, output_domain, "rotate_hoisted_batch")
         return self._rotation_batch(ct, keys, domain, hoisted=True)
 
     def _rotations_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], op: str) -> Ciphertext:
@@ -339,8 +337,7 @@ class EvaluationMixin:
         domain, bit for bit, without the stacking copies: each rotation (its own ModUp,
         FHElium's independent schedule) is written by its key switch straight into the batch
         storage. ``ct``: an unbatched coefficient-domain CT2."""
-        keys = _key_tuple(keys, op)
-        self._check_hoisted(ct, keys, "ntt", op)
+        keys, _ = self._check_hoisted(ct, keys, "ntt", op)
         return self._rotation_batch(ct, keys, "ntt", hoisted=False)
 
     def _rotation_batch(self, ct: Ciphertext, keys: Sequence[RotationKey], domain: Domain, *, hoisted: bool):
@@ -465,8 +462,7 @@ class EvaluationMixin:
         caller who needs NTT values next (a ciphertext product).
         """
         op = "linear_transform"
-        keys = _key_tuple(keys, op)
-        self._check_hoisted(ct, keys, "ntt", op)
+        keys, _ = self._check_hoisted(ct, keys, "ntt", op)
         if ct.is_batched:
             raise StateMismatchError(f"{op} needs an unbatched ciphertext, got batch shape {ct.batch_shape}")
         check_plaintext(self, weights, op, domain="ntt", residue="montgomery", basis="QP")
@@ -513,12 +509,17 @@ class EvaluationMixin:
         return plaintext._with_data(plaintext.data[..., :count, :], prime_ids=plaintext.prime_ids[:count],
                                     modulus_basis="Q")
 
-    def _check_hoisted(self, ct: Ciphertext, keys: Sequence[RotationKey], output_domain: str, op: str) -> Domain:
+    def _check_hoisted(self, ct: Ciphertext, keys: Iterable[RotationKey], output_domain: str,
+                       op: str) -> tuple[tuple[RotationKey, ...], Domain]:
+        """``(keys as a tuple, domain)``: the keys read once (a generator or a dict's values work
+        as a list does; the checks and the key switch then see the same keys), each checked
+        against ``ct``, a coefficient-domain CT2, and ``output_domain``."""
+        keys = _key_tuple(keys, op)
         check_ciphertext(self, ct, op, domain="coefficient", components=(2,))
         domain = _check_output_domain(output_domain, op)
         for key in keys:
             check_key(self, ct, key, op, RotationKey)
-        return domain
+        return keys, domain
 
     def _hoisted_inputs(self, ct: Ciphertext, domain: Domain, *, whole: bool = False):
         """What a hoisted key switch of ``ct`` into ``domain`` needs: ``(c0, digits)`` with c0

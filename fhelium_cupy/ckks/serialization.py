@@ -8,8 +8,9 @@ label (``key_id``) against the engine's (``ForeignKeyError``), then the residues
 claimed state (``SerializationError``).
 
 Every file carries a SHA-256 digest of its header and data (header field ``digest``), which
-``load_value`` checks before it acts on anything: a corrupted file (a flipped bit in the
-scale, the residues) is refused, not loaded as another value. The digest is not a secret and
+``load_value`` checks before it acts on anything (with ``authentication_key`` the tag, which
+covers the same bytes, is checked instead): a corrupted file (a flipped bit in the scale, the
+residues) is refused, not loaded as another value. The digest is not a secret and
 does not authenticate: anyone can recompute it for a forged file.
 
 Authentication is opt-in: ``save_value(..., authentication_key=k)`` adds an HMAC-SHA256 tag
@@ -302,9 +303,9 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     header, read_data = _read(Path(path))
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise SerializationError(f"{path} is not a saved fhelium_cupy CKKS value")
-    if key is not None:
-        read_data = _authenticated(path, key, header, read_data)
-    read_data = _intact(path, header, read_data)
+    # the tag covers the header and the data, so where it is checked it is the integrity check
+    # too (one hash of the data, not two)
+    read_data = _authenticated(path, key, header, read_data) if key is not None else _intact(path, header, read_data)
     type_name, meta = _header_fields(path, header)
     try:
         entry = value_type_info(type_name)

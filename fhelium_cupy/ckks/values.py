@@ -267,10 +267,9 @@ class Ciphertext(CkksValue):
     @classmethod
     def stack_batch(cls, ciphertexts: Iterable[Ciphertext]) -> Ciphertext:
         """Stack equal-state ciphertexts (any iterable, read once) along a new batch axis at dim 1 of ``data``."""
-        items = list(ciphertexts)
-        first = _check_same_state(items, cls)
-        xp = array_module(first.data)
-        return first._with_data(xp.stack([c.data for c in items], axis=1))
+        items = _stackable(ciphertexts, cls)
+        xp = array_module(items[0].data)
+        return items[0]._with_data(xp.stack([c.data for c in items], axis=1))
 
 
 class Plaintext(CkksValue):
@@ -309,16 +308,17 @@ class Plaintext(CkksValue):
     @classmethod
     def stack_batch(cls, plaintexts: Iterable[Plaintext]) -> Plaintext:
         """Stack equal-state plaintexts (any iterable, read once) along a new leading batch axis."""
-        items = list(plaintexts)
-        first = _check_same_state(items, cls)
-        xp = array_module(first.data)
-        return first._with_data(xp.stack([p.data for p in items], axis=0))
+        items = _stackable(plaintexts, cls)
+        xp = array_module(items[0].data)
+        return items[0]._with_data(xp.stack([p.data for p in items], axis=0))
 
 
 _V = TypeVar("_V", bound=CkksValue)
 
 
-def _check_same_state(values: Sequence[_V], cls: type[_V]) -> _V:
+def _stackable(values: Iterable[_V], cls: type[_V]) -> list[_V]:
+    """``values`` read once into a list, each of exactly ``cls`` and of the first's state and
+    shape (StateMismatchError otherwise, or when there is none)."""
     items = list(values)
     if not items:
         raise StateMismatchError(f"{cls.__name__}.stack_batch needs at least one value")
@@ -331,7 +331,7 @@ def _check_same_state(values: Sequence[_V], cls: type[_V]) -> _V:
                 f"{cls.__name__}.stack_batch item {i} differs from item 0 in state or shape: "
                 f"{dict(v.value_metadata())} {tuple(v.data.shape)} vs {dict(first.value_metadata())} {tuple(first.data.shape)}"
             )
-    return first
+    return items
 
 
 # immutable: __setattr__ raises and construction is the only writer, so a graph replay

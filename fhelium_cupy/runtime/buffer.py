@@ -398,8 +398,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._require_open()
         leaves: list[Any] = []
         self._signature.collect_leaves(source, "source", leaves)
+        self._check_disjoint(leaves)
         if self._device.type == "cpu":
-            self._check_disjoint(leaves)  # (the CUDA path checks in _copy_validated)
             if stream is not None:
                 raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream; omit stream= (CPU copies are synchronous)")
             if wait_for is not None and (not is_event_sequence(wait_for) or len(wait_for)):  # type: ignore[arg-type]
@@ -416,19 +416,18 @@ class ReusableValueBuffer(Generic[_ValueT]):
         return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
 
     def _check_disjoint(self, leaves: Sequence[Any]) -> None:
-        """ExecutionInputError when a source leaf shares memory with this buffer's storage other
-        than exactly its own target (a view of ``value``): the copies run leaf by leaf, so one
-        would overwrite what a later one still reads (a swap of two leaves copied one into
-        both). A leaf that is exactly its own target is a no-op copy and passes. Two comparisons a leaf when the
-        source lies outside the storage (the usual case)."""
+        """ExecutionInputError when a validated source leaf shares memory with this buffer's
+        storage other than exactly its own target (a view of ``value``): the copies run leaf by
+        leaf, so one would overwrite what a later one still reads (a swap of two leaves copied
+        one into both). A leaf that is exactly its own target is a no-op copy and passes. Two
+        comparisons a leaf when the source lies outside the storage (the usual case). Callers:
+        ``copy_from`` and ``CudaGraphProgram.copy_inputs_from``, before anything is written."""
         lo, hi = self._bounds
-        plan = self._plan
-        for i, leaf in enumerate(leaves):
-            span = plan.spans[i]
-            start = data_pointer(leaf) - plan.low_offsets[i]
-            if not span or start + span <= lo or start >= hi:
+        for i, _, offset, span in self._copy_plan:  # (empty leaves touch no memory)
+            start = data_pointer(leaves[i]) - offset
+            if start + span <= lo or start >= hi:
                 continue
-            for j, (t_low, t_span) in enumerate(zip(plan.target_lows, plan.spans)):
+            for j, t_low, _, t_span in self._copy_plan:
                 if start < t_low + t_span and t_low < start + span and not (i == j and start == t_low):
                     raise ExecutionInputError(
                         f"source leaf {i} shares memory with leaf {j} of this buffer's storage: copied leaf by "
@@ -436,8 +435,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
                     )
 
     def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
-        """Copy already-validated leaves (CUDA target) after ordering behind in-flight copies."""
-        self._check_disjoint(leaves)
+        """Copy already-validated leaves (CUDA target; ``_check_disjoint`` passed) after ordering
+        behind in-flight copies."""
         self._prune()
         if self._inflight:
             waits = (self._inflight[-1].event.ptr, *waits)  # the newest covers all older copies

@@ -207,6 +207,7 @@ class CupyBackend:
         # (_f64_rows); FHE_NTT_F64_CHUNK=0 or FHE_NTT_F64=0: never
         self._ntt_f64_chunk = (options.define("FHE_NTT_F64_CHUNK", "1") != "0"
                                and options.define("FHE_NTT_F64", "1") != "0")
+        self._f64_by_rows: dict[tuple[int, ...], bool] = {}  # _f64_rows per rows tuple (eager calls ask each time)
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
@@ -503,9 +504,14 @@ class CupyBackend:
             raise ValueError(
                 f"{what}: expected uint64 [..., {len(rows)}, {self.n}] for rows {rows}, got {a.dtype} {a.shape}"
             )
+        return self._c_aligned(a)
+
+    def _c_aligned(self, a: Any) -> Any:
+        """``a`` itself when C-contiguous and 16-byte aligned (``_aligned``), else a copy in a
+        fresh allocation, which is both."""
         if a.flags.c_contiguous and _aligned(a):
             return a
-        return self.xp.array(a, order="C", copy=True)  # (a fresh allocation: 16-byte aligned)
+        return self.xp.array(a, order="C", copy=True)
 
     def _check_entries(self, b: Any, rows: tuple[int, ...], what: str) -> tuple[Any, int]:
         """``_check`` for a read-only ``b [count, L, N]`` whose entries may lie any whole number
@@ -772,7 +778,11 @@ class CupyBackend:
         """Whether every prime of ``rows`` is below 2^45, the bound of the kernels' float64
         arithmetic (``modarith_f64.cuh`` ``F64_MAX_Q``): their transforms may take the ``_f64``
         chunk kernels (``_ntt_launch``)."""
-        return self._ntt_f64_chunk and all(self.context.moduli[r] < _F64_MAX_Q for r in rows)
+        narrow = self._f64_by_rows.get(rows)
+        if narrow is None:  # (a race computes the same value twice: harmless)
+            narrow = self._f64_by_rows[rows] = self._ntt_f64_chunk and all(
+                self.context.moduli[r] < _F64_MAX_Q for r in rows)
+        return narrow
 
     def _ntt_launch(self, src: Any, dst: Any, rowmap: Any, inverse: bool, src_bs: int, dst_bs: int,
                     batch: int, limbs: int, skip: tuple[Any, int] | None = None,
@@ -1309,8 +1319,7 @@ class CupyBackend:
                 raise ValueError(f"{what}: expected key [dnum, 2, {key_rows}, {n}], got {key.shape}")
             if key.shape[0] < needed:
                 raise ValueError(f"{what}: key has {key.shape[0]} digits, rows {rows} need {needed}")
-        return [key if key.flags.c_contiguous and _aligned(key) else self.xp.array(key, order="C", copy=True)
-                for key in keys], key_rows
+        return [self._c_aligned(key) for key in keys], key_rows
 
     def _moddown_launch(self, acc: Any, out: Any, t: dict[str, Any], L: int, entries: int, domain: str,
                         batch: int = 1, c0: Any = None, perms: Any = None,

@@ -182,15 +182,6 @@ class _BasisConversion:
         return sub_mod(acc, corr, self.dst_q, out=acc)
 
 
-def _expect_limbs(what: str, rows: Sequence[int], n: int, *arrays) -> None:
-    """Refuse an array whose last two axes are not ``[len(rows), n]`` (as the CuPy backend's
-    ``_check`` does): NumPy would broadcast a single limb, or pass an extra one, silently."""
-    for a in arrays:
-        shape = np.shape(a)
-        if len(shape) < 2 or tuple(shape[-2:]) != (len(rows), n):
-            raise ValueError(f"{what}: expected [..., {len(rows)}, {n}] for rows {tuple(rows)}, got {shape}")
-
-
 class NumpyBackend:
     """Exact CPU implementation of ``CkksBackend`` (``name = "numpy"``, ``xp = numpy``).
 
@@ -226,7 +217,13 @@ class NumpyBackend:
         return self._rows(tuple(int(r) for r in rows))
 
     def _limbs(self, what: str, rows: Sequence[int], *arrays) -> None:
-        _expect_limbs(what, rows, self.context.ring_degree, *arrays)
+        """Refuse an array whose last two axes are not ``[len(rows), N]`` (as the CuPy backend's
+        ``_check`` does): NumPy would broadcast a single limb, or pass an extra one, silently."""
+        want = (len(rows), self.context.ring_degree)
+        for a in arrays:
+            shape = np.shape(a)
+            if len(shape) < 2 or tuple(shape[-2:]) != want:
+                raise ValueError(f"{what}: expected [..., {want[0]}, {want[1]}] for rows {tuple(rows)}, got {shape}")
 
     def _drop_constant(self, dropped: tuple[int, ...], rows: tuple[int, ...]) -> _Const:
         """``(prod of moduli[dropped])^-1`` per row of ``rows`` (rescale, moddown)."""
