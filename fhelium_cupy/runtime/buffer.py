@@ -421,7 +421,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         leaf, so one would overwrite what a later one still reads (a swap of two leaves copied
         one into both). A leaf that is exactly its own target is a no-op copy and passes. Two
         comparisons a leaf when the source lies outside the storage (the usual case). Callers:
-        ``copy_from`` and ``CudaGraphProgram.copy_inputs_from``, before anything is written."""
+        ``copy_from``, ``CudaGraphProgram.copy_inputs_from`` and ``CudaGraphProgram.replay``, before
+        anything is written."""
         lo, hi = self._bounds
         for i, _, offset, span in self._copy_plan:  # (empty leaves touch no memory)
             start = data_pointer(leaves[i]) - offset

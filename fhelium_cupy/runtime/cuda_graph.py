@@ -487,12 +487,16 @@ class CudaGraphProgram(Generic[_OutputT]):
 
         Raises:
             ExecutionError: the program is closed.
-            CudaGraphInputError: structure or value state differs from capture.
+            CudaGraphInputError: structure or value state differs from capture, or an input
+                shares memory with the program's input storage other than exactly its own
+                slot (a borrowed output that views an input, passed in another position):
+                nothing is enqueued.
         """
         if self._closed:
             raise ExecutionError(_CLOSED)
         try:
             leaves = self._collect(inputs)
+            self._buffer._check_disjoint(leaves)  # copied leaf by leaf: no source may overlap another's target
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         if self._runtime.getDevice() != self._device_index:

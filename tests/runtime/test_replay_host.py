@@ -420,3 +420,24 @@ def test_an_input_viewing_the_program_s_input_storage_is_refused_and_the_handle_
     assert program._latest_copy is handle
     program.replay_prepared(copy_handle=handle)
     program.close()
+
+
+def test_replay_refuses_an_input_viewing_another_slot_of_the_input_storage(fake):
+    """replay() copies leaf by leaf too: a borrowed output that views input a, passed as input
+    b, is refused before anything is enqueued; passed in its own slot it is a no-op copy."""
+    program = build_program(fake, lambda a, b: a, (FakeArray((4, 8), np.uint64), FakeArray((4, 8), np.uint64)))
+    fake.current_stream.synchronize()
+    out = program.replay(FakeArray((4, 8), np.uint64), FakeArray((4, 8), np.uint64))
+    a, _ = program._buffer.value
+    assert out.data.ptr == a.data.ptr  # the output views input slot a
+    before = program._events.last
+
+    def refused() -> None:
+        with pytest.raises(CudaGraphInputError, match="shares memory with leaf 0"):
+            program.replay(FakeArray((4, 8), np.uint64), out)
+
+    assert fake.calls(refused) == []  # nothing enqueued, waited on or launched
+    assert program._events.last is before
+    program.replay(out, FakeArray((4, 8), np.uint64))  # exactly its own slot: allowed
+    assert program._events.last is not before
+    program.close()
