@@ -94,7 +94,10 @@ def _torch_message(tensor: Any) -> np.ndarray:
     except TypeError:  # other formats NumPy lacks: the wider type decides what they hold
         widen = True
     if widen:  # exact in the wider type
-        tensor = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
+        try:
+            tensor = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
+        except (NotImplementedError, RuntimeError) as error:  # sub-byte and bits formats: no arithmetic
+            raise TypeError(f"a torch message of dtype {tensor.dtype} has no numeric reading: {error}") from None
     return tensor.cpu().numpy()
 
 

@@ -263,7 +263,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | None = None,
+def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = None, device: str | int | None = None,
                authentication_key: bytes | None = None) -> Any:
     """Read a value written by ``save_value``, check it against its parameters and rebuild it.
 
@@ -311,7 +311,8 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
         entry = value_type_info(type_name)
     except TypeError as error:
         raise SerializationError(f"{path}: {error}") from error
-    if header.get("schema_version") != entry.schema_version:
+    version = header.get("schema_version")
+    if type(version) is not int or version != entry.schema_version:  # (exactly an int: not True, not 1.0)
         raise SerializationError(
             f"{path}: {entry.type_name} schema version {header.get('schema_version')} is not supported "
             f"(this build reads version {entry.schema_version})"
@@ -335,7 +336,7 @@ def load_value(path: str | os.PathLike, *, engine: Any = None, context: Any = No
     data = _read_data(path, read_data)
     if data.dtype != np.uint64:
         raise SerializationError(f"{path}: data must be uint64, got {data.dtype}")
-    target = device or (engine.device if engine is not None else "cpu")
+    target = device if device is not None else (engine.device if engine is not None else "cpu")
     kwargs = {k: v for k, v in meta.items() if k in allowed}
     if "prime_ids" in kwargs:
         kwargs["prime_ids"] = tuple(kwargs["prime_ids"])  # a list of ints (_header_fields)

@@ -172,7 +172,7 @@ def _init_rns(value: Any, data: Any, leading_dims: int, *, prime_ids: Sequence[i
 def _check_rns_state(value: Any, data: Any, *, leading_dims: int) -> None:
     name = type(value).__name__
     if leaf_kind(data) not in ("numpy", "cupy"):
-        hint = "; convert torch tensors zero-copy with fhelium_cupy.interop.to_cupy / to_numpy" if leaf_kind(data) else ""
+        hint = "; convert torch tensors zero-copy with fhelium_cupy.interop.arrays.to_cupy / to_numpy" if leaf_kind(data) else ""
         raise StateMismatchError(f"{name} data must be a NumPy or CuPy array, got {type(data).__name__}{hint}")
     if getattr(data, "dtype", None) != np.uint64:
         raise StateMismatchError(f"{name} data must be uint64, got {getattr(data, 'dtype', type(data).__name__)}")

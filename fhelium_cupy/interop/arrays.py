@@ -359,7 +359,9 @@ def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False, dtyp
     tagged torch dtype.
 
     Raises:
-        ValueError: negative strides for a torch leaf.
+        ValueError: negative strides for a torch leaf, or a read-only NumPy array for one
+            (torch has no read-only tensors: writes through it would land in memory NumPy
+            protects, a fault for a read-only memmap).
         TypeError: a tag for a NumPy or CuPy leaf.
     """
     tagged = dtype is not None and is_torch_only_dtype(dtype)
@@ -372,6 +374,8 @@ def wrap_like(storage: Any, kind: LeafKind, *, requires_grad: bool = False, dtyp
         if any(s < 0 for s in storage.strides):
             raise ValueError("torch cannot view an array with negative strides (it would abort the process)")
         if isinstance(storage, np.ndarray):
+            if not storage.flags.writeable:
+                raise ValueError("torch cannot view a read-only NumPy array (its tensors are writable); pass a copy")
             tensor = torch.from_numpy(storage)
         else:
             tensor = torch.from_dlpack(storage)

@@ -57,7 +57,8 @@ def test_loading_refuses_foreign_context_foreign_key_and_bad_headers(tmp_path):
         load_value(path, engine=stranger)
     with np.load(path) as archive:
         header, data = json.loads(str(archive["header"])), archive["data"]
-    for change in ({"schema_version": 99}, {"type_name": "nope"}, {"format": "x"}):
+    for change in ({"schema_version": 99}, {"schema_version": True}, {"schema_version": 1.0},
+                   {"type_name": "nope"}, {"format": "x"}):
         bad = tmp_path / "bad.npz"
         forge_npz(bad, {**header, **change}, data)
         with pytest.raises(SerializationError):
@@ -501,3 +502,18 @@ def test_engine_and_another_context_together_are_refused(tmp_path):
     with pytest.raises(TypeError, match="not both"):
         load_value(path, engine=e, context=make_engine("test-n4096-scale30").context)
     assert load_value(path, engine=e, context=e.context).level == 0  # the engine's own context is fine
+
+
+def test_load_value_takes_device_0_as_cuda_0(tmp_path):
+    """device=0 names cuda:0 as everywhere else; it was falsy and fell back to the engine's
+    device (here the CPU)."""
+    from fhelium_cupy.errors import CudaUnavailableError
+    from fhelium_cupy.interop.capabilities import cuda_unavailable_reason
+
+    e = make_engine("test-n4096-scale40")
+    path = save_value(e.encrypt_message(random_message(e, 3)), tmp_path / "ct.npz")
+    if cuda_unavailable_reason() is None:
+        assert str(load_value(path, engine=e, device=0).device) == "cuda:0"
+    else:
+        with pytest.raises(CudaUnavailableError):
+            load_value(path, engine=e, device=0)

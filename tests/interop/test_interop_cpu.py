@@ -246,3 +246,16 @@ def test_foreign_streams_are_wrapped_on_the_target_device(monkeypatch):
     first = streams._external(cupy, 0x7200, 1)
     assert streams._external(cupy, 0x7200, 1) is first and first.device_id == 1
     assert streams._external(cupy, 0x7200, 0).device_id == 0  # the same number on another device
+
+
+def test_wrap_like_refuses_a_read_only_array_for_torch(tmp_path):
+    """torch tensors are always writable: a view of read-only NumPy memory let writes land in
+    it (a segmentation fault for a read-only memmap)."""
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        wrap_like(frozen, "torch")
+    np.arange(4.0).tofile(tmp_path / "m.bin")
+    with pytest.raises(ValueError, match="read-only"):
+        wrap_like(np.memmap(tmp_path / "m.bin", dtype=np.float64, mode="r"), "torch")
+    assert wrap_like(np.arange(4.0), "torch")[3].item() == 3.0  # writable arrays still wrap

@@ -101,6 +101,10 @@ def test_messages_in_any_torch_float_format_encode_exactly():
     np.testing.assert_array_equal(e.encode(torch.tensor([1.5, -2.25, 0.5], requires_grad=True)).data, want.data)
     with pytest.raises(TypeError, match="dense CPU or CUDA"):
         e.encode(torch.zeros(2, device="meta"))
+    for name in ("uint4", "int4", "bits8", "bits16"):  # no arithmetic at all: a TypeError, not NotImplementedError
+        if hasattr(torch, name):
+            with pytest.raises(TypeError, match="no numeric reading"):
+                e.encode(torch.zeros(2, dtype=getattr(torch, name)))
     with pytest.raises(TypeError, match="sequence of numbers"):
         e.encode([torch.ones(1, requires_grad=True), torch.ones(1)])
 
