@@ -79,6 +79,22 @@ def _walk(out: object, device: Device, leaves: list[Any], values: list[Any]) -> 
     raise _unsupported(out)
 
 
+def _value_starts(node: Node, position: int, starts: list[int]) -> int:
+    """Append to ``starts`` the index of each value's first leaf in ``_walk``'s leaf order
+    (values in tree order); return the position after ``node``'s leaves."""
+    tag = node[0]
+    if tag == "none":
+        return position
+    if tag == "tensor":
+        return position + 1
+    if tag == "value":
+        starts.append(position)
+        return position + len(node[2])
+    for child in node[2] if tag == "dict" else node[1]:
+        position = _value_starts(child, position, starts)
+    return position
+
+
 def check_output(out: object, device: Device) -> None:
     """Validate a callable's output tree for capture on ``device``.
 
@@ -240,11 +256,12 @@ class OutputPlan:
             dst_low, span = leaf_span(target)
             if span:
                 copies.append((dst_low, leaf_span(leaf)[0], span))
+        starts: list[int] = []
+        _value_starts(structure, 0, starts)  # plain arrays may sit between (and before) values' leaves
         templates = []
-        it = iter(storage)
-        for value in values:
+        for value, start in zip(values, starts):
             names = sorted(value.value_tensors())
-            templates.append(value.with_value_tensors({name: next(it) for name in names}))
+            templates.append(value.with_value_tensors({name: storage[start + j] for j, name in enumerate(names)}))
         return cls(structure, list(storage), templates), copies
 
     def _make_borrow(self) -> Callable[[], object]:

@@ -8,6 +8,7 @@ from typing import Any
 __all__ = ["EventRing"]
 
 _MIN_SWEEP = 4  # also the number of events created up front
+_IDLE_SWEEP = 64  # replays without sources between two sweeps of the events that hold some
 
 
 class EventRing:
@@ -24,16 +25,20 @@ class EventRing:
     * an event without sources (``replay_prepared``) needs no tracking: one spare event
       is re-recorded by every such replay. That is safe because every consumer needs
       only the latest record: ``cudaStreamWaitEvent`` binds to the record current when
-      it is enqueued, and a later record of a chained event completes later.
+      it is enqueued, and a later record of a chained event completes later. Every
+      ``_IDLE_SWEEP``-th of them sweeps too (one query), so the sources of the last
+      ``replay()`` calls are not held for the program's lifetime when only prepared
+      replays follow.
     """
 
-    __slots__ = ("_busy", "_cupy", "_device_index", "_free", "_spare", "_sweep_at", "last")
+    __slots__ = ("_busy", "_cupy", "_device_index", "_free", "_idle", "_spare", "_sweep_at", "last")
 
     def __init__(self, cupy: Any, device_index: int) -> None:
         self._cupy = cupy
         self._device_index = device_index
         self._busy: collections.deque[tuple[Any, object]] = collections.deque()
         self._sweep_at = _MIN_SWEEP
+        self._idle = 0  # replays without sources since the last sweep
         with cupy.cuda.Device(device_index):
             self._free = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(_MIN_SWEEP)]
             self._spare = cupy.cuda.Event(block=False, disable_timing=True)
@@ -43,6 +48,10 @@ class EventRing:
         """Record a replay-complete event on ``stream``; ``sources`` live until it completes."""
         if sources is None:
             event = self._spare
+            if self._busy:
+                self._idle += 1
+                if self._idle >= _IDLE_SWEEP:
+                    self._sweep()
         else:
             busy = self._busy
             if len(busy) >= self._sweep_at:
@@ -58,6 +67,7 @@ class EventRing:
         return event
 
     def _sweep(self) -> None:
+        self._idle = 0
         busy = self._busy
         if busy[-1][0].done:  # the newest completed, so all did (the chain)
             self._free.extend(event for event, _ in busy)

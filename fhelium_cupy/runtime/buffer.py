@@ -219,12 +219,17 @@ class ReusableValueBuffer(Generic[_ValueT]):
     Direct construction is not public: use :meth:`like`.
     """
 
-    def __init__(self, *, signature: ValueTreeSignature, device: Device, pinned: bool, plan: _Plan, templates: list[Any]) -> None:
+    def __init__(self, *, signature: ValueTreeSignature, device: Device, pinned: bool, plan: _Plan, templates: list[Any],
+                 key_orders: tuple[tuple[object, ...], ...] | None = None) -> None:
         self._signature = signature
         self._device = device
         self._pinned = pinned
         self._plan = plan
         self._templates = templates
+        # the example's key order of each dict (preorder; None: every dict's keys sorted already):
+        # the signature sorts keys, but a callable iterating its dict input must see the order
+        # it sees eagerly
+        self._key_orders = key_orders
         self._nbytes = signature.nbytes
         # (leaf index, target low address, low offset, span bytes) of every non-empty leaf;
         # issued by _enqueue_copies (also for CudaGraphProgram's replay).
@@ -303,7 +308,10 @@ class ReusableValueBuffer(Generic[_ValueT]):
             plan.spans.append(layout.span)
             plan.kinds.append(kind)
         templates = _value_templates(signature, example, iter(plan.targets))
-        buffer: ReusableValueBuffer[_ValueT] = cls(signature=signature, device=target, pinned=pin_memory, plan=plan, templates=templates)
+        orders: list[tuple[object, ...]] = []
+        key_orders = tuple(orders) if _collect_key_orders(signature, example, orders) else None
+        buffer: ReusableValueBuffer[_ValueT] = cls(signature=signature, device=target, pinned=pin_memory, plan=plan,
+                                                   templates=templates, key_orders=key_orders)
         if target.type == "cpu":
             for low, span, leaf in zip(plan.target_lows, plan.spans, leaves):
                 _copy_host_leaf(low, leaf, span)
@@ -347,7 +355,8 @@ class ReusableValueBuffer(Generic[_ValueT]):
         and containers are new each time, so mutating one cannot corrupt the buffer.
         """
         self._require_open()
-        return _rebuild(self._signature, iter(self._plan.targets), iter(self._templates))  # type: ignore[return-value]
+        orders = None if self._key_orders is None else iter(self._key_orders)
+        return _rebuild(self._signature, iter(self._plan.targets), iter(self._templates), orders)  # type: ignore[return-value]
 
     def copy_plan(self) -> tuple[tuple[int, int, int, int], ...]:
         """The flat copy plan: ``(leaf index, target low address, low offset, span bytes)``.
@@ -534,8 +543,14 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._require_open()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # never masks the exception that ends the block (as the program and the pool)
+            self.close()
+        except Exception:  # noqa: BLE001 (released and closed all the same: close() does it first)
+            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._nbytes} bytes"
@@ -570,7 +585,28 @@ def _collect_templates(sig: ValueTreeSignature, node: object, targets: Iterator[
             _collect_templates(child, item, targets, out)
 
 
-def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterator[Any]) -> object:
+def _collect_key_orders(sig: ValueTreeSignature, node: object, out: list[tuple[object, ...]]) -> bool:
+    """Append the key order of each dict of ``node`` (preorder, as ``_rebuild`` meets them);
+    return whether any differs from the signature's sorted order."""
+    if sig.kind == "dict":
+        order: tuple[object, ...] = tuple(node)  # type: ignore[arg-type]
+        out.append(order)
+        moved = order != sig.keys
+        for key, child in zip(sig.keys, sig.children):
+            moved = _collect_key_orders(child, node[key], out) or moved  # type: ignore[index]
+        return moved
+    if sig.kind in ("list", "tuple"):
+        moved = False
+        for child, item in zip(sig.children, node):  # type: ignore[call-overload]
+            moved = _collect_key_orders(child, item, out) or moved
+        return moved
+    return False
+
+
+def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterator[Any],
+             orders: Iterator[tuple[object, ...]] | None = None) -> object:
+    """The tree of ``sig`` around ``targets`` (leaf order) and value ``templates``; dicts in
+    the key order ``orders`` gives (the example's, preorder), else the signature's."""
     kind = sig.kind
     if kind == "tensor":
         return next(targets)
@@ -579,10 +615,12 @@ def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterato
         arrays = {name: next(targets) for name, _ in sig.leaf.tensors}  # type: ignore[union-attr]
         return template.with_value_tensors(arrays)
     if kind == "list":
-        return [_rebuild(child, targets, templates) for child in sig.children]
+        return [_rebuild(child, targets, templates, orders) for child in sig.children]
     if kind == "tuple":
-        return tuple(_rebuild(child, targets, templates) for child in sig.children)
-    return {key: _rebuild(child, targets, templates) for key, child in zip(sig.keys, sig.children)}
+        return tuple(_rebuild(child, targets, templates, orders) for child in sig.children)
+    order = next(orders) if orders is not None else None
+    built = {key: _rebuild(child, targets, templates, orders) for key, child in zip(sig.keys, sig.children)}
+    return built if order is None else {key: built[key] for key in order}
 
 
 def pin_value_tree(value: _ValueT) -> _ValueT:

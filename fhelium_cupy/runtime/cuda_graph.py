@@ -453,6 +453,12 @@ class CudaGraphProgram(Generic[_OutputT]):
                     "replay_prepared must receive the latest CopyHandle while a prepared input copy is outstanding"
                 )
         elif copy_handle is not latest:
+            if isinstance(copy_handle, CopyHandle) and copy_handle._belongs_to(self._buffer._token):
+                raise CudaGraphInputError(
+                    "replay_prepared requires the latest CopyHandle returned by this CudaGraphProgram: this one was "
+                    "consumed by a replay or superseded by a later copy; omit copy_handle to replay the current "
+                    "payload again"
+                )
             raise CudaGraphInputError("replay_prepared requires the latest CopyHandle returned by this CudaGraphProgram")
         if self._runtime.getDevice() != self._device_index:
             with self._cupy.cuda.Device(self._device_index):

@@ -329,3 +329,20 @@ def test_ndarray_subclasses_other_than_memmap_are_refused(tmp_path):
     mapped[:] = (1.0, 2.0, 3.0)
     buf = ReusableValueBuffer.like(mapped, device="cpu")
     assert buf.value.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_value_keeps_the_example_s_dict_key_order():
+    """The signature sorts keys; a callable iterating its dict input (d.values()) must see
+    the eager order under capture too. Copies still match by key, in any order."""
+    example = {"weights": np.arange(16.0), "bias": np.arange(2.0), "nested": [{"z": np.ones(1), "a": np.zeros(3)}]}
+    buffer = ReusableValueBuffer.like(example, device="cpu")
+    value = buffer.value
+    assert list(value) == ["weights", "bias", "nested"] and list(value["nested"][0]) == ["z", "a"]
+    assert [v.shape for v in value.values() if isinstance(v, np.ndarray)] == [(16,), (2,)]
+    buffer.copy_from({"nested": [{"a": np.full(3, 7.0), "z": np.full(1, 5.0)}], "bias": np.full(2, 3.0),
+                      "weights": np.full(16, 2.0)})
+    value = buffer.value
+    assert list(value) == ["weights", "bias", "nested"]
+    np.testing.assert_array_equal(value["bias"], [3.0, 3.0])
+    np.testing.assert_array_equal(value["nested"][0]["a"], [7.0, 7.0, 7.0])
+    assert list(ReusableValueBuffer.like({"a": np.ones(1), "b": np.ones(1)}, device="cpu").value) == ["a", "b"]

@@ -257,6 +257,22 @@ def test_replay_events_are_swept_without_per_replay_queries_and_release_sources(
     assert ring.busy_count == 0
 
 
+def test_prepared_replays_release_the_sources_of_earlier_replays_now_and_then(fake):
+    """Only replay() swept: with prepared replays after it, its sources were held until
+    close(). Every 64th prepared replay sweeps once (one query), none of the others."""
+    program = build_program(fake, _add, (_ct(),))
+    ring = program._events
+    program.replay(_ct())
+    fake.current_stream.synchronize()
+    calls = fake.calls(lambda: [program.replay_prepared() for _ in range(63)])
+    assert "eventQuery" not in _names(calls) and ring.busy_count == 1
+    calls = fake.calls(program.replay_prepared)
+    assert _names(calls).count("eventQuery") == 1 and ring.busy_count == 0  # released
+    calls = fake.calls(lambda: [program.replay_prepared() for _ in range(100)])
+    assert "eventQuery" not in _names(calls)  # nothing held: no sweeps at all
+    program.close()
+
+
 def test_copy_inputs_from_waits_only_on_the_newest_copy_and_prunes_in_order(fake):
     program = build_program(fake, _add, (_ct(),))
     buffer = program._buffer
@@ -441,3 +457,22 @@ def test_replay_refuses_an_input_viewing_another_slot_of_the_input_storage(fake)
     program.replay(out, FakeArray((4, 8), np.uint64))  # exactly its own slot: allowed
     assert program._events.last is not before
     program.close()
+
+
+def test_a_consumed_handle_is_named_as_such_and_a_foreign_one_is_not(fake):
+    """The spec: replay_prepared consumes its handle. Passing it again says so and how to
+    replay the payload again; a handle of another program keeps the plain message."""
+    program = build_program(fake, _first, _pair())
+    other = build_program(fake, _first, _pair())
+    handle = program.copy_inputs_from(*_pair())
+    program.replay_prepared(copy_handle=handle)
+    with pytest.raises(CudaGraphInputError, match="consumed by a replay"):
+        program.replay_prepared(copy_handle=handle)
+    program.replay_prepared()  # the current payload again
+    foreign = other.copy_inputs_from(*_pair())
+    with pytest.raises(CudaGraphInputError, match="latest CopyHandle") as caught:
+        program.replay_prepared(copy_handle=foreign)
+    assert "consumed" not in str(caught.value)
+    other.replay_prepared(copy_handle=foreign)
+    program.close()
+    other.close()

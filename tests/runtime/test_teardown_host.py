@@ -100,3 +100,13 @@ def test_a_pool_closes_every_member_and_its_scratch_when_waits_fail(fake):
         pool.close()
     assert pool.closed and first.closed and second.closed
     pool.close()
+
+
+def test_a_buffer_s_exit_never_masks_the_exception_that_ended_the_block(fake):
+    program = build_program(fake, _add, (_ct(),))
+    buffer = program._buffer
+    with pytest.raises(ValueError, match="user error"), buffer:
+        buffer.copy_from((_ct(),))
+        fake.sticky = StickyError("illegal address")
+        raise ValueError("user error")
+    assert buffer.closed and not buffer._inflight
