@@ -1,8 +1,9 @@
 """The ``fhelium-cupy`` command line: ``demo``, ``bench`` and ``info`` over the public API.
 
-Thin by design: argument parsing and printing only. Errors the user can fix (bad
-arguments, a missing GPU or package) end in one line on stderr and a non-zero exit,
-never a traceback.
+Thin by design: argument parsing and printing only. Errors the user can fix end in one
+line on stderr, never a traceback: bad arguments (an unknown preset, sizes that do not divide
+its slots, a test preset without ``--insecure``) with exit status 2 before anything is built,
+a missing GPU or package and failures while running with 1.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
-from .errors import ConfigurationError, CudaUnavailableError, FHEliumError
+from .errors import CudaUnavailableError, FHEliumError
 
 __all__ = ["main"]
 
@@ -142,10 +144,40 @@ def _positive_seconds(text: str) -> float:
 
 
 def _size_list(text: str) -> tuple[int, ...]:
-    parts = [p for p in text.replace(" ", "").split(",") if p]
-    if not parts:
-        raise argparse.ArgumentTypeError("expected sizes like 8,16,32")
+    parts = text.replace(" ", "").split(",")
+    if parts == [""] or "" in parts:  # nothing, or an empty item ("8,,16", "8,")
+        raise argparse.ArgumentTypeError(f"expected sizes like 8,16,32, got {text!r}")
     return tuple(_positive_int(p) for p in parts)
+
+
+def _preset_name(text: str) -> str:
+    from .ckks.params import preset_names
+
+    if text not in preset_names():
+        raise argparse.ArgumentTypeError(f"unknown preset {text!r}; known presets: {', '.join(preset_names())}")
+    return text
+
+
+def _preset_spec(text: str) -> str:
+    """``NAME[:SIZES]`` checked (a known preset, sizes like 8,16 after a colon); returned as given."""
+    name, colon, sizes = text.partition(":")
+    _preset_name(name)
+    if colon:
+        _size_list(sizes)
+    return text
+
+
+def _check_security(parser: argparse.ArgumentParser, presets: Sequence[str], insecure: bool) -> list[Any]:
+    """The presets' parameters (nothing built); a usage error (exit 2) for a test preset
+    without ``--insecure``."""
+    from .ckks.params import Parameters
+
+    params = [Parameters.preset(name, insecure=True) for name in presets]
+    for name, p in zip(presets, params):
+        issue = p.security_issue()
+        if issue is not None and not insecure:
+            parser.error(f"preset {name} is below 128-bit security ({issue}); pass --insecure for testing only")
+    return params
 
 
 def _resolve_device(requested: str) -> str:
@@ -160,13 +192,6 @@ def _resolve_device(requested: str) -> str:
     return requested
 
 
-def _check_preset(name: str) -> None:
-    from .ckks.params import preset_names
-
-    if name not in preset_names():
-        raise ConfigurationError(f"unknown preset {name!r}; known presets: {', '.join(preset_names())}")
-
-
 def _progress_choice(args: argparse.Namespace) -> bool | None:
     """``--no-progress``: False; else None, the library's rule (a bar when stderr is a terminal)."""
     return False if args.no_progress else None
@@ -179,7 +204,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     preset, insecure = args.preset, args.insecure
     if preset is None:
         preset = _demo.DEFAULT_CUDA_PRESET if device == "cuda" else _demo.DEFAULT_CPU_PRESET
-    _check_preset(preset)
+    (params,) = _check_security(args.parser, [preset], insecure)
+    slots = int(params.num_slots)
+    if args.size > slots or slots % args.size:
+        args.parser.error(f"--size {args.size} must divide the preset's {slots} slots")
     _demo.run_demo(device=device, preset=preset, size=args.size, insecure=insecure, replays=args.replays,
                    show_progress=_progress_choice(args), method=args.method)
     return 0
@@ -190,6 +218,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     device = _resolve_device(args.device)
     presets = args.preset or [None]
+    _check_security(args.parser, [spec.partition(":")[0] for spec in args.preset or ()], args.insecure)
     return _bench.run(
         device=device, presets=presets, sizes=args.sizes, runs=args.runs, warmup=args.warmup,
         json_path=args.json, plots_dir=args.plots, md_path=args.md, insecure=args.insecure,
@@ -212,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                       help="auto (default): cuda when a GPU is usable, else cpu (NumPy engine, no graphs)")
-    demo.add_argument("--preset", default=None,
+    demo.add_argument("--preset", type=_preset_name, default=None,
                       help="CKKS preset (default: slots8192-scale40-depth7; the faster test-n4096-scale40 needs --insecure)")
     demo.add_argument("--size", type=_positive_int, default=8, help="matrix size n (divides the slot count; default 8)")
     demo.add_argument("--insecure", action="store_true", help="allow test presets below 128-bit security")
@@ -221,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--method", choices=("hoisted", "diagonal", "bsgs"), default="hoisted",
                       help="hoisted (default: double hoisting, one shared ModUp and ModDown), "
                            "diagonal (FHElium example 18's schedule) or bsgs")
-    demo.set_defaults(handler=_cmd_demo)
+    demo.set_defaults(handler=_cmd_demo, parser=demo)
 
     bench = sub.add_parser(
         "bench", help="benchmark suite (matvec eager vs graph, per-operation latency vs bandwidth floor)",
@@ -229,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                        help="auto (default): cuda when a GPU is usable, else cpu")
-    bench.add_argument("--preset", action="append", default=None, metavar="NAME[:SIZES]",
+    bench.add_argument("--preset", type=_preset_spec, action="append", default=None, metavar="NAME[:SIZES]",
                        help="preset, optionally with its own sizes (e.g. slots32768-scale40-depth34:8); repeatable")
     bench.add_argument("--sizes", type=_size_list, default=(8, 16, 32), help="matrix sizes (default 8,16,32); each must divide the preset's slot count")
     bench.add_argument("--runs", type=_positive_int, default=20, help="timed runs per measurement, reported as the median (default 20)")
@@ -242,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-torch", action="store_true", help="skip the torch.cuda.graph comparison")
     bench.add_argument("--no-ops", action="store_true", help="skip the per-operation benchmark")
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
-    bench.set_defaults(handler=_cmd_bench)
+    bench.set_defaults(handler=_cmd_bench, parser=bench)
     return parser
 
 

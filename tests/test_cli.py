@@ -62,14 +62,21 @@ BAD_ARGUMENTS = [
     pytest.param(["demo", "--device", "cpu", "--preset", "test-n4096-scale40"], "insecure", id="test-preset-without-insecure"),
     pytest.param(["demo", "--frobnicate"], "unrecognized arguments", id="unknown-option"),
     pytest.param(["bench", "--sizes", "4,x"], "positive integer", id="bench-bad-sizes"),
+    pytest.param(["bench", "--sizes", "8,,16"], "expected sizes", id="bench-empty-size"),
+    pytest.param(["bench", "--preset", "test-n4096-scale40:"], "expected sizes", id="bench-preset-empty-sizes"),
+    pytest.param(["bench", "--preset", "test-n4096-scale40:x"], "positive integer", id="bench-preset-bad-sizes"),
+    pytest.param(["bench", "--preset", "nope"], "unknown preset", id="bench-unknown-preset"),
+    pytest.param(["bench", "--device", "cpu", "--preset", "test-n4096-scale40"], "insecure", id="bench-test-preset-without-insecure"),
     pytest.param(["nonsense"], "invalid choice", id="unknown-command"),
 ]
 
 
 @pytest.mark.parametrize(("argv", "expected"), BAD_ARGUMENTS)
-def test_bad_arguments_give_one_line_on_stderr_and_a_nonzero_exit(argv: list[str], expected: str) -> None:
+def test_bad_arguments_give_one_line_on_stderr_and_exit_2(argv: list[str], expected: str) -> None:
+    """Usage errors, checked before anything is built: exit status 2 (argparse's), nothing on stdout."""
     result = _run(*argv)
-    assert result.returncode != 0
+    assert result.returncode == 2
+    assert result.stdout == ""
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
