@@ -8,6 +8,7 @@ values; inputs are never modified or aliased.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -192,6 +193,7 @@ class EvaluationMixin:
             raise StateMismatchError(
                 f"rescale_to_next_level: ciphertext is at the last level {ct.level}; no prime left to drop"
             )
+        self._check_rescaled_scale(ct, ct.scale, "rescale_to_next_level")
         data = self.backend.rescale(ct.data, ct.prime_ids, domain=ct.polynomial_domain)
         return self._next_level(ct, data, ct.polynomial_domain, ct.scale)
 
@@ -203,11 +205,24 @@ class EvaluationMixin:
                              scale=scale / self.context.moduli[rows[0]])
 
     def _check_rescale_flag(self, ct: Ciphertext, rescale: object, op: str) -> None:
-        """``rescale`` must be a bool, and ``True`` needs a prime left to drop."""
+        """``rescale`` must be a bool, and ``True`` needs a prime left to drop (the caller checks
+        the result's scale: ``_check_rescaled_scale``)."""
         if not isinstance(rescale, bool):
             raise TypeError(f"{op}: rescale must be a bool, got {rescale!r}")
         if rescale and ct.level >= self.context.max_level:
             raise StateMismatchError(f"{op}: ciphertext is at the last level {ct.level}; rescale has no prime to drop")
+
+    def _check_rescaled_scale(self, ct: Ciphertext, scale: float, op: str) -> None:
+        """A division of ``scale`` by ``ct``'s first prime must leave at least 1: below it the
+        rounding keeps less than the message's integer part (a 2^20 scale over a 40-bit prime
+        decrypted to values of 1e9, with no error)."""
+        q = self.context.moduli[ct.prime_ids[0]]
+        if not scale / q >= 1.0:
+            raise StateMismatchError(
+                f"{op}: rescaling would leave the scale 2^{math.log2(scale / q):.1f} (2^{math.log2(scale):.1f} divided by "
+                f"the {q.bit_length()}-bit prime q_{ct.level}), below 1: the message would round away; multiply "
+                "before rescaling, or encode at a larger scale"
+            )
 
     # --- key switching -------------------------------------------------------------------
     def _in_domain(self, data, rows, domain: str, target: str):
@@ -257,6 +272,8 @@ class EvaluationMixin:
         check_ciphertext(self, ct, "relinearize", components=(3,))
         domain = _check_output_domain(output_domain, "relinearize")
         self._check_rescale_flag(ct, rescale, "relinearize")
+        if rescale:
+            self._check_rescaled_scale(ct, ct.scale, "relinearize")
         if key is None:  # the engine's own key: generated on first use, for its own ciphertexts only
             key = self._check_own_secret(ct, "relinearize").relinearization_key()
         check_key(self, ct, key, "relinearize", RelinearizationKey)
@@ -477,6 +494,8 @@ class EvaluationMixin:
         domain = _check_output_domain(output_domain, op)
         be, rows = self.backend, ct.prime_ids
         scale = check_product_scale(self, ct, ct.scale * weights.scale, op)
+        if rescale:
+            self._check_rescaled_scale(ct, scale, op)
         if not keys:  # no rotation: the plain product with the Q part of the one weight
             c_ntt = be.ntt_forward(ct.data, rows)
             data = be.mul_montgomery_sum(c_ntt[:, None], self._q_limbs(weights).data, rows)

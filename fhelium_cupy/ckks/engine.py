@@ -314,8 +314,8 @@ class CkksEngine(EvaluationMixin):
         if polynomial_domain not in ("ntt", "coefficient"):
             raise ValueError(f"polynomial_domain must be 'ntt' or 'coefficient', got {polynomial_domain!r}")
         scale = self.parameters.scale if scale is None else float(scale)
-        if not math.isfinite(scale) or scale <= 0:
-            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+        if not math.isfinite(scale) or scale <= 1.0:  # (as Parameters: at most 1, the message rounds away)
+            raise ValueError(f"scale must be a finite number > 1, got {scale!r}")
         rows = self.context.prime_ids(level) + (self.context.p_ids if modulus_basis == "QP" else ())
         coefficients = slots_to_coefficients(host_message(message), self.context.ring_degree, scale)
         modulus = math.prod(self.context.moduli[r] for r in rows)

@@ -10,6 +10,7 @@ log2(QP)) and returns an immutable object. Presets are named literals.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigurationError, InsecureParametersError
@@ -18,6 +19,7 @@ from .primes import MAX_MODULUS_BITS, generate_ntt_primes, is_ntt_friendly
 __all__ = [
     "PRESETS",
     "SECURITY_BOUNDS_128",
+    "SIGMA_MAX",
     "SIGMA_MIN_128",
     "Parameters",
     "ParametersLiteral",
@@ -35,6 +37,11 @@ differ, the stricter bound holds."""
 SIGMA_MIN_128 = 3.19
 """Smallest error standard deviation the 128-bit bounds assume (the tables' 3.19, the rounded
 8/sqrt(2 pi) = 3.1915 of the 2018 standard; FHElium's default sigma)."""
+
+SIGMA_MAX = 1024.0
+"""Largest error standard deviation a parameter set takes: the sampler's table grows with sigma
+(10 sigma entries, built at key generation), and errors this wide already cost about 8 bits of
+every prime's precision; 1e9 exhausted memory, 1e6 took 6 s an encryption."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,17 @@ def balanced_digits(q_count: int, dnum: int) -> tuple[tuple[int, ...], ...]:
         digits.append(tuple(range(start, start + size)))
         start += size
     return tuple(digits)
+
+
+def _explicit_moduli(values: object, field_name: str) -> tuple[int, ...]:
+    """Explicit moduli as ints: integers only (``int(1073872897.9)`` would silently be another
+    prime), bools refused."""
+    out = []
+    for v in values:  # type: ignore[attr-defined]
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ConfigurationError(f"{field_name} must hold integers, got {type(v).__name__} {v!r}")
+        out.append(int(v))
+    return tuple(out)
 
 
 def _generate_chain(bits: tuple[int, ...], n: int, *, balanced: bool, exclude: set[int]) -> tuple[int, ...]:
@@ -149,8 +167,8 @@ class Parameters:
             raise ConfigurationError("moduli must be pairwise distinct")
         if not isinstance(self.scale, float) or not math.isfinite(self.scale) or self.scale <= 1.0:
             raise ConfigurationError(f"scale must be a finite float > 1, got {self.scale!r}")
-        if not isinstance(self.sigma, float) or not math.isfinite(self.sigma) or self.sigma <= 0:
-            raise ConfigurationError(f"sigma must be a positive finite float, got {self.sigma!r}")
+        if not isinstance(self.sigma, float) or not math.isfinite(self.sigma) or not 0 < self.sigma <= SIGMA_MAX:
+            raise ConfigurationError(f"sigma must be a float in (0, {SIGMA_MAX:g}], got {self.sigma!r}")
         flat = tuple(i for d in self.digits for i in d)
         if any(not d for d in self.digits) or flat != tuple(range(len(q))):
             raise ConfigurationError(
@@ -214,11 +232,11 @@ class Parameters:
         n = 1 << literal.log_n
         try:
             taken: set[int] = set()
-            q = tuple(int(v) for v in literal.q_moduli) or _generate_chain(
+            q = _explicit_moduli(literal.q_moduli, "q_moduli") or _generate_chain(
                 tuple(literal.q_bits), n, balanced=True, exclude=taken
             )
             taken.update(q)
-            p = tuple(int(v) for v in literal.p_moduli) or _generate_chain(
+            p = _explicit_moduli(literal.p_moduli, "p_moduli") or _generate_chain(
                 tuple(literal.p_bits), n, balanced=False, exclude=taken
             )
         except ValueError as error:

@@ -59,7 +59,8 @@ def generate_ntt_primes(
 
     Candidates are ``2**bits + 1 + k * 2N``. With ``balanced=True`` the search alternates
     below and above ``2**bits`` (so "40-bit" primes have bit length 40 or 41 and their
-    product stays close to ``2**(40 * count)``, which keeps rescaled scales near 2^40);
+    product stays close to ``2**(40 * count)``, which keeps rescaled scales near 2^40; at
+    ``bits = 61`` only below, every candidate above being out of range);
     otherwise it walks downward only (bit length exactly ``bits``).
 
     Args:
@@ -87,13 +88,13 @@ def generate_ntt_primes(
     # is still tested as the first "above" candidate when balanced.
     want_below = True
     while len(found) < count:
+        if balanced and above.bit_length() > MAX_MODULUS_BITS:
+            balanced = False  # above 2**bits is out of range (bits = MAX_MODULUS_BITS): search below only
         if want_below or not balanced:
             if below <= 2:
                 raise ValueError(f"not enough {bits}-bit NTT primes for N={ring_degree}")
             candidate, below = below, below - step
         else:
-            if above.bit_length() > MAX_MODULUS_BITS:
-                raise ValueError(f"not enough {bits}-bit NTT primes below 2**{MAX_MODULUS_BITS}")
             candidate, above = above, above + step
         if candidate not in taken and candidate > 2 and is_prime(candidate):
             found.append(candidate)

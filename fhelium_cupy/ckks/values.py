@@ -217,7 +217,10 @@ class Ciphertext(CkksValue):
     """An RLWE ciphertext ``(c0, c1[, c2])``, data ``[component, *batch, limb, N]`` uint64.
 
     Ciphertexts are stored in standard residue form in either domain (the backend
-    contract); ``key_id`` names the secret key they decrypt under.
+    contract); ``key_id`` names the secret key they decrypt under. Each word of ``data``
+    must be a canonical residue, below the prime of its row: the constructor has no context
+    to check them against (``load_value`` checks a file's), and operations given larger words
+    return wrong results (a rescale does first).
     """
 
     __slots__ = _RNS_FIELDS
@@ -277,7 +280,8 @@ class Plaintext(CkksValue):
 
     ``polynomial_domain="ntt"`` with ``residue_representation="montgomery"`` is the form
     ``multiply_plaintext`` takes; ``coefficient``/``standard`` is the form encryption and
-    ``add_plaintext`` (on coefficient ciphertexts) take.
+    ``add_plaintext`` (on coefficient ciphertexts) take. Words must be canonical residues, as
+    for ``Ciphertext`` (not checked here).
     """
 
     __slots__ = _RNS_FIELDS

@@ -285,9 +285,29 @@ def test_encode_validates_level_and_scale_types_and_products_of_tiny_scales(e):
         with pytest.raises(TypeError, match="scale must be a real number"):
             e.encode(np.ones(2), scale=scale)
     np.testing.assert_allclose(e.decode(e.encode(np.ones(2), level=np.int64(1)), real=True)[:2], 1.0, atol=1e-6)
-    tiny = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2), scale=1e-200))
+    for scale in (0.5, 1.0, 1e-300):  # the message would round away: garbage, with no error before
+        with pytest.raises(ValueError, match="scale must be a finite number > 1"):
+            e.encode(np.ones(2), scale=scale)
+        with pytest.raises(ValueError, match="scale must be a finite number > 1"):
+            e.encrypt_message(np.ones(2), scale=scale)
+    from fhelium_cupy.ckks.values import Ciphertext
+
+    base = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2)))
+    tiny = Ciphertext(base.data, **{**base.value_metadata(), "scale": 1e-200})  # built by hand
     with pytest.raises(StateMismatchError, match="not a positive finite number"):
         e.multiply(tiny, tiny)  # the scales' product underflows to 0 (math domain error before)
+
+
+def test_a_rescale_that_would_leave_a_scale_below_1_is_refused_before_any_work(e):
+    """A 2^20 scale over a 40-bit prime decrypted to values of 1e9, with no error."""
+    low = e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2), scale=2.0**20))
+    with pytest.raises(StateMismatchError, match="below 1"):
+        e.rescale_to_next_level(low)
+    product = e.multiply(low, e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2), scale=2.0**10)))
+    with pytest.raises(StateMismatchError, match="below 1"):
+        e.relinearize(product, rescale=True)  # 2^30 over a 40-bit prime
+    ok = e.rescale_to_next_level(e.coefficient_domain_to_ntt_domain(e.encrypt_message(np.ones(2))))
+    assert ok.level == 1
 
 
 def test_summing_an_empty_batch_is_a_state_mismatch(e):

@@ -163,6 +163,10 @@ def test_replace_or_direct_construction_cannot_skip_the_bound():
     assert dataclasses.replace(base, **more, insecure=True).insecure
     with pytest.raises(ConfigurationError, match="sigma"):
         dataclasses.replace(base, sigma=0.0)
+    for sigma in (1024.5, 1e9):  # the sampler's table is 10 sigma entries: 1e9 exhausted memory
+        with pytest.raises(ConfigurationError, match="sigma must be a float in"):
+            dataclasses.replace(base, sigma=sigma)
+    assert dataclasses.replace(base, sigma=1024.0).sigma == 1024.0
     with pytest.raises(InsecureParametersError, match="sigma"):
         dataclasses.replace(base, sigma=1.0)
     with pytest.raises(InsecureParametersError, match="no 128-bit"):
@@ -201,3 +205,18 @@ def test_special_primes_must_cover_half_the_largest_digit():
         Parameters.from_literal(ParametersLiteral(log_n=13, q_bits=(40, 40, 40), p_bits=(38,), dnum=3))
     ok = Parameters.from_literal(ParametersLiteral(log_n=13, q_bits=(40, 40, 40), p_bits=(40,), dnum=3))
     assert not ok.insecure and 2 * ok.p_moduli[0] >= max(ok.q_moduli)
+
+
+def test_explicit_moduli_must_be_integers_and_61_bit_chains_are_found():
+    """A fractional modulus was truncated to another prime silently; two 61-bit Q primes
+    failed with "not enough 61-bit NTT primes" (the balanced search stepped above 2^61)."""
+    good = generate_ntt_primes(30, 1, 1024)[0]
+    with pytest.raises(ConfigurationError, match="integers"):
+        Parameters.from_literal(ParametersLiteral(log_n=10, q_moduli=(good + 0.9,), p_moduli=(good + 2048,)),
+                                insecure=True)
+    with pytest.raises(ConfigurationError, match="integers"):
+        Parameters.from_literal(ParametersLiteral(log_n=10, q_moduli=(True,), p_bits=(40,)), insecure=True)
+    primes = generate_ntt_primes(61, 3, 1024)
+    assert len(set(primes)) == 3 and all(p.bit_length() == 61 and p % 2048 == 1 for p in primes)
+    params = Parameters.from_literal(ParametersLiteral(log_n=10, q_bits=(61, 61), p_bits=(61,)), insecure=True)
+    assert all(m.bit_length() == 61 for m in params.moduli)
