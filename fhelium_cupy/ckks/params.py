@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from ..errors import ConfigurationError, InsecureParametersError
 from .primes import MAX_MODULUS_BITS, generate_ntt_primes, is_ntt_friendly
@@ -27,8 +29,9 @@ __all__ = [
     "preset_names",
 ]
 
-SECURITY_BOUNDS_128: dict[int, int] = {4096: 106, 8192: 214, 16384: 430, 32768: 868, 65536: 1747}
-"""Maximum log2(QP) for 128-bit security per ring degree N: uniform ternary secret, error of
+SECURITY_BOUNDS_128: Mapping[int, int] = MappingProxyType({4096: 106, 8192: 214, 16384: 430, 32768: 868, 65536: 1747})
+"""Maximum log2(QP) for 128-bit security per ring degree N (read-only: no code in the process
+can loosen the check by editing it): uniform ternary secret, error of
 standard deviation 3.19 (Bossuat et al., "Security Guidelines for Implementing Homomorphic
 Encryption", 2024; the table FHElium uses). They are a few bits below the 2018 HE standard's
 109 / 218 / 438 / 881 and the 1772 for N=2^16 this project used before: where the sources

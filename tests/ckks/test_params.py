@@ -220,3 +220,8 @@ def test_explicit_moduli_must_be_integers_and_61_bit_chains_are_found():
     assert len(set(primes)) == 3 and all(p.bit_length() == 61 and p % 2048 == 1 for p in primes)
     params = Parameters.from_literal(ParametersLiteral(log_n=10, q_bits=(61, 61), p_bits=(61,)), insecure=True)
     assert all(m.bit_length() == 61 for m in params.moduli)
+
+
+def test_the_security_table_is_read_only():
+    with pytest.raises(TypeError):
+        SECURITY_BOUNDS_128[4096] = 10_000  # type: ignore[index]
