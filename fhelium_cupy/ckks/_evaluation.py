@@ -296,13 +296,13 @@ class EvaluationMixin:
         ModDown's last step (no separate automorphism or addition). Bit-identical to rotating
         first: the balanced digit decomposition commutes with automorphisms (it is
         coefficient-wise, and centered lifting commutes with negation). With ``key=None``,
-        ``own_key()`` makes the engine's key, only once the operands checked out and only for
-        a ciphertext under the engine's own secret."""
+        ``own_key(chain)`` makes the engine's key from the chain ``_check_own_secret`` returned
+        (not one read again: another thread may replace the keys between), only once the
+        operands checked out and only for a ciphertext under the engine's own secret."""
         check_ciphertext(self, ct, op, components=(2,))
         domain = _check_output_domain(output_domain, op)
         if key is None and own_key is not None:
-            self._check_own_secret(ct, op)
-            key = own_key()
+            key = own_key(self._check_own_secret(ct, op))  # the chain checked, not one read again
         check_key(self, ct, key, op, key_type)
         c0, digits = self._hoisted_inputs(ct, domain)
         y = self._hoisted_switch(digits, ct.prime_ids, [key], c0, domain, None)
@@ -316,7 +316,7 @@ class EvaluationMixin:
         self, ct: Ciphertext, key: ConjugationKey | None = None, *, output_domain: str = "coefficient"
     ) -> Ciphertext:
         """Complex-conjugate every slot; level/scale kept."""
-        return self._galois(ct, key, output_domain, "conjugate", ConjugationKey, lambda: self.keys.conjugation_key())
+        return self._galois(ct, key, output_domain, "conjugate", ConjugationKey, lambda chain: chain.conjugation_key())
 
     def rotate_hoisted_with_keys(
         self, ct: Ciphertext, keys: Sequence[RotationKey], *, output_domain: str = "coefficient"

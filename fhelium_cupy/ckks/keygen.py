@@ -82,13 +82,19 @@ class KeyGenerator:
         Raises:
             ExecutionError: called inside a CUDA Graph capture (it copies to the host).
             ForeignContextError: the secret belongs to another parameter set.
-            StateMismatchError: the secret is not such a polynomial (nothing of it is printed).
+            StateMismatchError: a word is not a residue below its prime, or the secret is not
+                such a polynomial (nothing of it is printed).
         """
         check_not_capturing(self.backend, "adopting a secret key")
         self._check(sk)
         be, qp = self.backend, self._qp
-        residues = be.to_numpy(be.ntt_inverse(self.secret_standard(sk), qp))  # [QP, N] coefficients
         moduli = np.array([self.context.moduli[r] for r in qp], dtype=np.uint64)[:, None]
+        if not (be.to_numpy(sk.data) < moduli).all():  # (the inverse NTT below would reduce them: checked first)
+            raise StateMismatchError(
+                "a secret key's words must be residues below their primes (as load_value requires): "
+                "the kernels' arithmetic assumes them"
+            )
+        residues = be.to_numpy(be.ntt_inverse(self.secret_standard(sk), qp))  # [QP, N] coefficients
         negative = residues > moduli // np.uint64(2)
         signed = residues.astype(np.int64) - negative * moduli.astype(np.int64)
         n = self.context.ring_degree

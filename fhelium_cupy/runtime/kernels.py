@@ -1,8 +1,10 @@
 """Kernel library: finds the CUDA C++ sources in ``kernels/`` and compiles them with NVRTC.
 
 The sources live in ``<repo>/kernels`` in a checkout and in ``fhelium_cupy/_kernels`` in an
-installed wheel (copied there by ``setup.py`` at build time). Every compile option and every
-kernel name is defined here; no other module passes options to NVRTC.
+installed wheel (copied there by ``setup.py`` at build time). Every compile option the library
+uses and every kernel name is defined here; no other module passes options to NVRTC. Callers
+may add options through ``KernelOptions.extra`` (A/B builds); headers such options pull in from
+elsewhere are not covered by the cache's header digest.
 
 CuPy is imported lazily: importing this module never needs CuPy or a GPU. This module knows
 nothing about CKKS.
@@ -82,6 +84,33 @@ class KernelOptions:
     std: str = "c++17"
     extra: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Checked at construction: ``extra`` a sequence of option strings (a plain string was
+        spread into characters), each macro in one option (``-DNAME=V``: ``define`` reads no
+        other form, so a separate ``"-D", "NAME=V"`` pair would give the host and the kernels
+        different values); a list becomes a tuple (hashable: the library cache's key).
+
+        Raises:
+            TypeError: ``std`` is not a string, or ``extra`` not a sequence of strings.
+            ValueError: a macro option in two parts, with a space, or with an empty name.
+        """
+        if not isinstance(self.std, str) or not self.std:
+            raise TypeError(f"KernelOptions.std must be a non-empty string such as 'c++17', got {self.std!r}")
+        extra = self.extra
+        if isinstance(extra, (str, bytes)) or not isinstance(extra, (tuple, list)):
+            raise TypeError(f"KernelOptions.extra must be a tuple of option strings, got {type(extra).__name__} {extra!r}")
+        for option in extra:
+            if not isinstance(option, str):
+                raise TypeError(f"KernelOptions.extra holds a {type(option).__name__} {option!r}; options are strings")
+            if option in ("-D", "-U", "--define-macro", "--undefine-macro") or option.startswith(("-D ", "-U ")):
+                raise ValueError(
+                    f"KernelOptions.extra: pass each macro as one option, -DNAME=VALUE or -UNAME, got {option!r}"
+                )
+            macro = _macro_option(option)
+            if macro is not None and not macro[0].isidentifier():
+                raise ValueError(f"KernelOptions.extra: {option!r} names no macro")
+        object.__setattr__(self, "extra", tuple(extra))
+
     def nvrtc_options(self, kernel_dir: Path) -> tuple[str, ...]:
         return (f"--std={self.std}", f"-I{kernel_dir}", *self.extra)
 
@@ -89,7 +118,8 @@ class KernelOptions:
         """The value NVRTC gives macro ``name`` from ``extra``, else ``default``: what a host
         launcher needs to know of a build-time kernel variant.
 
-        Reads every form NVRTC takes, in order (the last one wins): ``-DNAME=V`` and
+        Reads the one-option forms (the only ones ``KernelOptions`` accepts), in order (the
+        last one wins): ``-DNAME=V`` and
         ``--define-macro=NAME=V`` set V; ``-DNAME`` and ``--define-macro=NAME`` set ``"1"``;
         ``-UNAME`` and ``--undefine-macro=NAME`` restore ``default`` (the source's own value).
         """
@@ -99,6 +129,18 @@ class KernelOptions:
             if macro is not None and macro[0] == name:
                 value = default if macro[1] is None else macro[1]
         return value
+
+    def define_int(self, name: str, default: int) -> int:
+        """``define(name)`` as an int (a launch geometry the host computes with).
+
+        Raises:
+            ValueError: the option gives ``name`` a value that is not an integer.
+        """
+        value = self.define(name, str(default))
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"kernel option -D{name}={value} must be an integer") from None
 
 
 _DEFINE_PREFIXES = ("--define-macro=", "-D")

@@ -163,6 +163,25 @@ def test_an_adopted_secret_must_be_one_dense_ternary_polynomial():
     np.testing.assert_allclose(e.decrypt_message(e.encrypt_message(m)), m, atol=1e-6)
 
 
+def test_an_adopted_secret_must_hold_residues_below_its_primes():
+    """sk.data + k q passed the ternary check (the inverse NTT reduced it) and then decrypted
+    to garbage (off by 3e22 at k = 1000), while load_value refused the same key (audit,
+    session 32)."""
+    from fhelium_cupy.ckks.keys import SecretKey
+    from fhelium_cupy.errors import StateMismatchError
+
+    e = make_engine(PRESET)
+    sk = e.keys.secret_key
+    before = e.keys.key_id
+    moduli = np.array([e.context.moduli[r] for r in sk.prime_ids], dtype=np.uint64)[:, None]
+    for k in (1, 1000):
+        shifted = SecretKey(sk.data + np.uint64(k) * moduli, prime_ids=sk.prime_ids, context_id=sk.context_id,
+                            key_id="shifted0123456789")
+        with pytest.raises(StateMismatchError, match="residues below their primes"):
+            e.generate_keys(shifted)
+        assert e.keys.key_id == before
+
+
 def test_parameters_changed_after_validation_are_checked_again():
     """A frozen Parameters object edited with object.__setattr__, or unpickled (no
     __post_init__), could claim insecure=False for an insecure set; the context checks again."""

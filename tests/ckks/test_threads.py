@@ -66,6 +66,28 @@ def test_decrypt_uses_the_secret_it_checked_when_another_thread_replaces_the_key
     assert engine.measure_error_bits(ct, np.full(4, 0.5)) < 20  # (garbage measures ~2^60)
 
 
+def test_conjugate_uses_the_chain_it_checked_when_another_thread_replaces_the_keys(monkeypatch):
+    """conjugate with its own key read ``engine.keys`` again after the check (audit, session
+    32): a swap in between made it fail with a ForeignKeyError after generating a conjugation
+    key for the other chain."""
+    engine = CkksEngine("test-n4096-scale30", insecure=True)
+    first = engine.generate_keys()
+    ct = engine.encrypt_message(np.array([0.5 + 0.25j, -0.5j]))
+    other = CkksEngine("test-n4096-scale30", insecure=True).generate_keys().secret_key
+    checked = engine._check_own_secret
+
+    def check_then_swap(value, op):
+        chain = checked(value, op)
+        engine.generate_keys(other)  # "another thread"
+        return chain
+
+    monkeypatch.setattr(engine, "_check_own_secret", check_then_swap)
+    conj = engine.conjugate(ct)
+    monkeypatch.setattr(engine, "_check_own_secret", checked)
+    engine.generate_keys(first.secret_key)
+    np.testing.assert_allclose(engine.decrypt_message(conj)[:2], [0.5 - 0.25j, 0.5j], atol=1e-3)
+
+
 def test_racing_registrations_of_one_name_leave_one_owner():
     from fhelium_cupy import values
 

@@ -158,6 +158,20 @@ def test_chunk_launch_geometry_follows_the_kernel_build_defines(fake_backend_fac
     assert fake_backend_factory(ctx, kernel_options=long_form)._ntt_values_log == 4
     assert kernels.KernelOptions(extra=("-DFHE_LV=4", "-UFHE_LV")).define("FHE_LV", "3") == "3"
     assert kernels.KernelOptions(extra=("-DFHE_LV=4", "--undefine-macro=FHE_LV")).define("FHE_LV", "3") == "3"
+    # forms define() cannot read are refused: NVRTC would compile a value the host never sees
+    for split in (("-D", "FHE_LV=4"), ("--define-macro", "FHE_LV=4"), ("-D FHE_LV=4",), ("-DFHE_LV=4", "-U", "FHE_LV")):
+        with pytest.raises(ValueError, match="one option"):
+            kernels.KernelOptions(extra=split)
+    with pytest.raises(ValueError, match="names no macro"):
+        kernels.KernelOptions(extra=("-D=4",))
+    with pytest.raises(TypeError, match="tuple of option strings"):
+        kernels.KernelOptions(extra="-DFHE_LV=4")  # type: ignore[arg-type]  (was spread into characters)
+    with pytest.raises(TypeError, match="options are strings"):
+        kernels.KernelOptions(extra=(4,))  # type: ignore[arg-type]
+    listed = kernels.KernelOptions(extra=["-DFHE_LV=4"])  # type: ignore[arg-type]
+    assert listed.extra == ("-DFHE_LV=4",) and hash(listed) == hash(kernels.KernelOptions(extra=("-DFHE_LV=4",)))
+    with pytest.raises(ValueError, match="-DFHE_LV=abc must be an integer"):
+        fake_backend_factory(ctx, kernel_options=kernels.KernelOptions(extra=("-DFHE_LV=abc",)))
     ref = gpu_cases.reference(ctx)
     gpu_cases.run_case("ntt_forward", variant, ref, "n16384")
     assert variant.launch_count > 0

@@ -197,12 +197,12 @@ class CupyBackend:
         self._library = KernelLibrary.for_device(self._device.id, options=kernel_options)
         # launch geometry of the chunk kernels' build-time variants (kernels/ntt.cu)
         options = self._library.options
-        self._ntt_values_log = int(options.define("FHE_LV", str(_COEFFS_PER_THREAD_LOG)))
+        self._ntt_values_log = options.define_int("FHE_LV", _COEFFS_PER_THREAD_LOG)
         # largest log2 chunk the _v4 chunk kernels (4 coefficients per thread) run; 0 = none
-        self._ntt_v4_max_log_chunk = int(options.define("FHE_NTT_V4_MAX_LOG_CHUNK", "12"))
+        self._ntt_v4_max_log_chunk = options.define_int("FHE_NTT_V4_MAX_LOG_CHUNK", 12)
         # two threads per column in the column kernels (_x2): 0 never, 1 always (2..4 column
         # stages), 2 when one thread per column leaves the GPU underfilled (_use_column_x2)
-        self._ntt_column_x2 = int(options.define("FHE_NTT_COLUMN_X2", "2"))
+        self._ntt_column_x2 = options.define_int("FHE_NTT_COLUMN_X2", 2)
         # the _f64 chunk kernels for launches whose rows all take the float64 arithmetic
         # (_f64_rows); FHE_NTT_F64_CHUNK=0 or FHE_NTT_F64=0: never
         self._ntt_f64_chunk = (options.define("FHE_NTT_F64_CHUNK", "1") != "0"
@@ -211,8 +211,8 @@ class CupyBackend:
         self._fused_combine = options.define("FHE_MODDOWN_FUSED_COMBINE", "1") != "0"
         # ModUp groups of at least this many sources convert on tensor cores
         # (keyswitch_base_convert_bytes_mma, compute capability 8.0 and newer); 0 = never
-        self._bytes_min_sources = int(options.define("FHE_BC_BYTES_MIN_SOURCES", "6"))
-        self._bytes_coeffs = int(options.define("FHE_BYTES_COEFFS", "512"))  # its coefficients per block
+        self._bytes_min_sources = options.define_int("FHE_BC_BYTES_MIN_SOURCES", 6)
+        self._bytes_coeffs = options.define_int("FHE_BYTES_COEFFS", 512)  # its coefficients per block
         # such a ModUp's conversion runs its NTT's column stages too
         # (keyswitch_base_convert_bytes_mma_columns, _bytes_columns_fit); 0 = the column kernel does
         self._bytes_columns = options.define("FHE_BYTES_COLUMNS", "1") != "0"
@@ -222,19 +222,19 @@ class CupyBackend:
         # a one-prime division's _x2 column input finishes the inverse NTT of the divided-out row
         # itself (ntt_inverse_column_stages_rescale_spread_x2): 0 never (its own inverse column
         # launch), 1 whenever the column input is _x2, 2 (default) for small launches only
-        self._inverse_spread = int(options.define("FHE_INVERSE_SPREAD", "2"))
-        self._kip_threads = int(options.define("FHE_NTT_KIP_THREADS", "1024"))  # rotate_keyswitch's chunk kernel
+        self._inverse_spread = options.define_int("FHE_INVERSE_SPREAD", 2)
+        self._kip_threads = options.define_int("FHE_NTT_KIP_THREADS", 1024)  # rotate_keyswitch's chunk kernel
         # an NTT-output key switch's P rows go through the ModDown's inverse NTT and conversion on
         # a side stream while the inner product of its Q rows runs (_overlaps_moddown); 0 = in turn
         self._moddown_overlap = options.define("FHE_MODDOWN_OVERLAP", "1") != "0"
         # blocks of 256 per SM the Q rows' inner product then launches where it has no more digits
         # than there are special primes (its threads stride over the rows), leaving SMs to the side
         # stream; 0 = one block per 256 coefficients (_q_rows_kip_blocks)
-        self._moddown_kip_blocks = int(options.define("FHE_MODDOWN_KIP_BLOCKS", "4"))
-        self.branch_streams = int(options.define("FHE_BRANCH_STREAMS", "8")) if branch_streams is None else branch_streams
+        self._moddown_kip_blocks = options.define_int("FHE_MODDOWN_KIP_BLOCKS", 4)
+        self.branch_streams = options.define_int("FHE_BRANCH_STREAMS", 8) if branch_streams is None else branch_streams
         # keyswitch_linear_transform_accumulate's block and blocks per SM (keyswitch.cu defines)
-        self._lt_block = int(options.define("FHE_LT_BLOCK", "128"))
-        self._lt_min_blocks = int(options.define("FHE_LT_MIN_BLOCKS", "9"))
+        self._lt_block = options.define_int("FHE_LT_BLOCK", 128)
+        self._lt_min_blocks = options.define_int("FHE_LT_MIN_BLOCKS", 9)
         n = int(context.ring_degree)
         if n < 2 or n & (n - 1):
             raise ValueError(f"ring_degree must be a power of two, got {n}")
@@ -242,7 +242,7 @@ class CupyBackend:
         self.log_n = n.bit_length() - 1
         # the chunk kernels' grid order (ntt.cu FHE_NTT_BATCH_FAST_LOG_N): batch entries first from
         # this ring degree's log on (the default 16: where the twiddle tables outgrow L2)
-        self._ntt_batch_fast = self.log_n >= int(options.define("FHE_NTT_BATCH_FAST_LOG_N", "16"))
+        self._ntt_batch_fast = self.log_n >= options.define_int("FHE_NTT_BATCH_FAST_LOG_N", 16)
         if self.log_n - _CHUNK_LOG > _MAX_COLUMN_STAGES or self.log_n < self._ntt_values_log:
             raise ValueError(
                 f"ring_degree {n} is outside the NTT kernels' range [2^{self._ntt_values_log}, "
