@@ -544,3 +544,18 @@ def test_fused_inputs_and_outputs_refuse_launch_shapes_they_cannot_serve(fake_ba
     with pytest.raises(ValueError, match="one key"):
         backend._inner_product_launch(digits, keys, [None, None], t, 1, len(ctx.moduli), add=(data, data))
     assert backend.launch_count == before
+
+
+def test_index_maps_and_row_skip_tables_do_not_grow_without_bound(fake_backend_factory):
+    """Galois index maps (E x N int32, one per element tuple: 512 KiB for two at N=2^16) and
+    row-skip tables (one per batch size) were never evicted (audit, session 32): past 64 index
+    maps a miss of one drops them all; row-skip tables go with the other small open-ended kinds."""
+    from fhelium_cupy.ckks.backends import cupy_backend
+
+    backend = fake_backend_factory(gpu_cases.context("n4096"))
+    for i in range(3 * cupy_backend._LARGE_LIMIT):
+        kind = ("perms", "coefmaps")[i % 2]
+        backend._cached((kind, (i,)), lambda i=i: np.array([i]))
+        large = [k for k in backend._cache if k[0] in cupy_backend._LARGE_EVICTABLE]
+        assert 1 <= len(large) <= cupy_backend._LARGE_LIMIT
+    assert "row_skip" in cupy_backend._EVICTABLE

@@ -1064,9 +1064,24 @@ def test_a_task_publishes_to_the_tasks_after_it(emulated):
         return run
 
     gpu.run_independent([publisher, reader(1), reader(2)])
-    event = gpu._branches.publish_event
+    event = gpu._branches.publish_events[0]
     assert event.recorded_on is MAIN_STREAM and waits == {1: event, 2: event}
-    assert gpu._branches.published is None  # a later call does not see this call's mark
+    assert gpu._branches.published == []  # a later call does not see this call's mark
+
+    # two publishers on two streams: a later task waits for both (one re-recorded event kept
+    # only the last: the reader was not ordered after the first publisher's work)
+    seen: list[Any] = []
+
+    def reader_of_all() -> None:
+        stream = _current_stream()
+        before = len(stream.waited)
+        gpu.wait_for_published()
+        seen.extend(stream.waited[before:])
+
+    gpu.run_independent([publisher, publisher, lambda: None, reader_of_all])
+    first, second = gpu._branches.publish_events[:2]
+    assert first.recorded_on is MAIN_STREAM and second.recorded_on is not MAIN_STREAM
+    assert seen == [first, second]
 
     joined = len(MAIN_STREAM.waited)
     with pytest.raises(RuntimeError, match="no earlier task"):

@@ -79,7 +79,11 @@ _COLUMN_BLOCK = 128
 _MAX_GRID_YZ = 65535
 _CRT_MAX_LIMBS = 64  # kernels/rns.cu FHE_CRT_MAX_LIMBS
 _CACHE_LIMIT = 65536  # entries; past it the open-ended kinds below are dropped on the next miss of one
-_EVICTABLE = ("scalar", "keyptrs")  # one entry per scalar tuple / key-address tuple
+_EVICTABLE = ("scalar", "keyptrs", "row_skip")  # one entry per scalar tuple / key-address tuple / batch size
+# Open-ended kinds of large tables (E x N int32 index maps, one per Galois-element tuple: 512 KiB
+# for two elements at N=2^16): past _LARGE_LIMIT of them a miss drops them all.
+_LARGE_EVICTABLE = ("perms", "coefmaps")
+_LARGE_LIMIT = 64
 _MAX_STATIC_SMEM = 48 * 1024  # dynamic shared memory a launch gets without an opt-in attribute
 _BYTES_COLUMN_SLOT = 258  # keyswitch.cu FHE_BYTES_COLUMN_SLOT (a test ties the copies): words a target slot of the fused ModUp
 _BASE_CONVERT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16)  # keyswitch.cu keyswitch_base_convert_s* (s0: any)
@@ -366,6 +370,7 @@ class CupyBackend:
         for stream in side:
             stream.wait_event(fork)
         self._branches.open = True
+        self._branches.published = []  # this call's publications (publish_to_branches)
         try:
             for i, task in enumerate(tasks):
                 if i % B == 0:
@@ -375,7 +380,7 @@ class CupyBackend:
                         task()
         finally:
             self._branches.open = False
-            self._branches.published = None
+            self._branches.published = []
             for stream, join in zip(side, joins):
                 join.record(stream)
                 main.wait_event(join)
@@ -383,17 +388,24 @@ class CupyBackend:
     def publish_to_branches(self) -> None:
         """See the contract: inside a ``run_independent`` task, the work this task has
         enqueued so far becomes readable by the tasks after it, after their
-        ``wait_for_published()``. An event recorded on the task's stream (one per thread,
-        recorded again by each call; in a capture, the waits become edges of the graph).
-        Outside the branches (one stream) everything is in stream order: nothing to do."""
+        ``wait_for_published()``. An event recorded on the task's stream, one per publication
+        of this ``run_independent`` call (the thread's events are reused by later calls; one
+        event re-recorded by every publication would have kept only the last: tasks on two
+        streams publishing, a later task would wait for one of them). In a capture the waits
+        become edges of the graph. Outside the branches (one stream) everything is in stream
+        order: nothing to do."""
         if not getattr(self._branches, "open", False):
             return
-        published = getattr(self._branches, "publish_event", None)
-        if published is None:
+        published = self._branches.published
+        pool = getattr(self._branches, "publish_events", None)
+        if pool is None:
+            pool = self._branches.publish_events = []
+        if len(pool) == len(published):
             with self._device:
-                published = self._branches.publish_event = self.xp.cuda.Event(disable_timing=True)
-        published.record(self.xp.cuda.get_current_stream())
-        self._branches.published = published
+                pool.append(self.xp.cuda.Event(disable_timing=True))
+        event = pool[len(published)]
+        event.record(self.xp.cuda.get_current_stream())
+        published.append(event)
 
     def wait_for_published(self) -> None:
         """See the contract: the current stream waits for what an earlier task of this
@@ -405,16 +417,18 @@ class CupyBackend:
         """
         if not getattr(self._branches, "open", False):
             return
-        published = getattr(self._branches, "published", None)
-        if published is None:
+        published = self._branches.published
+        if not published:
             raise RuntimeError("wait_for_published: no earlier task of this run_independent call published")
-        self.xp.cuda.get_current_stream().wait_event(published)
+        stream = self.xp.cuda.get_current_stream()
+        for event in published:
+            stream.wait_event(event)
 
     def _cached(self, key: Any, build: Any) -> Any:
         """A device table from the cache (built once). Kernels read these by address, so a
         program capturing this call keeps the table alive (``runtime.retention``): evicting the
-        cache entry later (scalar and key-pointer tables are evicted past 65536 entries) must
-        not free memory a graph still reads.
+        cache entry later (scalar, key-pointer and row-skip tables past 65536 entries, index
+        maps past 64) must not free memory a graph still reads.
 
         Threads: hits read the dict without a lock (one atomic lookup); a miss builds and
         inserts under the lock, so concurrent workers sharing the engine build each table
@@ -446,11 +460,17 @@ class CupyBackend:
         it is published (``complete_for_other_streams``: a branch of ``run_independent`` or
         another thread's worker may read it at once on another stream; one wait per table,
         whatever its uploads); first, past ``_CACHE_LIMIT`` entries, a miss of an open-ended
-        kind drops every entry of those kinds (in place: lock-free hits keep reading the one
-        dict)."""
+        kind drops every entry of those kinds, and past ``_LARGE_LIMIT`` index maps a miss of
+        one drops them all (in place: lock-free hits keep reading the one dict; graphs that
+        read a dropped table keep it alive themselves, ``_cached``)."""
         if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
             for stale in [k for k in self._cache if k[0] in _EVICTABLE]:
                 del self._cache[stale]
+        if key[0] in _LARGE_EVICTABLE:
+            large = [k for k in self._cache if k[0] in _LARGE_EVICTABLE]
+            if len(large) >= _LARGE_LIMIT:
+                for stale in large:
+                    del self._cache[stale]
         value = build()
         self.complete_for_other_streams()
         return value
@@ -817,7 +837,8 @@ class CupyBackend:
 
         A launch group whose main chunk kernel would run fewer threads than the GPU holds
         (2^FHE_LV coefficients a thread) takes the ``_v4`` chunk kernels, 4 coefficients per
-        thread (blocks of twice the threads), if its chunk is below 2^12 (``_use_v4``); one
+        thread (blocks of twice the threads), if its chunk is at most
+        2^FHE_NTT_V4_MAX_LOG_CHUNK (default 2^12, every chunk; ``_use_v4``); one
         whose column kernel would (one thread a column) takes the ``_x2`` column kernels, two
         threads a column (``_use_column_x2``)."""
         tw, itw = self._tw()

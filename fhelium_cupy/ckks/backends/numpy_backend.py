@@ -348,6 +348,8 @@ class NumpyBackend:
             raise ValueError("sum_batch cannot sum over the limb or coefficient axis")
         self._limbs("sum_batch", rows, a)
         q = self.tables(rows).q
+        if a.shape[ax] == 0:  # the empty sum: zeros, as the CuPy backend's (np.take of index 0 raised)
+            return np.zeros(a.shape[:ax] + a.shape[ax + 1:], dtype=np.uint64)
         acc = np.array(np.take(a, 0, axis=ax), copy=True)
         for k in range(1, a.shape[ax]):
             add_mod(acc, np.take(a, k, axis=ax), q, out=acc)
