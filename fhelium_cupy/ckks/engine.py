@@ -300,7 +300,8 @@ class CkksEngine(EvaluationMixin):
             TypeError: the message is not numeric, ``level`` is not an int or ``scale`` is
                 not a real number (a bool is neither).
             ValueError: NaN or infinite values, more than ``num_slots`` values, a level past
-                the last, a bad scale, or scaled coefficients that the level's primes cannot
+                the last, a scale that is not a finite number above 1, or scaled coefficients
+                that the level's primes cannot
                 hold (|c| must stay below half their product; it would wrap and decode to
                 garbage).
         """
