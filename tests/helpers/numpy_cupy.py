@@ -34,6 +34,11 @@ class _Device:
     def __exit__(self, *exc: Any) -> None:
         pass
 
+    synchronized = 0  # device synchronizes (class-wide: every _Device() is the one device)
+
+    def synchronize(self) -> None:
+        _Device.synchronized += 1
+
 
 class _Stream:
     """A stream of the emulation: kernels run at launch, in host order (a valid order of any

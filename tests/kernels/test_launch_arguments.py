@@ -551,11 +551,14 @@ def test_index_maps_and_row_skip_tables_do_not_grow_without_bound(fake_backend_f
     row-skip tables (one per batch size) were never evicted (audit, session 32): past 64 index
     maps a miss of one drops them all; row-skip tables go with the other small open-ended kinds."""
     from fhelium_cupy.ckks.backends import cupy_backend
+    from tests.helpers.numpy_cupy import _Device
 
     backend = fake_backend_factory(gpu_cases.context("n4096"))
+    synchronized = _Device.synchronized
     for i in range(3 * cupy_backend._LARGE_LIMIT):
         kind = ("perms", "coefmaps")[i % 2]
         backend._cached((kind, (i,)), lambda i=i: np.array([i]))
         large = [k for k in backend._cache if k[0] in cupy_backend._LARGE_EVICTABLE]
         assert 1 <= len(large) <= cupy_backend._LARGE_LIMIT
+    assert _Device.synchronized - synchronized == 2  # each eviction waits for the device first
     assert "row_skip" in cupy_backend._EVICTABLE

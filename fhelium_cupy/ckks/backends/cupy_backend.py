@@ -461,16 +461,21 @@ class CupyBackend:
         another thread's worker may read it at once on another stream; one wait per table,
         whatever its uploads); first, past ``_CACHE_LIMIT`` entries, a miss of an open-ended
         kind drops every entry of those kinds, and past ``_LARGE_LIMIT`` index maps a miss of
-        one drops them all (in place: lock-free hits keep reading the one dict; graphs that
-        read a dropped table keep it alive themselves, ``_cached``)."""
+        one drops them all, after a device synchronize (in place: lock-free hits keep reading
+        the one dict; graphs that read a dropped table keep it alive themselves, ``_cached``)."""
+        stale: list[Any] = []
         if len(self._cache) > _CACHE_LIMIT and key[0] in _EVICTABLE:
-            for stale in [k for k in self._cache if k[0] in _EVICTABLE]:
-                del self._cache[stale]
+            stale += [k for k in self._cache if k[0] in _EVICTABLE]
         if key[0] in _LARGE_EVICTABLE:
             large = [k for k in self._cache if k[0] in _LARGE_EVICTABLE]
-            if len(large) >= _LARGE_LIMIT:
-                for stale in large:
-                    del self._cache[stale]
+            stale += large if len(large) >= _LARGE_LIMIT else []
+        if stale:
+            # kernels on any stream may still read them by address (a branch of run_independent
+            # beside the allocating stream): their memory returns to the pool only once the
+            # device is idle (a rare event: never inside a capture, whose misses do not get here)
+            self._device.synchronize()
+            for k in stale:
+                del self._cache[k]
         value = build()
         self.complete_for_other_streams()
         return value

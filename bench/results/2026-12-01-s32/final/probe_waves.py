@@ -26,7 +26,7 @@ for variant, defines in (("f64", ()), ("main", ("-DFHE_NTT_F64_CHUNK=0",)), ("f6
         rows = tuple(range(r))
         a = be.asarray(np.stack([rng.integers(0, ctx.moduli[i], (2, ctx.ring_degree), dtype=np.uint64) for i in rows], axis=-2))
         res = {}
-        for name, fn in (("forward", lambda: be.ntt_forward(a, rows)), ("inverse", lambda: be.ntt_inverse(a, rows))):
+        for name, fn in (("forward", lambda: be.ntt_forward(a, rows)), ("inverse", lambda: be.ntt_inverse(a, rows))):  # noqa: B023 (called within the iteration)
             for _ in range(5):
                 fn()
             times = []
