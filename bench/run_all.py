@@ -26,6 +26,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import size_list
 from bench.env_report import environment
 from bench.matvec import bench_matvec_size, bench_pool_sharing, bench_variant_size
 from bench.ops import H200_BANDWIDTH, bench_ops, floor_bytes, parameter_summary
@@ -44,16 +45,13 @@ def parse_preset(spec: str | None, device: str, sizes: tuple[int, ...]) -> tuple
     """``NAME[:8,16]`` -> (name, sizes); ``None`` -> the device's default preset."""
     if spec is None:
         return (DEFAULT_CUDA_PRESET if device == "cuda" else DEFAULT_CPU_PRESET), tuple(sizes)
-    name, _, own = spec.partition(":")
-    if own:
-        try:
-            parsed = tuple(int(s) for s in own.split(",") if s)
-        except ValueError:
-            raise ValueError(f"bad sizes in preset spec {spec!r}; expected NAME:8,16") from None
-        if not parsed or min(parsed) <= 0:
-            raise ValueError(f"sizes in {spec!r} must be positive integers")
-        return name, parsed
-    return name, tuple(sizes)
+    name, colon, own = spec.partition(":")
+    if not colon:
+        return name, tuple(sizes)
+    try:  # the sizes rule of --sizes and of the fhelium-cupy command (one parser)
+        return name, size_list(own)
+    except argparse.ArgumentTypeError as error:
+        raise ValueError(f"sizes in {spec!r} must be positive integers like NAME:8,16 ({error})") from None
 
 
 def merge_plan(plan: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -385,7 +383,7 @@ def _print_skipped(results: dict[str, Any], file: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench._report import exit_without_gpu, non_negative_int, positive_int, positive_seconds, size_list
+    from bench._report import exit_without_gpu, non_negative_int, positive_int, positive_seconds
     from fhelium_cupy.errors import FHEliumError
 
     parser = argparse.ArgumentParser(description="Run the fhelium-cupy benchmark suite into one directory.")

@@ -145,7 +145,7 @@ def _positive_seconds(text: str) -> float:
 
 def _size_list(text: str) -> tuple[int, ...]:
     parts = text.replace(" ", "").split(",")
-    if parts == [""] or "" in parts:  # nothing, or an empty item ("8,,16", "8,")
+    if "" in parts:  # nothing, or an empty item ("8,,16", "8,")
         raise argparse.ArgumentTypeError(f"expected sizes like 8,16,32, got {text!r}")
     return tuple(_positive_int(p) for p in parts)
 
@@ -168,16 +168,16 @@ def _preset_spec(text: str) -> str:
 
 
 def _check_security(parser: argparse.ArgumentParser, presets: Sequence[str], insecure: bool) -> list[Any]:
-    """The presets' parameters (nothing built); a usage error (exit 2) for a test preset
-    without ``--insecure``."""
+    """The presets' parameters (nothing built; ``Parameters.preset``'s own check); a usage
+    error (exit 2) for a test preset without ``--insecure``."""
     from .ckks.params import Parameters
+    from .errors import InsecureParametersError
 
-    params = [Parameters.preset(name, insecure=True) for name in presets]
-    for name, p in zip(presets, params):
-        issue = p.security_issue()
-        if issue is not None and not insecure:
-            parser.error(f"preset {name} is below 128-bit security ({issue}); pass --insecure for testing only")
-    return params
+    try:
+        return [Parameters.preset(name, insecure=insecure) for name in presets]
+    except InsecureParametersError as error:
+        parser.error(" ".join(str(error).split()))
+        raise  # (parser.error exits)
 
 
 def _resolve_device(requested: str) -> str:

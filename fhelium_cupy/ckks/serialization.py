@@ -358,10 +358,8 @@ def _authenticated(path: Any, key: bytes, header: dict, read_data: Callable[[], 
     tag = auth["tag"]
     if len(tag) != 64 or any(ch not in "0123456789abcdef" for ch in tag):
         raise SerializationError(f"{path}: authentication failed: the tag is not 64 lowercase hex digits")
-    data = _read_data(path, read_data)
-    if not hmac.compare_digest(tag.encode("ascii"), _auth_tag(key, header, data).encode("ascii")):
-        raise SerializationError(f"{path}: authentication failed: the file was changed, or saved with another key")
-    return lambda: data
+    return _verified(path, read_data, tag, lambda data: _auth_tag(key, header, data),
+                     "authentication failed: the file was changed, or saved with another key")
 
 
 def _intact(path: Any, header: dict, read_data: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
@@ -374,9 +372,18 @@ def _intact(path: Any, header: dict, read_data: Callable[[], np.ndarray]) -> Cal
         raise SerializationError(
             f"{path}: no integrity digest (corrupt, or saved by a fhelium_cupy before 0.1.0's digests: save it again)"
         )
+    return _verified(path, read_data, digest["value"], lambda data: _digest(header, data),
+                     "the file is corrupt (its SHA-256 digest does not match its header and data)")
+
+
+def _verified(path: Any, read_data: Callable[[], np.ndarray], claimed: str, compute: Callable[[np.ndarray], str],
+              mismatch: str) -> Callable[[], np.ndarray]:
+    """The data, read once, as a reader, when ``compute(data)`` equals the ``claimed`` hex
+    string (compared in constant time), else SerializationError(``mismatch``): the one check
+    of ``_authenticated`` and ``_intact`` once each has read its header field."""
     data = _read_data(path, read_data)
-    if not hmac.compare_digest(digest["value"].encode("ascii", "replace"), _digest(header, data).encode("ascii")):
-        raise SerializationError(f"{path}: the file is corrupt (its SHA-256 digest does not match its header and data)")
+    if not hmac.compare_digest(claimed.encode("ascii", "replace"), compute(data).encode("ascii")):
+        raise SerializationError(f"{path}: {mismatch}")
     return lambda: data
 
 

@@ -220,15 +220,15 @@ class ReusableValueBuffer(Generic[_ValueT]):
     """
 
     def __init__(self, *, signature: ValueTreeSignature, device: Device, pinned: bool, plan: _Plan, templates: list[Any],
-                 key_orders: tuple[tuple[object, ...], ...] | None = None) -> None:
+                 key_orders: tuple[tuple[object, ...] | None, ...] | None = None) -> None:
         self._signature = signature
         self._device = device
         self._pinned = pinned
         self._plan = plan
         self._templates = templates
-        # the example's key order of each dict (preorder; None: every dict's keys sorted already):
-        # the signature sorts keys, but a callable iterating its dict input must see the order
-        # it sees eagerly
+        # the example's key order of each dict (preorder; None for a dict in the signature's order,
+        # and the whole tuple None when every one is): the signature sorts keys, but a callable
+        # iterating its dict input must see the order it sees eagerly
         self._key_orders = key_orders
         self._nbytes = signature.nbytes
         # (leaf index, target low address, low offset, span bytes) of every non-empty leaf;
@@ -307,9 +307,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             plan.low_offsets.append(layout.low_offset)
             plan.spans.append(layout.span)
             plan.kinds.append(kind)
-        templates = _value_templates(signature, example, iter(plan.targets))
-        orders: list[tuple[object, ...]] = []
-        key_orders = tuple(orders) if _collect_key_orders(signature, example, orders) else None
+        templates, key_orders = _value_templates(signature, example, iter(plan.targets))
         buffer: ReusableValueBuffer[_ValueT] = cls(signature=signature, device=target, pinned=pin_memory, plan=plan,
                                                    templates=templates, key_orders=key_orders)
         if target.type == "cpu":
@@ -407,7 +405,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
         self._require_open()
         leaves: list[Any] = []
         self._signature.collect_leaves(source, "source", leaves)
-        self._check_disjoint(leaves)
+        starts = self._check_disjoint(leaves)
         if self._device.type == "cpu":
             if stream is not None:
                 raise ValueError("CPU ReusableValueBuffer does not accept a CUDA stream; omit stream= (CPU copies are synchronous)")
@@ -422,19 +420,22 @@ class ReusableValueBuffer(Generic[_ValueT]):
             return CopyHandle(event=None, device=self._device, sources=(), bytes_copied=self._nbytes, token=self._token)
         copy_stream = resolve_stream(stream, self._device)
         waits = event_handles(wait_for)
-        return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+        return self._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking, starts=starts)
 
-    def _check_disjoint(self, leaves: Sequence[Any]) -> None:
+    def _check_disjoint(self, leaves: Sequence[Any]) -> list[int]:
         """ExecutionInputError when a validated source leaf shares memory with this buffer's
         storage other than exactly its own target (a view of ``value``): the copies run leaf by
         leaf, so one would overwrite what a later one still reads (a swap of two leaves copied
         one into both). A leaf that is exactly its own target is a no-op copy and passes. Two
         comparisons a leaf when the source lies outside the storage (the usual case). Callers:
         ``copy_from``, ``CudaGraphProgram.copy_inputs_from`` and ``CudaGraphProgram.replay``, before
-        anything is written."""
+        anything is written. Returns each copy's source address (copy-plan order), which
+        ``_enqueue_copies`` takes instead of reading every leaf's pointer again."""
         lo, hi = self._bounds
+        starts = []
         for i, _, offset, span in self._copy_plan:  # (empty leaves touch no memory)
             start = data_pointer(leaves[i]) - offset
+            starts.append(start)
             if start + span <= lo or start >= hi:
                 continue
             for j, t_low, _, t_span in self._copy_plan:
@@ -443,18 +444,21 @@ class ReusableValueBuffer(Generic[_ValueT]):
                         f"source leaf {i} shares memory with leaf {j} of this buffer's storage: copied leaf by "
                         "leaf, one would overwrite what another still reads; pass a copy (x.copy())"
                     )
+        return starts
 
-    def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
-        """Copy already-validated leaves (CUDA target; ``_check_disjoint`` passed) after ordering
-        behind in-flight copies."""
+    def _copy_validated(self, leaves: list[Any], stream: Any, waits: tuple[int, ...], *, non_blocking: bool,
+                        starts: list[int]) -> CopyHandle:
+        """Copy already-validated leaves (CUDA target; ``starts`` from ``_check_disjoint``) after
+        ordering behind in-flight copies."""
         self._prune()
         if self._inflight:
             waits = (self._inflight[-1].event.ptr, *waits)  # the newest covers all older copies
-        handle = self._submit(leaves, stream, waits, non_blocking=non_blocking)
+        handle = self._submit(leaves, stream, waits, non_blocking=non_blocking, starts=starts)
         self._inflight.append(handle)
         return handle
 
-    def _submit(self, leaves: Sequence[Any], stream: Any, deps: tuple[int, ...], *, non_blocking: bool) -> CopyHandle:
+    def _submit(self, leaves: Sequence[Any], stream: Any, deps: tuple[int, ...], *, non_blocking: bool,
+                starts: list[int] | None = None) -> CopyHandle:
         """Enqueue the copies on ``stream`` after ``deps`` and record their event, all with the
         buffer's device current: the default streams' handles (0, 1, 2) name the current
         device's stream, so from another current device they would order and copy on the
@@ -467,7 +471,7 @@ class ReusableValueBuffer(Generic[_ValueT]):
             for dep in deps:
                 runtime.streamWaitEvent(sptr, dep, 0)
             try:
-                self._enqueue_copies(leaves, sptr, runtime.memcpyAsync)
+                self._enqueue_copies(leaves, sptr, runtime.memcpyAsync, starts)
             except BaseException:
                 stream.synchronize()  # what was enqueued lands before the error leaves: nothing in flight untracked
                 raise
@@ -479,12 +483,16 @@ class ReusableValueBuffer(Generic[_ValueT]):
             handle.synchronize()
         return handle
 
-    def _enqueue_copies(self, leaves: Sequence[Any], stream_ptr: int, memcpy_async: Any) -> None:
+    def _enqueue_copies(self, leaves: Sequence[Any], stream_ptr: int, memcpy_async: Any,
+                        starts: list[int] | None = None) -> None:
         """The copy plan's ``cudaMemcpyAsync`` calls from validated ``leaves`` on ``stream_ptr``
-        (CUDA target; no ordering, no event: the caller provides both). The one place that
-        issues input copies: ``copy_from``, ``copy_inputs_from`` and every ``replay``."""
-        for i, low, offset, span in self._copy_plan:
-            memcpy_async(low, data_pointer(leaves[i]) - offset, span, MEMCPY_DEFAULT, stream_ptr)
+        (CUDA target; no ordering, no event: the caller provides both), from ``starts`` (the
+        source addresses ``_check_disjoint`` returned) when given. The one place that issues
+        input copies: ``copy_from``, ``copy_inputs_from`` and every ``replay``."""
+        if starts is None:
+            starts = [data_pointer(leaves[i]) - offset for i, _, offset, _ in self._copy_plan]
+        for (_, low, _, span), start in zip(self._copy_plan, starts):
+            memcpy_async(low, start, span, MEMCPY_DEFAULT, stream_ptr)
         if self._torch_targets:
             bump_autograd_versions(self._torch_targets)
 
@@ -561,14 +569,19 @@ class ReusableValueBuffer(Generic[_ValueT]):
 # tree rebuilding
 
 
-def _value_templates(signature: ValueTreeSignature, example: object, targets: Iterator[Any]) -> list[Any]:
-    """One template per value leaf: the example's value rebuilt around target arrays."""
+def _value_templates(signature: ValueTreeSignature, example: object,
+                     targets: Iterator[Any]) -> tuple[list[Any], tuple[tuple[object, ...] | None, ...] | None]:
+    """One template per value leaf (the example's value rebuilt around target arrays), and the
+    example's dict key orders for ``_rebuild`` (None where every dict is in the signature's
+    order), in one walk."""
     out: list[Any] = []
-    _collect_templates(signature, example, targets, out)
-    return out
+    orders: list[tuple[object, ...] | None] = []
+    _collect_templates(signature, example, targets, out, orders)
+    return out, (tuple(orders) if any(o is not None for o in orders) else None)
 
 
-def _collect_templates(sig: ValueTreeSignature, node: object, targets: Iterator[Any], out: list[Any]) -> None:
+def _collect_templates(sig: ValueTreeSignature, node: object, targets: Iterator[Any], out: list[Any],
+                       orders: list[tuple[object, ...] | None]) -> None:
     # a module-level recursion, not a nested one: a closure that calls itself is a reference
     # cycle, and this one held the storage (through ``targets``) until the next gc pass
     if sig.kind == "value":
@@ -578,35 +591,19 @@ def _collect_templates(sig: ValueTreeSignature, node: object, targets: Iterator[
     elif sig.kind == "tensor":
         next(targets)
     elif sig.kind == "dict":
+        order: tuple[object, ...] = tuple(node)  # type: ignore[arg-type]
+        orders.append(None if order == sig.keys else order)  # preorder, as _rebuild meets them
         for key, child in zip(sig.keys, sig.children):
-            _collect_templates(child, node[key], targets, out)  # type: ignore[index]
+            _collect_templates(child, node[key], targets, out, orders)  # type: ignore[index]
     else:
         for child, item in zip(sig.children, node):  # type: ignore[call-overload]
-            _collect_templates(child, item, targets, out)
-
-
-def _collect_key_orders(sig: ValueTreeSignature, node: object, out: list[tuple[object, ...]]) -> bool:
-    """Append the key order of each dict of ``node`` (preorder, as ``_rebuild`` meets them);
-    return whether any differs from the signature's sorted order."""
-    if sig.kind == "dict":
-        order: tuple[object, ...] = tuple(node)  # type: ignore[arg-type]
-        out.append(order)
-        moved = order != sig.keys
-        for key, child in zip(sig.keys, sig.children):
-            moved = _collect_key_orders(child, node[key], out) or moved  # type: ignore[index]
-        return moved
-    if sig.kind in ("list", "tuple"):
-        moved = False
-        for child, item in zip(sig.children, node):  # type: ignore[call-overload]
-            moved = _collect_key_orders(child, item, out) or moved
-        return moved
-    return False
+            _collect_templates(child, item, targets, out, orders)
 
 
 def _rebuild(sig: ValueTreeSignature, targets: Iterator[Any], templates: Iterator[Any],
-             orders: Iterator[tuple[object, ...]] | None = None) -> object:
+             orders: Iterator[tuple[object, ...] | None] | None = None) -> object:
     """The tree of ``sig`` around ``targets`` (leaf order) and value ``templates``; dicts in
-    the key order ``orders`` gives (the example's, preorder), else the signature's."""
+    the key order ``orders`` gives (the example's, preorder; None: the signature's)."""
     kind = sig.kind
     if kind == "tensor":
         return next(targets)

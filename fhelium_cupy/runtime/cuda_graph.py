@@ -405,7 +405,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         self._require_open()
         try:
             leaves = self._collect(inputs)
-            self._buffer._check_disjoint(leaves)  # here, before the handle is touched (nothing written)
+            starts = self._buffer._check_disjoint(leaves)  # here, before the handle is touched (nothing written)
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         # the buffer enqueues with the program's device current (a default stream's handle is
@@ -416,7 +416,7 @@ class CudaGraphProgram(Generic[_OutputT]):
         if last is not None:
             waits = (*waits, last.ptr)
         try:
-            handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking)
+            handle = self._buffer._copy_validated(leaves, copy_stream, waits, non_blocking=non_blocking, starts=starts)
         except BaseException:
             # a copy that failed partway (the buffer drained its stream) left the payload part old,
             # part new: no earlier handle describes it any more
@@ -502,15 +502,15 @@ class CudaGraphProgram(Generic[_OutputT]):
             raise ExecutionError(_CLOSED)
         try:
             leaves = self._collect(inputs)
-            self._buffer._check_disjoint(leaves)  # copied leaf by leaf: no source may overlap another's target
+            starts = self._buffer._check_disjoint(leaves)  # copied leaf by leaf: no source may overlap another's target
         except ExecutionInputError as error:
             raise CudaGraphInputError(str(error)) from error
         if self._runtime.getDevice() != self._device_index:
             with self._cupy.cuda.Device(self._device_index):
-                return self._replay(leaves, copy_output, synchronize)
-        return self._replay(leaves, copy_output, synchronize)
+                return self._replay(leaves, starts, copy_output, synchronize)
+        return self._replay(leaves, starts, copy_output, synchronize)
 
-    def _replay(self, leaves: list[Any], copy_output: bool, synchronize: bool) -> _OutputT:
+    def _replay(self, leaves: list[Any], starts: list[int], copy_output: bool, synchronize: bool) -> _OutputT:
         runtime = self._runtime
         stream = self._current_stream()
         sptr = stream.ptr
@@ -526,22 +526,23 @@ class CudaGraphProgram(Generic[_OutputT]):
             sources = nodes.device_sources(leaves)
             if sources is not None:  # every source is device memory of this device: the graph copies them itself
                 return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, sources)
-        return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, copy_sources=True)
+        return self._launch_graph(stream, sptr, ident, leaves, copy_output, synchronize, copy_starts=starts)
 
     def _launch_graph(self, stream: Any, sptr: int, ident: object, sources: Any, copy_output: bool,
                       synchronize: bool, node_sources: list[int] | None = None, *,
-                      copy_sources: bool = False) -> _OutputT:
+                      copy_starts: list[int] | None = None) -> _OutputT:
         """Launch on ``stream`` (handle ``sptr``, ``stream_identity`` ``ident``: computed once per
         replay by the caller) and return the output: the captured graph, or with
         ``node_sources`` (``InputCopyGraph.device_sources`` of ``sources``) the input-copy
-        graph, which copies them itself. ``copy_sources``: first enqueue ``sources``' copies
-        into the input buffer (``replay()``'s ``cudaMemcpyAsync`` form), inside the cleanup below,
+        graph, which copies them itself. ``copy_starts`` (their addresses, from the buffer's
+        ``_check_disjoint``): first enqueue ``sources``' copies into the input buffer
+        (``replay()``'s ``cudaMemcpyAsync`` form), inside the cleanup below,
         so that copies failing partway are ordered and retire the prepared handle as a failed
         launch does."""
         pool = self._pool
         try:
-            if copy_sources:
-                self._enqueue_copies(sources, sptr, self._memcpy_async)
+            if copy_starts is not None:
+                self._enqueue_copies(sources, sptr, self._memcpy_async, copy_starts)
             if pool is not None:
                 pool._wait_for_chain(self._runtime, sptr, ident)  # scratch is shared: serialize
             if node_sources is None:

@@ -36,6 +36,21 @@ def test_racing_workers_get_one_key_per_kind_and_step():
     assert engine.rotation_key(3 + engine.num_slots) is engine.rotation_key(3)
 
 
+def _swap_keys_after_each_check(monkeypatch, engine):
+    """Make ``engine._check_own_secret`` install another engine's secret right after each
+    check, where another thread's ``generate_keys`` would land; returns the real check."""
+    other = CkksEngine("test-n4096-scale30", insecure=True).generate_keys().secret_key
+    checked = engine._check_own_secret
+
+    def check_then_swap(value, op):
+        chain = checked(value, op)
+        engine.generate_keys(other)  # "another thread"
+        return chain
+
+    monkeypatch.setattr(engine, "_check_own_secret", check_then_swap)
+    return checked
+
+
 def test_decrypt_uses_the_secret_it_checked_when_another_thread_replaces_the_keys(monkeypatch):
     """The window a thread race opened (audit, session 30): decrypt checked the ciphertext
     against one key chain and then read ``engine.keys`` again, so a ``generate_keys`` of another
@@ -47,15 +62,7 @@ def test_decrypt_uses_the_secret_it_checked_when_another_thread_replaces_the_key
     engine = CkksEngine("test-n4096-scale30", insecure=True)
     first = engine.generate_keys()
     ct = engine.encrypt_message(np.full(4, 0.5))
-    other = CkksEngine("test-n4096-scale30", insecure=True).generate_keys().secret_key
-    checked = engine._check_own_secret
-
-    def check_then_swap(value, op):
-        chain = checked(value, op)
-        engine.generate_keys(other)  # "another thread"
-        return chain
-
-    monkeypatch.setattr(engine, "_check_own_secret", check_then_swap)
+    _swap_keys_after_each_check(monkeypatch, engine)
     np.testing.assert_allclose(engine.decrypt_message(ct, real=True)[:4], 0.5, atol=1e-3)
     engine.generate_keys(first.secret_key)
     before = engine.flooded_decryptions
@@ -73,15 +80,7 @@ def test_conjugate_uses_the_chain_it_checked_when_another_thread_replaces_the_ke
     engine = CkksEngine("test-n4096-scale30", insecure=True)
     first = engine.generate_keys()
     ct = engine.encrypt_message(np.array([0.5 + 0.25j, -0.5j]))
-    other = CkksEngine("test-n4096-scale30", insecure=True).generate_keys().secret_key
-    checked = engine._check_own_secret
-
-    def check_then_swap(value, op):
-        chain = checked(value, op)
-        engine.generate_keys(other)  # "another thread"
-        return chain
-
-    monkeypatch.setattr(engine, "_check_own_secret", check_then_swap)
+    checked = _swap_keys_after_each_check(monkeypatch, engine)
     conj = engine.conjugate(ct)
     monkeypatch.setattr(engine, "_check_own_secret", checked)
     engine.generate_keys(first.secret_key)
